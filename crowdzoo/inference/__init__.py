@@ -1,0 +1,33 @@
+"""Inference routes, one module per algorithm, behind one entry point :func:`fit`."""
+from __future__ import annotations
+
+from ..data import PairwiseData
+from ..errors import DataError
+
+ROUTES = ("natgrad", "svi", "nuts", "ep")
+
+
+def fit(model, data: PairwiseData, method: str = "natgrad", seed: int = 0, **settings):
+    """Fit ``model`` to ``data`` by ``method`` and return its posterior.
+
+    Methods: ``"natgrad"`` (the paper's natural-gradient SVI, Alg. 1), ``"svi"`` (Pyro SVI with
+    any guide), ``"nuts"`` (Pyro NUTS; small problems), ``"ep"`` (expectation propagation).
+    ``settings`` go to the route (see ``crowdzoo.inference.<route>.fit_<route>``).
+    """
+    if not isinstance(data, PairwiseData):
+        raise DataError(f"data: expected a crowdzoo.PairwiseData, got {type(data).__name__} "
+                        "(build one with PairwiseData.from_arrays or .from_frame)")
+    if method not in ROUTES:
+        raise DataError(f"method: unknown route {method!r}; choose one of {list(ROUTES)}")
+    if method == "natgrad":
+        from .natgrad import fit_natgrad as route
+    elif method == "svi":
+        from .svi import fit_svi as route
+    elif method == "nuts":
+        from .mcmc import fit_nuts as route
+    else:
+        from .ep import fit_ep as route
+    return route(model, data, seed=seed, **settings)
+
+
+__all__ = ["fit", "ROUTES"]
