@@ -149,7 +149,7 @@ class PairwiseData:
             user_ids = np.asarray(user_ids).copy()
             if U_feat is not None and len(user_ids) != U_feat.shape[0]:
                 raise DataError(f"user_ids: {len(user_ids)} ids for {U_feat.shape[0]} user feature rows")
-        return cls(a=a, b=b, y=y_num, item_features=X, users=u, user_features=U_feat,
+        return cls(a=a, b=b, y=np.array(y_num, dtype=np.float64), item_features=X, users=u, user_features=U_feat,
                    item_ids=item_ids, user_ids=user_ids)
 
     @classmethod

@@ -11,9 +11,13 @@ from ..linalg import DTYPE
 
 
 def label_tensors(data):
-    """(a, b, y) of a PairwiseData as torch tensors (long, long, float64)."""
-    return (torch.tensor(data.a, dtype=torch.long), torch.tensor(data.b, dtype=torch.long),
-            torch.tensor(data.y, dtype=DTYPE))
+    """(a, b, y) of a PairwiseData as torch tensors (long, long, float64), sharing memory with
+    the data's own arrays when their dtypes allow (the labels are held once, not copied)."""
+    def view(x, dtype):
+        t = torch.from_numpy(x) if x.flags.writeable else torch.tensor(x)
+        return t.to(dtype)
+
+    return view(data.a, torch.long), view(data.b, torch.long), view(data.y, DTYPE)
 
 
 def progress(total: int, desc: str, enabled: bool | None):
