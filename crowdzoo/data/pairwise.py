@@ -149,7 +149,8 @@ class PairwiseData:
             user_ids = np.asarray(user_ids).copy()
             if U_feat is not None and len(user_ids) != U_feat.shape[0]:
                 raise DataError(f"user_ids: {len(user_ids)} ids for {U_feat.shape[0]} user feature rows")
-        return cls(a=a, b=b, y=np.array(y_num, dtype=np.float64), item_features=X, users=u, user_features=U_feat,
+        return cls(a=a, b=b, y=np.array(y_num, dtype=np.float64), item_features=X, users=u,
+                   user_features=U_feat,
                    item_ids=item_ids, user_ids=user_ids)
 
     @classmethod
@@ -196,7 +197,8 @@ class PairwiseData:
         if user:
             if users is not None:
                 if users.index.has_duplicates:
-                    raise DataError(f"users: index (user id) {users.index[users.index.duplicated()][0]!r} repeats")
+                    dup = users.index[users.index.duplicated()][0]
+                    raise DataError(f"users: index (user id) {dup!r} appears more than once")
                 kw["users"] = lookup(user, users, "user")
                 kw["user_features"] = users
                 kw["user_ids"] = users.index.to_numpy()

@@ -26,7 +26,7 @@ def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: i
     setup = setup or model.setup(data.item_features, seed=seed)
     a, b, y = label_tensors(data)
     model_fn = functools.partial(gppl_model, setup, a, b, y, None)
-    s_all, f_all, div, pe, steps = [], [], [], [], []
+    s_all, f_all, div, pe = [], [], [], []
     for chain in range(num_chains):
         pyro.set_rng_seed(seed + 1000 * chain)
         kernel = NUTS(model_fn, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,

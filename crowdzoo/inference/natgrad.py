@@ -122,7 +122,6 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
     P_i = min(batch_size, P)
     pi = P / P_i
     gen = torch.Generator().manual_seed(seed)
-    K = setup.K_mm
     L_K = setup.L_mm
     eye = torch.eye(M, dtype=DTYPE)
     K_inv = cho_solve(L_K, eye)

@@ -1,0 +1,36 @@
+"""Declarative comparisons that reproduce the papers' tables side by side with our numbers."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+
+import pandas as pd
+
+from . import gppl_routes
+
+REGISTRY = {"gppl-routes": gppl_routes}
+
+
+def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None):
+    """Run comparison ``name`` for ``repeats`` seeds (in parallel through ``executor`` or a local
+    process pool of ``jobs`` workers). Returns (tidy DataFrame, markdown table)."""
+    mod = REGISTRY[name]
+    seeds = list(range(repeats))
+    if executor is None and jobs > 1:
+        with cf.ProcessPoolExecutor(max_workers=jobs) as ex:
+            frames = list(ex.map(_call, [(mod.__name__, s, quick) for s in seeds]))
+    elif executor is not None:
+        frames = list(executor.map(_call, [(mod.__name__, s, quick) for s in seeds]))
+    else:
+        frames = [mod.run_one(s, quick=quick) for s in seeds]
+    df = pd.concat(frames, ignore_index=True)
+    return df, mod.summarise(df)
+
+
+def _call(args):
+    import importlib
+
+    modname, seed, quick = args
+    return importlib.import_module(modname).run_one(seed, quick=quick)
+
+
+__all__ = ["run", "REGISTRY"]
