@@ -150,3 +150,20 @@ def test_to_arviz_groups_and_labels(fits, route):
     else:
         assert "optimisation" in dt.children
         assert dt.attrs["approximate"] == 1
+
+
+def test_natgrad_resume_continues_the_run(problem, tmp_path):
+    d = problem["train"]
+    model = cz.GPPL(n_inducing=15)
+    # full batches: the run is deterministic, so resuming must reproduce it
+    whole = cz.fit(model, d, method="natgrad", max_iter=40, tol=0, seed=4)
+    first = cz.fit(model, d, method="natgrad", max_iter=20, tol=0, seed=4)
+    first.save(tmp_path / "ckpt.pt")
+    resumed = cz.fit(model, d, method="natgrad", max_iter=20, tol=0, seed=5,
+                     resume=cz.load(tmp_path / "ckpt.pt"))
+    assert resumed.settings["iterations"] == 40
+    t = problem["test"]
+    p_w = whole.predict_proba(t.item_ids[t.a], t.item_ids[t.b])
+    p_r = resumed.predict_proba(t.item_ids[t.a], t.item_ids[t.b])
+    np.testing.assert_allclose(p_r, p_w, atol=1e-8)
+    np.testing.assert_allclose(resumed.trace["bound"], whole.trace["bound"], rtol=1e-8)

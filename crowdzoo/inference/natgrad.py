@@ -102,12 +102,14 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
                 batch_size: int = 1000, delay: float = 1.0, forgetting_rate: float = 0.9,
                 max_iter: int = 500, min_iter: int = 10, tol: float = 1e-4, window: int = 5,
                 inner_iter: int = 3, n_gh: int = 20, progress_bar: bool | None = None,
-                setup=None) -> GPPLPosterior:
+                setup=None, resume: GPPLPosterior | None = None) -> GPPLPosterior:
     """Fit GPPL by the paper's natural-gradient SVI (Alg. 1).
 
     ``batch_size`` P_i pairs per iteration (all pairs when P ≤ P_i), ``delay`` ε and
     ``forgetting_rate`` r of ρ_i, ``likelihood`` ``"linearised"`` (Eq. 7–11, the paper) or
     ``"exact"`` (Gauss–Hermite natural gradients), ``inner_iter`` re-linearisations of G per batch.
+    ``resume``: a natgrad posterior (e.g. from :func:`crowdzoo.load`) to continue from, with the
+    step-size schedule ρ_i carried on from its last iteration (checkpoint and resume).
     """
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
@@ -116,6 +118,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
         raise DataError("s_prior: natgrad needs the conjugate Gamma prior on s (Eq. 15); use "
                         "method='svi', 'nuts' or 'ep' for other priors")
     alpha0, beta0 = float(prior.concentration), float(prior.rate)
+    if resume is not None:
+        setup = resume.setup
     setup = setup or model.setup(data.item_features, seed=seed)
     a, b, y = label_tensors(data)
     P, M = a.shape[0], setup.M
@@ -130,10 +134,18 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
     Es0 = alpha0 / beta0
     state = NatGradState(Lam=Es0 * K_inv, eta=torch.zeros(M, dtype=DTYPE), shape=alpha0,
                          rate=beta0)
-    bounds = []
+    bounds, start = [], 0
+    if resume is not None:
+        if resume.method != "natgrad":
+            raise DataError(f"resume: expected a natgrad posterior, got method {resume.method!r}")
+        L_S = cholesky(resume.covs[0], what="S of the resumed posterior")
+        Lam = cho_solve(L_S, eye)
+        state = NatGradState(Lam=Lam, eta=Lam @ resume.means[0], shape=resume.s_shape,
+                             rate=resume.s_rate)
+        bounds, start = list(resume.trace["bound"]), len(resume.trace["bound"])
     converged = False
     with progress(max_iter, f"natgrad ({likelihood})", progress_bar) as bar:
-        for i in range(1, max_iter + 1):
+        for i in range(start + 1, start + max_iter + 1):
             # sampled with replacement: O(P_i) work and memory per step, whatever P is
             idx = torch.randint(P, (P_i,), generator=gen) if P_i < P else torch.arange(P)
             A_d, c = pair_rows(setup, a[idx], b[idx])
@@ -171,7 +183,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
             bounds.append(bound)
             bar.set_postfix(bound=f"{bound:.2f}", E_s=f"{shape / rate:.3g}")
             bar.update()
-            if i >= max(min_iter, 2 * window):
+            if i - start >= max(min_iter, 2 * window):
                 now = np.mean(bounds[-window:])
                 before = np.mean(bounds[-2 * window:-window])
                 if abs(now - before) < tol * abs(before):
