@@ -71,7 +71,8 @@ class GPPLPosterior:
             pos = lookup.get_indexer(ids)
             bad = np.flatnonzero(pos < 0)
             if bad.size:
-                raise DataError(f"{name}: row {bad[0]}: item id {ids[bad[0]]!r} is not a training item "
+                r = bad[0]
+                raise DataError(f"{name}: row {r}: item id {ids[r].item()!r} is not a training item "
                                 "(pass item_features= to predict for new items)")
         else:
             pos = ids.astype(np.int64)

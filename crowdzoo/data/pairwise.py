@@ -18,6 +18,11 @@ import pandas as pd
 from ..errors import DataError
 
 
+def _show(x) -> str:
+    """repr of a value as the user wrote it (numpy scalars shown as plain Python values)."""
+    return repr(x.item() if isinstance(x, np.generic) else x)
+
+
 def _int_index(name: str, x, upper: int) -> np.ndarray:
     arr = np.asarray(x)
     if arr.ndim != 1:
@@ -27,7 +32,7 @@ def _int_index(name: str, x, upper: int) -> np.ndarray:
         bad = np.flatnonzero(~np.isfinite(as_float) | (as_float != np.round(as_float)))
         if bad.size:
             r = bad[0]
-            raise DataError(f"{name}: row {r}: {arr[r]!r} is not an integer index")
+            raise DataError(f"{name}: row {r}: {_show(arr[r])} is not an integer index")
         arr = as_float.astype(np.int64)
     arr = arr.astype(np.int64, copy=True)
     bad = np.flatnonzero((arr < 0) | (arr >= upper))
@@ -46,7 +51,7 @@ def _features(name: str, X) -> np.ndarray:
             if not pd.api.types.is_numeric_dtype(X[col]) or pd.api.types.is_bool_dtype(X[col]):
                 r = int(np.flatnonzero(pd.to_numeric(X[col], errors="coerce").isna())[:1].sum())
                 raise DataError(
-                    f"{name}: column {j} ({col!r}) is not numeric (row {r}: {X[col].iloc[r]!r})"
+                    f"{name}: column {j} ({col!r}) is not numeric (row {r}: {_show(X[col].iloc[r])})"
                 )
         X = X.to_numpy()
     arr = np.asarray(X)
@@ -64,7 +69,7 @@ def _features(name: str, X) -> np.ndarray:
                         float(arr[r, c])
                     except (TypeError, ValueError):
                         raise DataError(
-                            f"{name}: row {r}, column {c}: {arr[r, c]!r} is not numeric"
+                            f"{name}: row {r}, column {c}: {_show(arr[r, c])} is not numeric"
                         ) from None
     arr = np.array(arr, dtype=np.float64, copy=True)
     bad = np.argwhere(~np.isfinite(arr))
@@ -126,7 +131,7 @@ class PairwiseData:
         if bad.size:
             r = bad[0]
             raise DataError(
-                f"y: row {r}: label {y_arr.reshape(-1)[r]!r} is outside {{0, 1}} "
+                f"y: row {r}: label {_show(y_arr.reshape(-1)[r])} is outside {{0, 1}} "
                 "(1 means a preferred to b; drop or split ties before building the data)"
             )
         U_feat = None
@@ -170,7 +175,7 @@ class PairwiseData:
                 raise DataError(f"column {col!r} not found in df (columns: {list(df.columns)})")
         if items.index.has_duplicates:
             dup = items.index[items.index.duplicated()][0]
-            raise DataError(f"items: index (item id) {dup!r} appears more than once")
+            raise DataError(f"items: index (item id) {_show(dup)} appears more than once")
         if ties not in ("error", "drop"):
             raise DataError(f"ties: expected 'error' or 'drop', got {ties!r}")
         frame = df
@@ -186,8 +191,8 @@ class PairwiseData:
             if missing.size:
                 r = missing[0]
                 raise DataError(
-                    f"column {col!r}, row {r} (index {frame.index[r]!r}): {what} id "
-                    f"{frame[col].iloc[r]!r} not found in {what}s table"
+                    f"column {col!r}, row {r} (index {_show(frame.index[r])}): {what} id "
+                    f"{_show(frame[col].iloc[r])} not found in {what}s table"
                 )
             return idx
 
@@ -198,7 +203,7 @@ class PairwiseData:
             if users is not None:
                 if users.index.has_duplicates:
                     dup = users.index[users.index.duplicated()][0]
-                    raise DataError(f"users: index (user id) {dup!r} appears more than once")
+                    raise DataError(f"users: index (user id) {_show(dup)} appears more than once")
                 kw["users"] = lookup(user, users, "user")
                 kw["user_features"] = users
                 kw["user_ids"] = users.index.to_numpy()

@@ -24,6 +24,7 @@ from pyro.infer import SVI, Trace_ELBO
 from pyro.infer.autoguide import AutoGuide, AutoMultivariateNormal, init_to_median
 from pyro.optim import ClippedAdam
 
+from ..errors import NumericalError
 from ..linalg import DTYPE
 from ..models.gppl import gppl_model
 from ..posterior import GPPLPosterior
@@ -60,7 +61,12 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
     losses = np.empty(num_steps)
     with progress(num_steps, "svi", progress_bar) as bar:
         for i in range(num_steps):
-            loss = svi.step()
+            try:
+                loss = svi.step()
+            except ValueError as err:  # Pyro's validation of a NaN parameter
+                raise NumericalError(
+                    f"SVI failed at step {i}: {str(err).splitlines()[0][:200]}. Try: a smaller lr, "
+                    "a larger subsample_size, or a guide with init_scale≈0.01") from None
             check_finite(loss, "the ELBO", i,
                          "a smaller lr, a larger subsample_size, or a guide with init_scale≈0.01")
             losses[i] = loss

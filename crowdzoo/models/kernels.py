@@ -86,18 +86,18 @@ def median_heuristic(X, scaled: bool = False, max_points: int = 2000, seed: int 
     whose median distance is 0 (e.g. a mostly-constant binary feature) falls back to the mean
     absolute distance, then to 1.
     """
-    X = torch.as_tensor(np.asarray(X), dtype=DTYPE)
+    X = np.asarray(X, dtype=np.float64)
     if X.shape[0] > max_points:
-        g = torch.Generator().manual_seed(seed)
-        X = X[torch.randperm(X.shape[0], generator=g)[:max_points]]
-    i, j = torch.triu_indices(X.shape[0], X.shape[0], offset=1)
-    ell = torch.empty(X.shape[1], dtype=DTYPE)
-    for d in range(X.shape[1]):  # loop over feature dimensions, not data points
-        diffs = (X[i, d] - X[j, d]).abs()
-        med = diffs.median() if diffs.numel() else torch.tensor(0.0, dtype=DTYPE)
-        if med <= 0:
-            med = diffs.mean() if diffs.numel() else med
-        ell[d] = med if med > 0 else 1.0
+        X = X[np.random.default_rng(seed).permutation(X.shape[0])[:max_points]]
+    i, j = np.triu_indices(X.shape[0], k=1)
+    ell = np.ones(X.shape[1])
+    for lo in range(0, X.shape[1], 64):  # blocks of feature dimensions bound the memory
+        diffs = np.abs(X[i, lo:lo + 64] - X[j, lo:lo + 64])
+        if diffs.shape[0] == 0:
+            continue
+        med = np.median(diffs, axis=0)
+        mean = diffs.mean(axis=0)
+        ell[lo:lo + 64] = np.where(med > 0, med, np.where(mean > 0, mean, 1.0))
     if scaled:
         ell = ell * 20.0 * math.sqrt(X.shape[1])
-    return ell
+    return torch.as_tensor(ell, dtype=DTYPE)
