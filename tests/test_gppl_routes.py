@@ -91,7 +91,7 @@ def test_minibatch_natgrad_reaches_full_batch_solution(problem):
     d = problem["train"]
     full = cz.fit(cz.GPPL(n_inducing=15), d, method="natgrad", likelihood="exact")
     mini = cz.fit(cz.GPPL(n_inducing=15), d, method="natgrad", likelihood="exact", batch_size=60,
-                  max_iter=1500, tol=1e-5, window=50)
+                  max_iter=1500, tol=1e-5)
     t = problem["test"]
     p_full = full.predict_proba(t.item_ids[t.a], t.item_ids[t.b])
     p_mini = mini.predict_proba(t.item_ids[t.a], t.item_ids[t.b])

@@ -15,9 +15,11 @@ Two likelihood treatments, chosen by ``likelihood=``:
     E_q[log Φ(y'(f_a − f_b))], computed by Gauss–Hermite quadrature of each pair's 1-D marginal
     (as Hensman et al. 2015 do for GP classification). Same cost per iteration.
 
-The bound of Eq. 30 (its likelihood term by quadrature in both cases) is estimated on each
-mini-batch; the run stops when the mean bound of the last ``window`` iterations changes by less
-than ``tol`` (relative) from the window before, or after ``max_iter`` iterations.
+The bound of Eq. 30 (its likelihood term by Gauss–Hermite quadrature in both cases) is
+evaluated every ``eval_every`` iterations on a fixed random subset of at most ``eval_size`` labels
+(all of them when P ≤ ``eval_size``), scaled to P: fixed so that successive values differ by the
+progress of q alone, bounded so that memory stays flat in P. The run stops when the bound changes
+by less than ``tol`` (relative) between two evaluations, or after ``max_iter`` iterations.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from torch.special import ndtr
 
 from ..errors import DataError, NumericalError
 from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
+from ..models.likelihoods import expected_log_probit, gauss_hermite
 from ..posterior import GPPLPosterior
 from ._common import check_finite, label_tensors, progress
 
@@ -61,8 +64,6 @@ def beta_bernoulli_Q(prior_var_z: torch.Tensor, y: torch.Tensor, n_gh: int = 40)
     The beta prior (γ, λ) matches the prior mean and variance of Φ(z_p), z_p ~ N(0, v_p), found
     by Gauss–Hermite quadrature; the mean is ½ by symmetry, so γ = λ.
     """
-    from ..models.likelihoods import gauss_hermite
-
     x, w = gauss_hermite(n_gh)
     phi = ndtr(prior_var_z.sqrt()[:, None] * x)
     var = ((phi - 0.5) ** 2 * w).sum(-1).clamp(1e-8, 0.25 - 1e-8)
@@ -100,7 +101,8 @@ def _bound(ell_sum, m, S, L_S, K_inv, logdet_K, shape, rate, alpha0, beta0):
 
 def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
                 batch_size: int = 1000, delay: float = 1.0, forgetting_rate: float = 0.9,
-                max_iter: int = 500, min_iter: int = 10, tol: float = 1e-4, window: int = 5,
+                max_iter: int = 500, min_iter: int = 10, tol: float = 1e-4, eval_every: int = 5,
+                eval_size: int = 2000,
                 inner_iter: int = 3, n_gh: int = 20, progress_bar: bool | None = None,
                 setup=None, resume: GPPLPosterior | None = None) -> GPPLPosterior:
     """Fit GPPL by the paper's natural-gradient SVI (Alg. 1).
@@ -134,7 +136,10 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
     Es0 = alpha0 / beta0
     state = NatGradState(Lam=Es0 * K_inv, eta=torch.zeros(M, dtype=DTYPE), shape=alpha0,
                          rate=beta0)
-    bounds, start = [], 0
+    bounds, bound_iters, start = [], [], 0
+    ev = torch.randperm(P, generator=gen)[:eval_size] if P > eval_size else torch.arange(P)
+    A_ev, c_ev = pair_rows(setup, a[ev], b[ev])
+    y_ev, pi_ev = y[ev], P / ev.shape[0]
     if resume is not None:
         if resume.method != "natgrad":
             raise DataError(f"resume: expected a natgrad posterior, got method {resume.method!r}")
@@ -142,7 +147,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
         Lam = cho_solve(L_S, eye)
         state = NatGradState(Lam=Lam, eta=Lam @ resume.means[0], shape=resume.s_shape,
                              rate=resume.s_rate)
-        bounds, start = list(resume.trace["bound"]), len(resume.trace["bound"])
+        bounds, bound_iters = list(resume.trace["bound"]), list(resume.trace["bound_iteration"])
+        start = int(resume.settings["iterations"])
     converged = False
     with progress(max_iter, f"natgrad ({likelihood})", progress_bar) as bar:
         for i in range(start + 1, start + max_iter + 1):
@@ -159,8 +165,6 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
                                          inner_iter)
             else:
                 mu, v = _marginals(A_d, c, m, S, Es)
-                from ..models.likelihoods import expected_log_probit
-
                 _, g_mu, g_v = expected_log_probit(yb, mu, v, n_gh)
                 Lam_lik = -2.0 * pi * (A_d.T * g_v) @ A_d
                 eta_lik = pi * A_d.T @ (g_mu - 2.0 * g_v * mu)
@@ -171,33 +175,33 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
             shape = alpha0 + 0.5 * M
             rate = beta0 + 0.5 * float(torch.trace(K_inv @ (S + torch.outer(m, m))))
             state = state._replace(shape=shape, rate=rate)
-            # bound on this mini-batch (Eq. 30)
-            from ..models.likelihoods import expected_log_probit
-
-            mu, v = _marginals(A_d, c, m, S, shape / rate)
-            ell, _, _ = expected_log_probit(yb, mu, v, n_gh)
-            bound = _bound(pi * ell.sum(), m, S, L_S, K_inv, logdet_K, shape, rate, alpha0, beta0)
+            bar.update()
+            if (i - start) % eval_every and i - start != max_iter:
+                continue
+            # the bound of Eq. 30 on the fixed evaluation subset
+            mu, v = _marginals(A_ev, c_ev, m, S, shape / rate)
+            ell, _, _ = expected_log_probit(y_ev, mu, v, n_gh)
+            bound = _bound(pi_ev * ell.sum(), m, S, L_S, K_inv, logdet_K, shape, rate, alpha0, beta0)
             check_finite(bound, "the lower bound (Eq. 30)", i,
                          "a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                          "or fewer inducing points")
             bounds.append(bound)
+            bound_iters.append(i)
             bar.set_postfix(bound=f"{bound:.2f}", E_s=f"{shape / rate:.3g}")
-            bar.update()
-            if i - start >= max(min_iter, 2 * window):
-                now = np.mean(bounds[-window:])
-                before = np.mean(bounds[-2 * window:-window])
-                if abs(now - before) < tol * abs(before):
-                    converged = True
-                    break
+            if i - start >= min_iter and len(bounds) >= 2 and \
+                    abs(bounds[-1] - bounds[-2]) < tol * abs(bounds[-2]):
+                converged = True
+                break
     m, S, _ = _moments(state)
     Es = state.shape / state.rate
     return GPPLPosterior(
         model=model, setup=setup, data=data, method="natgrad", weights=torch.ones(1, dtype=DTYPE),
         means=m[None], covs=S[None], s=torch.tensor([Es], dtype=DTYPE), s_shape=state.shape,
-        s_rate=state.rate, trace={"bound": np.asarray(bounds)},
+        s_rate=state.rate, trace={"bound": np.asarray(bounds), "bound_iteration": np.asarray(bound_iters)},
         settings=dict(seed=seed, likelihood=likelihood, batch_size=P_i, delay=delay,
-                      forgetting_rate=forgetting_rate, max_iter=max_iter, tol=tol, window=window,
-                      inner_iter=inner_iter, iterations=len(bounds), converged=converged))
+                      forgetting_rate=forgetting_rate, max_iter=max_iter, tol=tol, eval_every=eval_every,
+                      eval_size=int(ev.shape[0]), inner_iter=inner_iter, iterations=i,
+                      converged=converged))
 
 
 def _linearised_step(state, A_d, c, k_d, y, m, S, Es, Es0, K_inv, r_i, pi, inner_iter):
