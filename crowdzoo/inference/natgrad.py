@@ -160,9 +160,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
             m, S, _ = _moments(state)
             r_i = rho(i, delay, forgetting_rate)
             if likelihood == "linearised":
-                k_d = 2.0 - 2.0 * setup.kernel.pairs(setup.X[a[idx]], setup.X[b[idx]])
-                state = _linearised_step(state, A_d, c, k_d, yb, m, S, Es, Es0, K_inv, r_i, pi,
-                                         inner_iter)
+                state = _linearised_step(state, A_d, yb, m, Es, Es0, K_inv, r_i, pi, inner_iter)
             else:
                 mu, v = _marginals(A_d, c, m, S, Es)
                 _, g_mu, g_v = expected_log_probit(yb, mu, v, n_gh)
@@ -204,23 +202,27 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
                       converged=converged))
 
 
-def _linearised_step(state, A_d, c, k_d, y, m, S, Es, Es0, K_inv, r_i, pi, inner_iter):
+def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter):
     """Eq. 17–18 with the linearised probit (Eq. 9–10) and Q from Eq. 8; G re-linearised
-    ``inner_iter`` times about the updated mean (Alg. 1, lines 4–6)."""
-    Q = beta_bernoulli_Q(k_d / Es0, y)
+    ``inner_iter`` times about the updated mean (Alg. 1, lines 4–6).
+
+    As in the authors' code, the forward model Φ(ẑ) and its Jacobian G are evaluated at the
+    posterior *mean* of f_a − f_b (ẑ_p = f̂_a − f̂_b, G_p = φ(ẑ_p)), and the prior over Φ(z_p)
+    that fixes Q treats f_a and f_b as independent with variance 1/E₀[s] (so Var z_p = 2/E₀[s]).
+    """
+    Q = beta_bernoulli_Q(torch.full_like(y, 2.0 / Es0), y)
     new = state
     mean = m
     for _ in range(max(1, inner_iter)):
-        mu, v = _marginals(A_d, c, mean, S, Es)
-        z_hat = mu / torch.sqrt(1.0 + v)
-        Phi = ndtr(z_hat)
-        # G_p: dΦ(ẑ_p)/d(f_a − f_b), Eq. 10
-        G = torch.exp(-0.5 * z_hat ** 2) / math.sqrt(2 * math.pi) / torch.sqrt(1.0 + v)
+        mu = A_d @ mean
+        Phi = ndtr(mu)
+        # G_p = dΦ(ẑ_p)/d(f_a − f_b) at the mean, Eq. 10
+        G = torch.exp(-0.5 * mu ** 2) / math.sqrt(2 * math.pi)
         w = G * G / Q
         Lam = sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + pi * (A_d.T * w) @ A_d))
         eta = (1 - r_i) * state.eta + r_i * pi * A_d.T @ (G / Q * (y - Phi + G * mu))
         new = state._replace(Lam=Lam, eta=eta)
-        mean, S_new, _ = _moments(new)
+        mean, _, _ = _moments(new)
     if not torch.isfinite(new.eta).all():
         raise NumericalError("natgrad: the linearised update produced NaN. Try: a larger delay ε.")
     return new

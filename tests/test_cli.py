@@ -1,0 +1,66 @@
+"""The command line, in-process: fit from CSVs, clear errors, the demo."""
+import json
+
+import numpy as np
+import pandas as pd
+
+import crowdzoo as cz
+from crowdzoo.cli import main
+
+
+def _write(tmp_path, n_items=30, n_pairs=200):
+    data, _ = cz.simulate_gppl(n_items=n_items, n_pairs=n_pairs, seed=2)
+    items = data.items_frame().rename_axis("id")
+    items.index = [f"item{i}" for i in items.index]
+    items.index.name = "id"
+    pairs = data.to_frame()
+    pairs["a"] = "item" + pairs["a"].astype(str)
+    pairs["b"] = "item" + pairs["b"].astype(str)
+    items.to_csv(tmp_path / "items.csv")
+    pairs.to_csv(tmp_path / "pairs.csv", index=False)
+    return items, pairs
+
+
+def test_fit_writes_outputs_and_reloads(tmp_path):
+    items, _ = _write(tmp_path)
+    out = tmp_path / "run"
+    code = main(["fit", "gppl", "--pairs", str(tmp_path / "pairs.csv"), "--items",
+                 str(tmp_path / "items.csv"), "--method", "ep", "--out", str(out), "--no-progress"])
+    assert code == 0
+    for name in ("utilities.csv", "predictions.csv", "metrics.json", "run.json", "posterior.pt"):
+        assert (out / name).is_file(), name
+    util = pd.read_csv(out / "utilities.csv")
+    assert set(util["item"]) == set(items.index)
+    preds = pd.read_csv(out / "predictions.csv")
+    post = cz.load(out / "posterior.pt")
+    np.testing.assert_array_equal(post.predict_proba(preds["a"], preds["b"]), preds["p"])
+    assert json.loads((out / "metrics.json").read_text())["train_accuracy"] > 0.6
+
+
+def test_missing_column_is_a_clear_error(tmp_path, capsys):
+    _write(tmp_path)
+    code = main(["fit", "gppl", "--pairs", str(tmp_path / "pairs.csv"), "--items",
+                 str(tmp_path / "items.csv"), "--out", str(tmp_path / "o"), "--y-col", "label"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("crowdzoo: error:") and "'label'" in err and "Traceback" not in err
+
+
+def test_non_numeric_feature_is_a_clear_error(tmp_path, capsys):
+    items, _ = _write(tmp_path)
+    items = items.astype(object)
+    items.iloc[4, 1] = "n/a?"
+    items.to_csv(tmp_path / "items.csv")
+    code = main(["fit", "gppl", "--pairs", str(tmp_path / "pairs.csv"), "--items",
+                 str(tmp_path / "items.csv"), "--out", str(tmp_path / "o")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "column 1 ('x1')" in err and "row 4" in err
+
+
+def test_demo_quick(tmp_path, capsys):
+    code = main(["demo", "--quick", "--method", "ep", "--out", str(tmp_path / "demo"), "--no-progress"])
+    assert code == 0
+    report = (tmp_path / "demo" / "report.md").read_text()
+    assert "crowdzoo demo --out" in report and "test_accuracy" in report
+    assert "held-out accuracy" in capsys.readouterr().out
