@@ -24,7 +24,7 @@ from .errors import DataError
 from .linalg import DTYPE, cho_solve, cholesky, solve_lower
 from .models.gppl import GPPL, GPPLSetup
 
-_CHUNK = 4096
+_CHUNK = 2**22
 
 
 @dataclass
@@ -117,8 +117,9 @@ class GPPLPosterior:
         if a.shape != b.shape:
             raise DataError(f"a, b: mismatched lengths {a.shape[0]} and {b.shape[0]}")
         out = torch.empty(a.shape[0], dtype=DTYPE)
-        for lo in range(0, a.shape[0], _CHUNK):  # chunks bound memory; vectorised within
-            sl = slice(lo, lo + _CHUNK)
+        chunk = max(64, _CHUNK // self.weights.shape[0])  # ≤ _CHUNK numbers per (component, pair)
+        for lo in range(0, a.shape[0], chunk):  # chunks bound memory; vectorised within
+            sl = slice(lo, lo + chunk)
             out[sl] = self._pair_prob(Xs, a[sl], b[sl], exact=training and self.setup.exact)
         return out.numpy()
 
