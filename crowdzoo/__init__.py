@@ -1,10 +1,10 @@
 """crowdzoo: a Pyro model zoo of Bayesian models of what crowds say about pairs of things."""
-from .data import PairwiseData, simulate_gppl, split_pairs, split_users
+from .data import PairwiseData, simulate_crowd, simulate_gppl, split_pairs, split_users
 from .errors import DataError, NumericalError
 from .inference import fit
 from .io import load
-from .models import GPPL
+from .models import GPPL, CrowdGPPL
 
 __version__ = "0.1.0"
-__all__ = ["PairwiseData", "simulate_gppl", "split_pairs", "split_users", "DataError",
-           "NumericalError", "fit", "load", "GPPL"]
+__all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
+           "NumericalError", "fit", "load", "GPPL", "CrowdGPPL"]

@@ -5,9 +5,9 @@ import concurrent.futures as cf
 
 import pandas as pd
 
-from . import gppl_routes
+from . import crowd_routes, gppl_routes
 
-REGISTRY = {"gppl-routes": gppl_routes}
+REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes}
 
 
 def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None):
@@ -16,7 +16,8 @@ def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executo
     mod = REGISTRY[name]
     seeds = list(range(repeats))
     if executor is None and jobs > 1:
-        with cf.ProcessPoolExecutor(max_workers=jobs) as ex:
+        # one torch thread per worker: jobs × torch's default threads oversubscribe the cores
+        with cf.ProcessPoolExecutor(max_workers=jobs, initializer=_one_thread) as ex:
             frames = list(ex.map(_call, [(mod.__name__, s, quick) for s in seeds]))
     elif executor is not None:
         frames = list(executor.map(_call, [(mod.__name__, s, quick) for s in seeds]))
@@ -24,6 +25,12 @@ def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executo
         frames = [mod.run_one(s, quick=quick) for s in seeds]
     df = pd.concat(frames, ignore_index=True)
     return df, mod.summarise(df)
+
+
+def _one_thread():
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def _call(args):

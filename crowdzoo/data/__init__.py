@@ -1,6 +1,6 @@
 """Data containers, validation, splits and simulators."""
 from .pairwise import PairwiseData
-from .simulate import random_pairs, simulate_gppl
+from .simulate import random_pairs, simulate_crowd, simulate_gppl
 from .split import split_pairs, split_users
 
-__all__ = ["PairwiseData", "simulate_gppl", "random_pairs", "split_pairs", "split_users"]
+__all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "random_pairs", "split_pairs", "split_users"]

@@ -35,3 +35,51 @@ def simulate_gppl(n_items: int = 30, n_pairs: int = 300, n_features: int = 2, s:
     p = ndtr(f[a] - f[b]).numpy()
     y = (rng.uniform(size=n_pairs) < p).astype(np.float64)
     return PairwiseData.from_arrays(a, b, y, X), f.numpy()
+
+
+def _gp_draws(rng, X, n: int, s, kernel: str) -> np.ndarray:
+    """n independent draws of a GP(0, k/s_i) at rows of X: (n, len(X)); s scalar or (n,)."""
+    k = Kernel(kernel, median_heuristic(X))
+    Xt = torch.as_tensor(X)
+    L = cholesky(k(Xt, Xt), what="simulation kernel").numpy()
+    s = np.broadcast_to(np.asarray(s, dtype=np.float64), (n,))
+    return (rng.standard_normal((n, X.shape[0])) @ L.T) / np.sqrt(s)[:, None]
+
+
+def simulate_crowd(n_items: int = 50, n_users: int = 20, n_pairs: int = 1000, n_components: int = 5,
+                   n_features: int = 2, n_user_features: int = 2, s_t: float = 1.0, s_v=1.0,
+                   s_w=1.0, grid: bool = False, kernel: str = "matern32", seed: int = 0):
+    """Draw a crowd from crowdGPPL (Eq. 5–6; the protocol of §5.1).
+
+    Items have features x ~ U[0, 10]^D (or, with ``grid=True``, a √N × √N grid on [0, 10]²),
+    users u ~ U[0, 10]^E (``n_user_features=0``: no user features, independent w per user);
+    t ~ GP(0, k/s_t), v_c ~ GP(0, k/s_v,c), w_c ~ GP(0, k/s_w,c) (``s_v``, ``s_w`` scalars or
+    length-C arrays); pairs and users uniform; y_p ~ Bernoulli(Φ(F[a, j] − F[b, j])).
+
+    Returns ``(data, truth)`` with truth = {"t" (N,), "V" (C, N), "W" (C, U), "F" (N, U)} numpy.
+    """
+    rng = np.random.default_rng(seed)
+    if grid:
+        side = int(round(np.sqrt(n_items)))
+        if side * side != n_items:
+            raise ValueError(f"n_items: grid=True needs a square number, got {n_items}")
+        g = np.linspace(0.0, 10.0, side)
+        X = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+    else:
+        X = rng.uniform(0.0, 10.0, size=(n_items, n_features))
+    U = rng.uniform(0.0, 10.0, size=(n_users, n_user_features)) if n_user_features else None
+    t = _gp_draws(rng, X, 1, s_t, kernel)[0]
+    V = _gp_draws(rng, X, n_components, s_v, kernel)
+    if U is not None:
+        W = _gp_draws(rng, U, n_components, s_w, kernel)
+    else:
+        s_w = np.broadcast_to(np.asarray(s_w, dtype=np.float64), (n_components,))
+        W = rng.standard_normal((n_components, n_users)) / np.sqrt(s_w)[:, None]
+    F = V.T @ W + t[:, None]
+    a, b = random_pairs(rng, n_items, n_pairs)
+    j = rng.integers(0, n_users, size=n_pairs)
+    p = ndtr(torch.as_tensor(F[a, j] - F[b, j])).numpy()
+    y = (rng.uniform(size=n_pairs) < p).astype(np.float64)
+    data = PairwiseData.from_arrays(a, b, y, X, users=j, user_features=U,
+                                    user_ids=None if U is not None else np.arange(n_users))
+    return data, {"t": t, "V": V, "W": W, "F": F}

@@ -54,3 +54,46 @@ def gppl_to_arviz(post, n_draws: int = 1000, seed: int = 0):
         ds = xr.Dataset({k: ("iteration", v) for k, v in trace.items()})
         dt["optimisation"] = xr.DataTree(ds)
     return dt
+
+
+def crowd_to_arviz(post, n_draws: int = 500, seed: int = 0):
+    """crowdGPPL: posterior t (item), V (component, item), W (component, user) and the inverse
+    scales; log-likelihood and replicated labels per pair from the personal utilities. V and W
+    are identified only up to sign and rotation (read diagnostics on t, F and predictions)."""
+    sample_based = post.t_cov is None and post.v_cov is None
+    n = post.weights.shape[0] if sample_based else n_draws
+    chains = post.n_chains if sample_based else 1
+    dr = post.sample(n, seed=seed)
+    d = post.data
+    a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
+    zf = (dr["V"][:, :, a] - dr["V"][:, :, b]) * dr["W"][:, :, j]
+    z = zf.sum(1) + (dr["t"][:, a] - dr["t"][:, b] if "t" in dr else 0.0)
+    y = torch.as_tensor(d.y)
+    loglik = log_ndtr((2 * y - 1) * z)
+    g = torch.Generator().manual_seed(seed + 1)
+    y_rep = (torch.rand(z.shape, generator=g, dtype=z.dtype) < torch.special.ndtr(z)).to(torch.int64)
+
+    def shape(x):
+        x = x.numpy()
+        return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
+
+    C = post.setup.C
+    coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "component": np.arange(C),
+              "pair": np.arange(d.n_pairs)}
+    dims = {"t": ["item"], "V": ["component", "item"], "W": ["component", "user"],
+            "s_v": ["component"], "s_w": ["component"], "y": ["pair"]}
+    posterior = {k: shape(v) for k, v in dr.items()}
+    groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
+              "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
+    if post.sample_stats:
+        groups["sample_stats"] = {"diverging": np.asarray(post.sample_stats["diverging"]),
+                                  "lp": -np.asarray(post.sample_stats["potential_energy"])}
+    attrs = {"/": {"inference": post.method, "approximate": int(post.method != "nuts"),
+                   "model": post.model.name}}
+    dt = from_dict(groups, coords=coords, dims=dims, attrs=attrs)
+    trace = {k: np.asarray(v) for k, v in post.trace.items() if k in ("loss", "bound")}
+    if trace:
+        import xarray as xr
+
+        dt["optimisation"] = xr.DataTree(xr.Dataset({k: ("iteration", v) for k, v in trace.items()}))
+    return dt

@@ -19,7 +19,13 @@ def fit(model, data: PairwiseData, method: str = "natgrad", seed: int = 0, **set
                         "(build one with PairwiseData.from_arrays or .from_frame)")
     if method not in ROUTES:
         raise DataError(f"method: unknown route {method!r}; choose one of {list(ROUTES)}")
-    if method == "natgrad":
+    crowd = getattr(model, "name", None) == "crowdgppl"
+    if crowd and method == "ep":
+        raise DataError("method: crowdGPPL has no EP route (the paper's routes are natgrad; "
+                        "svi and nuts are the comparisons); choose 'natgrad', 'svi' or 'nuts'")
+    if method == "natgrad" and crowd:
+        from .natgrad_crowd import fit_natgrad_crowd as route
+    elif method == "natgrad":
         from .natgrad import fit_natgrad as route
     elif method == "svi":
         from .svi import fit_svi as route

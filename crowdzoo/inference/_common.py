@@ -30,3 +30,47 @@ def progress(total: int, desc: str, enabled: bool | None):
 def check_finite(value: float, what: str, step: int, advice: str) -> None:
     if value != value or value in (float("inf"), float("-inf")):
         raise NumericalError(f"{what} became {value} at iteration {step}. Try: {advice}")
+
+
+def is_crowd(model) -> bool:
+    return getattr(model, "name", None) == "crowdgppl"
+
+
+def model_setup(model, data, seed: int):
+    """The model's fixed GP algebra for ``data`` (kernels, inducing inputs, projections)."""
+    return model.setup(data, seed=seed) if is_crowd(model) else model.setup(data.item_features, seed=seed)
+
+
+def pyro_program(model, setup, data, subsample_size=None):
+    """(Pyro model function, its arguments) for ``data``."""
+    a, b, y = label_tensors(data)
+    if is_crowd(model):
+        from ..models.crowdgppl import crowdgppl_model
+
+        j = torch.from_numpy(data.users).long()
+        return crowdgppl_model, (setup, a, b, j, y, subsample_size)
+    from ..models.gppl import gppl_model
+
+    return gppl_model, (setup, a, b, y, subsample_size)
+
+
+def posterior_from_draws(model, setup, data, sites: dict, method: str, n_chains: int = 1, **kw):
+    """A posterior whose components are the draws ``sites`` (name → (S, ...) tensors of the
+    model's latent sites), each with weight 1/S."""
+    S = next(iter(sites.values())).shape[0]
+    weights = torch.full((S,), 1.0 / S, dtype=DTYPE)
+    sites = {k: v.to(DTYPE) for k, v in sites.items()}
+    if is_crowd(model):
+        from ..models.crowdgppl import inducing_values
+        from ..posterior_crowd import CrowdGPPLPosterior
+
+        iv = inducing_values(setup, sites)
+        return CrowdGPPLPosterior(model=model, setup=setup, data=data, method=method, weights=weights,
+                                  t_m=iv.get("t_m"), v_m=iv["v_m"], w_m=iv["w_m"], s_t=iv.get("s_t"),
+                                  s_v=iv["s_v"], s_w=iv["s_w"], n_chains=n_chains, **kw)
+    from ..posterior import GPPLPosterior
+
+    s = sites["s"]
+    f_m = (sites["u"] @ setup.L_mm.T) / s.sqrt()[:, None]
+    return GPPLPosterior(model=model, setup=setup, data=data, method=method, weights=weights, means=f_m,
+                         covs=None, s=s, n_chains=n_chains, **kw)

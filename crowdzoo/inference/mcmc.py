@@ -13,20 +13,17 @@ import pyro
 import torch
 from pyro.infer import MCMC, NUTS
 
-from ..linalg import DTYPE
-from ..models.gppl import gppl_model
-from ..posterior import GPPLPosterior
-from ._common import label_tensors
+from ._common import model_setup, posterior_from_draws, pyro_program
 
 
 def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: int = 500,
              num_chains: int = 2, target_accept_prob: float = 0.8, max_tree_depth: int = 10,
-             progress_bar: bool | None = False, setup=None) -> GPPLPosterior:
+             progress_bar: bool | None = False, setup=None):
     """Sample the posterior with NUTS; ``num_chains`` chains of ``num_samples`` draws each."""
-    setup = setup or model.setup(data.item_features, seed=seed)
-    a, b, y = label_tensors(data)
-    model_fn = functools.partial(gppl_model, setup, a, b, y, None)
-    s_all, f_all, div, pe = [], [], [], []
+    setup = setup or model_setup(model, data, seed)
+    fn, args = pyro_program(model, setup, data, None)
+    model_fn = functools.partial(fn, *args)
+    draws, div, pe = {}, [], []
     for chain in range(num_chains):
         pyro.set_rng_seed(seed + 1000 * chain)
         kernel = NUTS(model_fn, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
@@ -40,20 +37,15 @@ def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: i
         mcmc = MCMC(kernel, num_samples=num_samples, warmup_steps=warmup_steps, hook_fn=hook,
                     disable_progbar=not progress_bar)
         mcmc.run()
-        smp = mcmc.get_samples()
-        s = smp["s"].to(DTYPE)
-        s_all.append(s)
-        f_all.append((smp["u"].to(DTYPE) @ setup.L_mm.T) / s.sqrt()[:, None])
+        for name, value in mcmc.get_samples().items():
+            draws.setdefault(name, []).append(value)
         d = np.zeros(num_samples, dtype=bool)
         d[np.asarray(kernel._divergences, dtype=int)] = True
         div.append(d)
         pe.append(np.asarray(pe_chain))
-    S = num_chains * num_samples
-    return GPPLPosterior(model=model, setup=setup, data=data, method="nuts",
-                         weights=torch.full((S,), 1.0 / S, dtype=DTYPE),
-                         means=torch.cat(f_all), covs=None, s=torch.cat(s_all), n_chains=num_chains,
-                         sample_stats={"diverging": np.stack(div),
-                                       "potential_energy": np.stack(pe)},
-                         settings=dict(seed=seed, num_samples=num_samples, warmup_steps=warmup_steps,
-                                       num_chains=num_chains, target_accept_prob=target_accept_prob,
-                                       max_tree_depth=max_tree_depth))
+    return posterior_from_draws(model, setup, data, {k: torch.cat(v) for k, v in draws.items()}, "nuts",
+                                n_chains=num_chains,
+                                sample_stats={"diverging": np.stack(div), "potential_energy": np.stack(pe)},
+                                settings=dict(seed=seed, num_samples=num_samples, warmup_steps=warmup_steps,
+                                              num_chains=num_chains, target_accept_prob=target_accept_prob,
+                                              max_tree_depth=max_tree_depth))

@@ -1,13 +1,16 @@
 """Pyro SVI on a crowdzoo model, with any guide.
 
-The model is run as written (``gppl_model``); mini-batches of pairs go through
+The model is run as written (``gppl_model``, ``crowdgppl_model``); mini-batches of pairs go through
 ``pyro.plate("pairs", P, subsample_size=...)``, which scales the likelihood by P / P_i. The
-default guide is ``AutoMultivariateNormal`` over the (whitened) inducing utilities and log s, so
-that the correlation between f_m and s is kept; pass ``guide=`` to swap it:
+default guide for GPPL is ``AutoMultivariateNormal`` over the (whitened) inducing utilities and
+log s, so that the correlation between f_m and s is kept; for crowdGPPL it is the structured
+mean-field guide of Eq. 20 (:func:`crowdzoo.inference.guides.crowdgppl_meanfield`). Pass
+``guide=`` to swap it:
 
 * an AutoGuide class (``AutoNormal``, ``AutoLowRankMultivariateNormal`` ...),
 * a factory ``lambda model: AutoNormal(model, init_scale=0.05)``,
-* or a guide function with the model's signature ``guide(setup, a, b, y, subsample_size)``.
+* or a guide function with the model's signature (``guide(setup, a, b, y, subsample_size)``
+  for GPPL, ``guide(setup, a, b, j, y, subsample_size)`` for crowdGPPL).
 
 After optimisation ``n_draws`` draws of the guide form the posterior (zero-covariance
 components of :class:`~crowdzoo.posterior.GPPLPosterior`).
@@ -23,15 +26,17 @@ import torch
 from pyro.infer import SVI, Trace_ELBO
 from pyro.infer.autoguide import AutoGuide, AutoMultivariateNormal, init_to_median
 from pyro.optim import ClippedAdam
+from pyro.poutine.util import site_is_subsample
 
 from ..errors import NumericalError
-from ..linalg import DTYPE
-from ..models.gppl import gppl_model
-from ..posterior import GPPLPosterior
-from ._common import check_finite, label_tensors, progress
+from ._common import check_finite, is_crowd, model_setup, posterior_from_draws, progress, pyro_program
 
 
-def make_guide(guide, model_fn, raw_model):
+def make_guide(guide, model_fn, raw_model, crowd: bool = False, seed: int = 0):
+    if guide is None and crowd:
+        from .guides import crowdgppl_meanfield
+
+        return functools.partial(crowdgppl_meanfield, *raw_model, seed=seed)
     if guide is None:
         return AutoMultivariateNormal(model_fn, init_loc_fn=init_to_median, init_scale=0.05)
     if isinstance(guide, type) and issubclass(guide, AutoGuide):
@@ -46,16 +51,18 @@ def make_guide(guide, model_fn, raw_model):
 
 
 def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: float = 0.01,
-            subsample_size: int | None = None, num_particles: int = 1, n_draws: int = 1000,
-            progress_bar: bool | None = None, setup=None) -> GPPLPosterior:
-    """Fit by Pyro SVI (Trace_ELBO, ClippedAdam with learning rate ``lr``)."""
+            subsample_size: int | None = None, num_particles: int = 1, n_draws: int | None = None,
+            progress_bar: bool | None = None, setup=None):
+    """Fit by Pyro SVI (Trace_ELBO, ClippedAdam with learning rate ``lr``); the posterior holds
+    ``n_draws`` draws of the guide (default 1000 for GPPL, 300 for crowdGPPL)."""
     pyro.set_rng_seed(seed)
     pyro.clear_param_store()
-    setup = setup or model.setup(data.item_features, seed=seed)
-    a, b, y = label_tensors(data)
-    args = (setup, a, b, y, subsample_size)
-    model_fn = functools.partial(gppl_model, *args)
-    q = make_guide(guide, model_fn, args)
+    crowd = is_crowd(model)
+    n_draws = n_draws or (300 if crowd else 1000)
+    setup = setup or model_setup(model, data, seed)
+    fn, args = pyro_program(model, setup, data, subsample_size)
+    model_fn = functools.partial(fn, *args)
+    q = make_guide(guide, model_fn, args, crowd=crowd, seed=seed)
     svi = SVI(model_fn, q, ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / max(num_steps, 1))}),
               loss=Trace_ELBO(num_particles=num_particles))
     losses = np.empty(num_steps)
@@ -73,18 +80,16 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
             if i % 50 == 0:
                 bar.set_postfix(elbo=f"{-loss:.2f}")
             bar.update()
-    s_draws, f_draws = [], []
+    names = [n for n, site in pyro.poutine.trace(model_fn).get_trace().nodes.items()
+             if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)]
+    draws = {n: [] for n in names}
     with torch.no_grad():
         for _ in range(n_draws):  # draws of the guide (no data inside a global-only guide)
             tr = pyro.poutine.trace(q).get_trace()
-            s = tr.nodes["s"]["value"]
-            s_draws.append(s)
-            f_draws.append(setup.L_mm @ tr.nodes["u"]["value"] / s.sqrt())
-    s = torch.stack(s_draws).to(DTYPE)
-    return GPPLPosterior(model=model, setup=setup, data=data, method="svi",
-                         weights=torch.full((n_draws,), 1.0 / n_draws, dtype=DTYPE),
-                         means=torch.stack(f_draws).to(DTYPE), covs=None, s=s,
-                         trace={"loss": losses},
-                         settings=dict(seed=seed, num_steps=num_steps, lr=lr,
-                                       subsample_size=subsample_size, guide=type(q).__name__,
-                                       n_draws=n_draws))
+            for n in names:
+                draws[n].append(tr.nodes[n]["value"])
+    return posterior_from_draws(model, setup, data, {n: torch.stack(v) for n, v in draws.items()}, "svi",
+                                trace={"loss": losses},
+                                settings=dict(seed=seed, num_steps=num_steps, lr=lr,
+                                              subsample_size=subsample_size, guide=type(q).__name__,
+                                              n_draws=n_draws))

@@ -1,6 +1,7 @@
 """Generative stories, one module per model, plus the shared kernels, likelihoods and inducing points."""
+from .crowdgppl import CrowdGPPL, CrowdSetup, crowdgppl_model
 from .gppl import GPPL, GPPLSetup, gppl_model
 from .kernels import Kernel, matern32, median_heuristic, squared_exponential
 
-__all__ = ["GPPL", "GPPLSetup", "gppl_model", "Kernel", "matern32", "squared_exponential",
-           "median_heuristic"]
+__all__ = ["GPPL", "GPPLSetup", "gppl_model", "CrowdGPPL", "CrowdSetup", "crowdgppl_model", "Kernel",
+           "matern32", "squared_exponential", "median_heuristic"]

@@ -48,6 +48,15 @@ KERNELS = {
 KERNELS["squared_exponential"] = KERNELS["se"]
 
 
+def identity(x1: torch.Tensor, x2: torch.Tensor, lengthscale: torch.Tensor) -> torch.Tensor:
+    """k(x, x') = 1 if x = x' else 0: independent values per distinct input (the crowdGPPL
+    variants without features, ``\\u`` and ``\\u\\x``, use it over row indices)."""
+    return (_scaled_sqdist(x1, x2, lengthscale) < 1e-12).to(x1.dtype)
+
+
+KERNELS["identity"] = (identity, lambda r2: (r2 < 1e-12).to(r2.dtype))
+
+
 @dataclass(frozen=True)
 class Kernel:
     """A named stationary kernel with fixed per-dimension length-scales ℓ (D,).
