@@ -1,6 +1,7 @@
 """The ``crowdzoo`` command line: ``fit``, ``demo``, ``compare``.
 
     crowdzoo fit gppl --pairs PAIRS.csv --items ITEMS.csv --method natgrad --out DIR
+    crowdzoo fit crowdgppl --pairs PAIRS.csv --items ITEMS.csv [--users USERS.csv] --out DIR
     crowdzoo demo --out runs/demo
     crowdzoo compare gppl-routes --repeats 3 --jobs 2 --out docs/gppl-routes.md
 
@@ -20,7 +21,7 @@ import pandas as pd
 
 from .errors import DataError, NumericalError
 
-MODELS = ("gppl",)
+MODELS = ("gppl", "crowdgppl")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("model", choices=MODELS)
     fit.add_argument("--pairs", required=True, help="CSV with one row per label (a, b, y)")
     fit.add_argument("--items", required=True, help="CSV of item features with an id column")
+    fit.add_argument("--users", default=None, help="crowdgppl: CSV of user features with an id column")
+    fit.add_argument("--user-col", default="user", help="crowdgppl: the user-id column of --pairs")
+    fit.add_argument("--components", type=int, default=20, help="crowdgppl: C latent components")
+    fit.add_argument("--n-inducing-users", type=int, default=25, help="crowdgppl: M_u inducing users")
     _fit_options(fit)
     demo = sub.add_parser("demo", help="simulate data, fit GPPL, evaluate and write a report")
     demo.add_argument("--quick", action="store_true", help="a small problem (seconds)")
@@ -38,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("name")
     cmp_.add_argument("--repeats", type=int, default=1)
     cmp_.add_argument("--jobs", type=int, default=1)
-    cmp_.add_argument("--quick", action="store_true")
+    cmp_.add_argument("--quick", action="store_true", help="smaller settings (a smoke run)")
+    cmp_.add_argument("--executor", default=None,
+                      help="a Dask scheduler address (e.g. tcp://host:8786); default: local processes")
     cmp_.add_argument("--out", default=None, help="markdown file (the tidy CSV goes beside it)")
     return ap
 
@@ -75,7 +82,16 @@ def load_csvs(pairs_path, items_path, args):
                         "set --id-col")
     items = items.set_index(args.id_col)
     pairs = _read_csv(pairs_path, "pairs")
-    return PairwiseData.from_frame(pairs, items, a=args.a_col, b=args.b_col, y=args.y_col)
+    if getattr(args, "model", "gppl") != "crowdgppl":
+        return PairwiseData.from_frame(pairs, items, a=args.a_col, b=args.b_col, y=args.y_col)
+    users = None
+    if args.users:
+        users = _read_csv(args.users, "users")
+        if args.id_col not in users.columns:
+            raise DataError(f"--users: column {args.id_col!r} not found (columns: {list(users.columns)})")
+        users = users.set_index(args.id_col)
+    return PairwiseData.from_frame(pairs, items, a=args.a_col, b=args.b_col, y=args.y_col,
+                                   user=args.user_col, users=users)
 
 
 def run_fit(data, args, out: Path, f_true=None) -> dict:
@@ -92,7 +108,14 @@ def run_fit(data, args, out: Path, f_true=None) -> dict:
         settings["likelihood"] = args.likelihood
     if args.method == "natgrad" and getattr(args, "quick", False):
         settings["max_iter"] = 200
-    model = cz.GPPL(n_inducing=args.n_inducing, kernel=args.kernel)
+    crowd = getattr(args, "model", "gppl") == "crowdgppl"
+    if crowd:
+        if args.method == "ep":
+            raise DataError("--method: crowdgppl has no EP route; choose natgrad, svi or nuts")
+        model = cz.CrowdGPPL(n_components=args.components, n_inducing=args.n_inducing,
+                             n_inducing_users=args.n_inducing_users, kernel=args.kernel)
+    else:
+        model = cz.GPPL(n_inducing=args.n_inducing, kernel=args.kernel)
     t0 = time.perf_counter()
     post = cz.fit(model, train, method=args.method, seed=args.seed, **settings)
     seconds = time.perf_counter() - t0
@@ -104,7 +127,8 @@ def run_fit(data, args, out: Path, f_true=None) -> dict:
         if part is None:
             continue
         frame = part.to_frame()
-        frame["p"] = post.predict_proba(frame["a"].to_numpy(), frame["b"].to_numpy())
+        users = {"users": frame["user"].to_numpy()} if crowd else {}
+        frame["p"] = post.predict_proba(frame["a"].to_numpy(), frame["b"].to_numpy(), **users)
         frame["split"] = split
         preds.append(frame)
         metrics[f"{split}_accuracy"] = accuracy(frame["y"], frame["p"])
@@ -174,14 +198,29 @@ def cmd_compare(args) -> int:
 
     if args.name not in REGISTRY:
         raise DataError(f"compare: unknown comparison {args.name!r}; choose one of {sorted(REGISTRY)}")
-    df, table = run(args.name, repeats=args.repeats, jobs=args.jobs, quick=args.quick)
+    executor = None
+    if args.executor:
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise DataError("--executor: a Dask scheduler address needs dask.distributed "
+                            "(pip install 'dask[distributed]'); leave it out to use local processes"
+                            ) from None
+        executor = Client(args.executor).get_executor()
+    df, table = run(args.name, repeats=args.repeats, jobs=args.jobs, quick=args.quick, executor=executor)
     print(table)
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(out.with_suffix(".csv"), index=False)
         cmd = f"crowdzoo compare {args.name} --repeats {args.repeats} --jobs {args.jobs}"
-        out.write_text(f"<!-- made by `{cmd} --out {args.out}` -->\n\n{table}\n")
+        cmd += " --quick" if args.quick else ""
+        fig = ""
+        figure = getattr(REGISTRY[args.name], "figure", None)
+        if figure is not None:
+            figure(df, out.with_suffix(".png"))
+            fig = f"\n![{args.name}]({out.with_suffix('.png').name})\n"
+        out.write_text(f"<!-- made by `{cmd} --out {args.out}` -->\n\n{table}\n{fig}")
     return 0
 
 

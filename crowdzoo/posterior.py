@@ -22,6 +22,7 @@ from torch.special import ndtr
 from .data import PairwiseData
 from .errors import DataError
 from .linalg import DTYPE, cho_solve, cholesky, solve_lower
+from .lookup import positions
 from .models.gppl import GPPL, GPPLSetup
 
 _CHUNK = 2**22
@@ -65,21 +66,7 @@ class GPPLPosterior:
         return torch.as_tensor(X, dtype=DTYPE), False
 
     def _positions(self, name, ids, training: bool, n: int) -> torch.Tensor:
-        ids = np.asarray(ids).reshape(-1)
-        if training:
-            lookup = pd.Index(self.data.item_ids)
-            pos = lookup.get_indexer(ids)
-            bad = np.flatnonzero(pos < 0)
-            if bad.size:
-                r = bad[0]
-                raise DataError(f"{name}: row {r}: item id {ids[r].item()!r} is not a training item "
-                                "(pass item_features= to predict for new items)")
-        else:
-            pos = ids.astype(np.int64)
-            bad = np.flatnonzero((pos < 0) | (pos >= n))
-            if bad.size:
-                raise DataError(f"{name}: row {bad[0]}: index {pos[bad[0]]} out of range [0, {n})")
-        return torch.as_tensor(pos, dtype=torch.long)
+        return positions(name, ids, self.data.item_ids if training else None, n)
 
     def _project(self, Xs):
         """A_T = K_mm⁻¹ K_m* (M, N*) and B* = L_mm⁻¹ K_m* (M, N*)."""

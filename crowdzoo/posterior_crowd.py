@@ -23,6 +23,7 @@ from torch.special import ndtr
 from .data import PairwiseData
 from .errors import DataError
 from .linalg import DTYPE, cho_solve, cholesky, solve_lower
+from .lookup import positions
 from .models.crowdgppl import CrowdGPPL, CrowdSetup
 
 _CHUNK = 2**22
@@ -101,21 +102,7 @@ class CrowdGPPLPosterior:
         return (*_rows(side, U, False), False)
 
     def _positions(self, name, ids, training, n, table):
-        ids = np.asarray(ids).reshape(-1)
-        if training:
-            pos = pd.Index(table).get_indexer(ids)
-            bad = np.flatnonzero(pos < 0)
-            if bad.size:
-                r = bad[0]
-                what = "item" if name in ("a", "b") else "user"
-                raise DataError(f"{name}: row {r}: {what} id {ids[r].item()!r} is not a training {what} "
-                                f"(pass {what}_features= to predict for new {what}s)")
-        else:
-            pos = ids.astype(np.int64)
-            bad = np.flatnonzero((pos < 0) | (pos >= n))
-            if bad.size:
-                raise DataError(f"{name}: row {bad[0]}: index {pos[bad[0]]} out of range [0, {n})")
-        return torch.as_tensor(pos, dtype=torch.long)
+        return positions(name, ids, table if training else None, n, "item" if name in ("a", "b") else "user")
 
     # ------------------------------------------------------------------ moments
     def _item_moments(self, A):

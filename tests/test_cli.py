@@ -64,3 +64,24 @@ def test_demo_quick(tmp_path, capsys):
     report = (tmp_path / "demo" / "report.md").read_text()
     assert "crowdzoo demo --out" in report and "test_accuracy" in report
     assert "held-out accuracy" in capsys.readouterr().out
+
+
+def test_fit_crowdgppl_with_user_features(tmp_path):
+    data, _ = cz.simulate_crowd(n_items=20, n_users=5, n_pairs=200, n_components=1, seed=0)
+    pairs = data.to_frame().assign(user=lambda f: "u" + f["user"].astype(str))
+    pairs.to_csv(tmp_path / "pairs.csv", index=False)
+    data.items_frame().rename_axis("id").to_csv(tmp_path / "items.csv")
+    users = pd.DataFrame(data.user_features, columns=["age", "x"], index=[f"u{u}" for u in data.user_ids])
+    users.rename_axis("id").to_csv(tmp_path / "users.csv")
+    out = tmp_path / "run"
+    files = ["--pairs", str(tmp_path / "pairs.csv"), "--items", str(tmp_path / "items.csv")]
+    code = main(["fit", "crowdgppl", *files, "--users", str(tmp_path / "users.csv"),
+                 "--components", "2", "--n-inducing", "10",
+                 "--out", str(out), "--no-progress"])
+    assert code == 0
+    preds = pd.read_csv(out / "predictions.csv")
+    post = cz.load(out / "posterior.pt")
+    assert list(post.data.user_ids) == list(users.index)
+    np.testing.assert_array_equal(post.predict_proba(preds["a"], preds["b"], users=preds["user"]), preds["p"])
+    code = main(["fit", "crowdgppl", *files, "--user-col", "who", "--out", str(out), "--no-progress"])
+    assert code == 2

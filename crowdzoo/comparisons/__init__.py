@@ -5,9 +5,11 @@ import concurrent.futures as cf
 
 import pandas as pd
 
-from . import crowd_routes, gppl_routes
+from . import crowd_routes, gppl_routes, simulation
 
-REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes}
+REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
+            "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
+            "simulation-components": simulation.components}
 
 
 def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None):
@@ -18,9 +20,9 @@ def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executo
     if executor is None and jobs > 1:
         # one torch thread per worker: jobs × torch's default threads oversubscribe the cores
         with cf.ProcessPoolExecutor(max_workers=jobs, initializer=_one_thread) as ex:
-            frames = list(ex.map(_call, [(mod.__name__, s, quick) for s in seeds]))
+            frames = list(ex.map(_call, [(name, s, quick) for s in seeds]))
     elif executor is not None:
-        frames = list(executor.map(_call, [(mod.__name__, s, quick) for s in seeds]))
+        frames = list(executor.map(_call, [(name, s, quick) for s in seeds]))
     else:
         frames = [mod.run_one(s, quick=quick) for s in seeds]
     df = pd.concat(frames, ignore_index=True)
@@ -34,10 +36,8 @@ def _one_thread():
 
 
 def _call(args):
-    import importlib
-
-    modname, seed, quick = args
-    return importlib.import_module(modname).run_one(seed, quick=quick)
+    name, seed, quick = args
+    return REGISTRY[name].run_one(seed, quick=quick)
 
 
 __all__ = ["run", "REGISTRY"]

@@ -19,6 +19,13 @@ def fit(model, data: PairwiseData, method: str = "natgrad", seed: int = 0, **set
                         "(build one with PairwiseData.from_arrays or .from_frame)")
     if method not in ROUTES:
         raise DataError(f"method: unknown route {method!r}; choose one of {list(ROUTES)}")
+    if getattr(model, "name", None) == "gppl-per-user":
+        if method != "natgrad":
+            raise DataError("method: GPPL-per-user is fitted by 'natgrad' (batched over users), "
+                            f"not {method!r}")
+        from .natgrad_per_user import fit_natgrad_per_user
+
+        return fit_natgrad_per_user(model, data, seed=seed, **settings)
     crowd = getattr(model, "name", None) == "crowdgppl"
     if crowd and method == "ep":
         raise DataError("method: crowdGPPL has no EP route (the paper's routes are natgrad; "
