@@ -158,3 +158,18 @@ def test_clear_errors(crowd):
     post = cz.fit(CrowdGPPL(n_components=2), train, method="natgrad", max_iter=5, progress_bar=False)
     with pytest.raises(cz.DataError, match="users: row 0: user id 'nobody'"):
         post.predict_proba([train.item_ids[0]], [train.item_ids[1]], users=["nobody"])
+
+
+def test_surplus_components_are_switched_off():
+    """Fig. 3: with C = 6 components for a crowd made of one, the exact-likelihood natgrad leaves
+    one active component (its contribution var(v̂_c) · mean(ŵ_c²) dominates the others) and that
+    component matches the true one."""
+    from crowdzoo.comparisons.simulation import _item_rows, match_components
+
+    data, truth = cz.simulate_crowd(n_items=40, n_users=20, n_pairs=1500, n_components=1, s_v=0.3, seed=0)
+    post = cz.fit(CrowdGPPL(n_components=6), data, method="natgrad", likelihood="exact", progress_bar=False)
+    V = (post.v_m[0] @ _item_rows(post).T).numpy()
+    activity = V.var(1) * (post.w_m[0].numpy() ** 2).mean(1)
+    order = np.argsort(activity)[::-1]
+    assert activity[order[0]] > 5 * activity[order[1]], activity
+    assert match_components(truth["V"], V[order[:1]]) > 0.6  # chance level is about 0.15 here

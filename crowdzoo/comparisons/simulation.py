@@ -4,10 +4,11 @@ Items on a 20 × 20 grid split 50/50 into training and test items; U = 20 users 
 features; labels drawn from crowdGPPL (§5.1): C_true = 5 components with s_v,c uniform in
 [0.1, 10] and s_w,c = 1.
 
-* ``simulation-consensus`` (Fig. 1a): vary the consensus noise 1/s_t; Kendall τ between the
-  true and inferred consensus utilities of the test items.
-* ``simulation-personal`` (Fig. 1b): s_t = 5, vary the personal noise 1/s_v,c (all components);
-  Kendall τ of each user's test-item utilities, averaged over users.
+* ``simulation-consensus`` (Fig. 1a): vary the variance 1/s_t of the consensus against the personal
+  components (a small 1/s_t is a noisy consensus); Kendall τ between the true and inferred consensus
+  utilities of the test items.
+* ``simulation-personal`` (Fig. 1b): s_t = 5, vary the variance 1/s_v,c of every component (a small
+  1/s_v is little personal signal); Kendall τ of each user's test-item utilities, averaged over users.
 * ``simulation-components`` (Fig. 1c): s_t = s_v = s_w = 1; vary the number of training labels
   and C_true ∈ {1, 3, 10}; mean |Pearson r| between greedily matched true and inferred item
   components v_c (the matching of §5.1; |r| because v_c and w_c are identified up to sign).
@@ -16,7 +17,7 @@ Methods (Fig. 1a/b): crowdGPPL (C = 20, M = 25 inducing items, natgrad), GPPL po
 GPPL-per-user (its consensus is the mean of the users' utilities). Priors Gamma(1, 100) everywhere as
 in §5.1. The paper does not list its noise levels or label counts in the text and gives the results
 only as plots, so this table states ours and has no published numbers beside it; compare shapes
-(crowdGPPL's advantage as noise grows) with Fig. 1.
+(crowdGPPL's advantage as the consensus or personal signal weakens) with Fig. 1.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import pandas as pd
 from scipy.stats import kendalltau
 
 N_LABELS = 2000
-NOISE = (0.1, 0.3, 1.0, 3.0)
+VARIANCE = (0.1, 0.3, 1.0, 3.0)
 LABELS = (250, 500, 1000, 2000)
 C_TRUE = (1, 3, 10)
 
@@ -62,20 +63,21 @@ def _fit(model, kw, train, seed):
 
 def run_consensus(seed, quick=False):
     rows = []
-    for noise in NOISE[:2] if quick else NOISE:
-        train, truth, test_items = _simulate(seed, 500 if quick else N_LABELS, s_t=1.0 / noise, s_v=None)
+    for var in VARIANCE[:2] if quick else VARIANCE:
+        train, truth, test_items = _simulate(seed, 500 if quick else N_LABELS, s_t=1.0 / var, s_v=None)
         for name, (model, kw) in _methods().items():
             post = _fit(model, kw, train, seed)
             mean = post.utilities()[0].to_numpy()
             tau = kendalltau(mean[test_items], truth["t"][test_items]).statistic
-            rows.append({"seed": seed, "noise 1/s_t": noise, "method": name, "tau consensus": float(tau)})
+            rows.append({"seed": seed, "consensus variance 1/s_t": var, "method": name,
+                         "tau consensus": float(tau)})
     return pd.DataFrame(rows)
 
 
 def run_personal(seed, quick=False):
     rows = []
-    for noise in NOISE[:2] if quick else NOISE:
-        train, truth, test_items = _simulate(seed, 500 if quick else N_LABELS, s_t=5.0, s_v=1.0 / noise)
+    for var in VARIANCE[:2] if quick else VARIANCE:
+        train, truth, test_items = _simulate(seed, 500 if quick else N_LABELS, s_t=5.0, s_v=1.0 / var)
         users = train.user_ids
         for name, (model, kw) in _methods().items():
             post = _fit(model, kw, train, seed)
@@ -85,7 +87,7 @@ def run_personal(seed, quick=False):
                 F = post.utilities(users=users)[0].to_numpy()
             taus = [kendalltau(F[test_items, u], truth["F"][test_items, u]).statistic
                     for u in range(len(users))]
-            rows.append({"seed": seed, "noise 1/s_v": noise, "method": name,
+            rows.append({"seed": seed, "personal variance 1/s_v": var, "method": name,
                          "tau personal": float(np.nanmean(taus))})
     return pd.DataFrame(rows)
 
@@ -143,7 +145,7 @@ def figure(df: pd.DataFrame, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    setting = [c for c in df.columns if c.startswith("noise") or c == "labels"][0]
+    setting = [c for c in df.columns if "variance" in c or c == "labels"][0]
     metric = df.columns[-1]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     group = "C_true" if "C_true" in df.columns else "method"
