@@ -39,7 +39,7 @@ from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ..models.likelihoods import expected_log_probit
 from ..posterior_crowd import CrowdGPPLPosterior
 from ._common import check_finite, label_tensors, progress
-from .natgrad import beta_bernoulli_Q, pair_rows, rho
+from .natgrad import beta_bernoulli_Q, pair_rows, rho, scale_rate
 
 
 class Block(NamedTuple):
@@ -245,8 +245,9 @@ def fit_natgrad_crowd(model, data, seed: int = 0, likelihood: str = "linearised"
             idx = torch.randint(P, (P_i,), generator=gen) if P_i < P else torch.arange(P)
             bt = _batch(setup, items, users, a[idx], b[idx], j[idx], y[idx])
             Q = beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y)
-            st = _sweep(st, gam, bt, items, users, likelihood, Q, rho(i, delay, forgetting_rate), pi, n_gh)
-            gam = _update_scales(st, gam, pri, items, users)
+            st, pull = _sweep(st, gam, bt, items, users, likelihood, Q, rho(i, delay, forgetting_rate),
+                              pi, n_gh)
+            gam = _update_scales(st, gam, pri, items, users, pull)
             bar.update()
             if i % eval_every and i != max_iter:
                 continue
@@ -325,7 +326,16 @@ def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh):
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         mu, var = mu + new_mu - old_mu, var + new_var - old_var
     st["w"] = Block(Lam_w, eta_w, m_w, S_w)
-    return st
+    if lik != "exact":
+        return st, None
+    # ∂ELL/∂var_p · (what each scale's conditional variance adds to var_p, times E[s]): the
+    # likelihood's pull on q(s) (see _update_scales)
+    _, _, g_v = expected_log_probit(y, mu, var, n_gh)
+    h = -pi * g_v
+    pull = {"t": (h * bt.c).sum()[None] if st["t"] is not None else None,
+            "v": h @ (bt.c[:, None] * (wm * wm + w_var)),
+            "w": h @ (bt.d[:, None] * (dv * dv + dv_var))}
+    return st, pull
 
 
 def _second_moment(blk: Block, side: Side | None):
@@ -335,8 +345,10 @@ def _second_moment(blk: Block, side: Side | None):
     return (side.K_inv * blk.S).sum((-1, -2)) + ((blk.m @ side.K_inv) * blk.m).sum(-1)
 
 
-def _update_scales(st, gam, pri, items, users):
-    """q(s) = Gamma(α₀ + n/2, β₀ + ½ tr(K⁻¹ E[x xᵀ])) for every scale (Eq. 15)."""
+def _update_scales(st, gam, pri, items, users, pull=None):
+    """q(s) = Gamma(α₀ + n/2, β₀ + ½ tr(K⁻¹ E[x xᵀ])) for every scale (Eq. 15); with ``pull``
+    (the ``"exact"`` likelihood: X of :func:`~crowdzoo.inference.natgrad.scale_rate` per scale,
+    k_p = 1 for t, E[w²_c,j] for v_c, E[Δv²_c] for w_c) the rate that also feels the likelihood."""
     out = dict(gam)
     for k, side in (("t", items), ("v", items), ("w", users)):
         blk = st[k]
@@ -344,8 +356,11 @@ def _update_scales(st, gam, pri, items, users):
             continue
         n = blk.m.shape[-1]
         a0, b0 = pri[k]
-        rate = b0 + 0.5 * _second_moment(blk, side)
-        out[k] = (torch.full_like(rate.reshape(-1), a0 + 0.5 * n), rate.reshape(-1))
+        shape = torch.full((blk.m.reshape(-1, n).shape[0],), a0 + 0.5 * n, dtype=DTYPE)
+        rate = (b0 + 0.5 * _second_moment(blk, side)).reshape(-1)
+        if pull is not None:
+            rate = scale_rate(rate, shape, pull[k].reshape(-1))
+        out[k] = (shape, rate)
     return out
 
 

@@ -22,7 +22,7 @@ from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol
 from ..lookup import positions
 from ..models.likelihoods import expected_log_probit
 from ._common import check_finite, label_tensors, progress
-from .natgrad import pair_rows, rho
+from .natgrad import pair_rows, rho, scale_rate
 
 _CHUNK = 2**20
 
@@ -96,6 +96,9 @@ def fit_natgrad_per_user(model, data, seed: int = 0, delay: float = 1.0, forgett
             m = (S @ eta[..., None])[..., 0]
             shape = torch.full((U,), alpha0 + 0.5 * M, dtype=DTYPE)
             rate = beta0 + 0.5 * ((K_inv * S).sum((-1, -2)) + ((m @ K_inv) * m).sum(-1))
+            # the likelihood's pull on q(s) through c / E[s] (g_v from this iteration's start,
+            # the same at the fixed point)
+            rate = scale_rate(rate, shape, torch.zeros(U, dtype=DTYPE).index_add_(0, j, -g_v * c))
             bar.update()
     return PerUserPosterior(model=model, setup=setup, data=data, means=m, covs=S, s=shape / rate,
                             trace={"bound": np.asarray(bounds)},
