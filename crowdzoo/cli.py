@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--quick", action="store_true", help="smaller settings (a smoke run)")
     cmp_.add_argument("--executor", default=None,
                       help="a Dask scheduler address (e.g. tcp://host:8786); default: local processes")
+    cmp_.add_argument("--data-dir", default=None,
+                      help="sushi-*: folder with Kamishima's Sushi files (not shipped: not redistributable)")
     cmp_.add_argument("--out", default=None, help="markdown file (the tidy CSV goes beside it)")
     return ap
 
@@ -207,7 +209,8 @@ def cmd_compare(args) -> int:
                             "(pip install 'dask[distributed]'); leave it out to use local processes"
                             ) from None
         executor = Client(args.executor).get_executor()
-    df, table = run(args.name, repeats=args.repeats, jobs=args.jobs, quick=args.quick, executor=executor)
+    df, table = run(args.name, repeats=args.repeats, jobs=args.jobs, quick=args.quick, executor=executor,
+                    data_dir=args.data_dir)
     print(table)
     if args.out:
         out = Path(args.out)
@@ -215,6 +218,7 @@ def cmd_compare(args) -> int:
         df.to_csv(out.with_suffix(".csv"), index=False)
         cmd = f"crowdzoo compare {args.name} --repeats {args.repeats} --jobs {args.jobs}"
         cmd += " --quick" if args.quick else ""
+        cmd += f" --data-dir {args.data_dir}" if args.data_dir else ""
         fig = ""
         figure = getattr(REGISTRY[args.name], "figure", None)
         if figure is not None:

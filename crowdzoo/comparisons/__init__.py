@@ -5,26 +5,38 @@ import concurrent.futures as cf
 
 import pandas as pd
 
-from . import crowd_routes, gppl_routes, simulation
+from . import crowd_routes, gppl_routes, simulation, sushi
 
 REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
-            "simulation-components": simulation.components}
+            "simulation-components": simulation.components, "sushi-a-small": sushi.sushi_a_small,
+            "sushi-a": sushi.sushi_a, "sushi-b": sushi.sushi_b}
 
 
-def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None):
+def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,
+        data_dir=None):
     """Run comparison ``name`` for ``repeats`` seeds (in parallel through ``executor`` or a local
-    process pool of ``jobs`` workers). Returns (tidy DataFrame, markdown table)."""
+    process pool of ``jobs`` workers). ``data_dir``: where the comparisons that read data the zoo
+    cannot ship (Sushi) find it. Returns (tidy DataFrame, markdown table)."""
     mod = REGISTRY[name]
     seeds = list(range(repeats))
+    opts = {"data_dir": str(data_dir)} if data_dir is not None else {}
+    if opts and not getattr(mod, "needs_data_dir", False):
+        opts = {}  # the comparison reads no user data
+    if getattr(mod, "needs_data_dir", False) and not opts:
+        from ..errors import DataError
+
+        raise DataError(f"{name}: --data-dir is required (the folder with Kamishima's Sushi files; "
+                        "crowdzoo.data.sushi.write_sushi_fixture writes a synthetic one)")
+    args = [(name, s, quick, opts) for s in seeds]
     if executor is None and jobs > 1:
         # one torch thread per worker: jobs × torch's default threads oversubscribe the cores
         with cf.ProcessPoolExecutor(max_workers=jobs, initializer=_one_thread) as ex:
-            frames = list(ex.map(_call, [(name, s, quick) for s in seeds]))
+            frames = list(ex.map(_call, args))
     elif executor is not None:
-        frames = list(executor.map(_call, [(name, s, quick) for s in seeds]))
+        frames = list(executor.map(_call, args))
     else:
-        frames = [mod.run_one(s, quick=quick) for s in seeds]
+        frames = [_call(x) for x in args]
     df = pd.concat(frames, ignore_index=True)
     return df, mod.summarise(df)
 
@@ -36,8 +48,8 @@ def _one_thread():
 
 
 def _call(args):
-    name, seed, quick = args
-    return REGISTRY[name].run_one(seed, quick=quick)
+    name, seed, quick, opts = args
+    return REGISTRY[name].run_one(seed, quick=quick, **opts)
 
 
 __all__ = ["run", "REGISTRY"]
