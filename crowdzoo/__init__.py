@@ -3,8 +3,8 @@ from .data import PairwiseData, simulate_crowd, simulate_gppl, split_pairs, spli
 from .errors import DataError, NumericalError
 from .inference import fit
 from .io import load
-from .models import GPPL, CrowdGPPL, GPPLPerUser
+from .models import GPPL, CrowdBTGP, CrowdGPPL, GPPLPerUser
 
 __version__ = "0.1.0"
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
-           "NumericalError", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser"]
+           "NumericalError", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser", "CrowdBTGP"]

@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("name")
     cmp_.add_argument("--repeats", type=int, default=1)
     cmp_.add_argument("--jobs", type=int, default=1)
-    cmp_.add_argument("--quick", action="store_true", help="smaller settings (a smoke run)")
+    cmp_.add_argument("--quick", action="store_true", help="smaller settings (each comparison says which)")
     cmp_.add_argument("--executor", default=None,
                       help="a Dask scheduler address (e.g. tcp://host:8786); default: local processes")
     cmp_.add_argument("--data-dir", default=None,

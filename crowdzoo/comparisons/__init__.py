@@ -5,12 +5,13 @@ import concurrent.futures as cf
 
 import pandas as pd
 
-from . import crowd_routes, gppl_routes, simulation, sushi
+from . import crowd_routes, gppl_routes, simulation, sushi, ukpconvarg
 
 REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
             "simulation-components": simulation.components, "sushi-a-small": sushi.sushi_a_small,
-            "sushi-a": sushi.sushi_a, "sushi-b": sushi.sushi_b}
+            "sushi-a": sushi.sushi_a, "sushi-b": sushi.sushi_b,
+            "ukpconvarg-consensus": ukpconvarg.consensus, "ukpconvarg-personal": ukpconvarg.personal}
 
 
 def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,
@@ -21,7 +22,7 @@ def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executo
     mod = REGISTRY[name]
     seeds = list(range(repeats))
     opts = {"data_dir": str(data_dir)} if data_dir is not None else {}
-    if opts and not getattr(mod, "needs_data_dir", False):
+    if opts and not (getattr(mod, "needs_data_dir", False) or getattr(mod, "reads_data_dir", False)):
         opts = {}  # the comparison reads no user data
     if getattr(mod, "needs_data_dir", False) and not opts:
         from ..errors import DataError

@@ -124,7 +124,7 @@ def summarise(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def figure(df: pd.DataFrame, path) -> None:
+def figure(df: pd.DataFrame, path, paper: dict | None = None) -> None:
     """Bar chart of each metric by method (mean ± sd over repeats), paper's values as crosses."""
     import matplotlib
 
@@ -132,7 +132,7 @@ def figure(df: pd.DataFrame, path) -> None:
     import matplotlib.pyplot as plt
 
     name = df["dataset"].iloc[0]
-    paper = PAPER.get(name, {})
+    paper = PAPER.get(name, {}) if paper is None else paper
     fig, axes = plt.subplots(1, len(METRICS), figsize=(12, 3.8), sharey=False)
     meths = list(dict.fromkeys(df["method"]))
     x = np.arange(len(meths))

@@ -4,14 +4,15 @@ from __future__ import annotations
 from ..data import PairwiseData
 from ..errors import DataError
 
-ROUTES = ("natgrad", "svi", "nuts", "ep")
+ROUTES = ("natgrad", "svi", "nuts", "ep", "map")
 
 
 def fit(model, data: PairwiseData, method: str = "natgrad", seed: int = 0, **settings):
     """Fit ``model`` to ``data`` by ``method`` and return its posterior.
 
     Methods: ``"natgrad"`` (the paper's natural-gradient SVI, Alg. 1), ``"svi"`` (Pyro SVI with
-    any guide), ``"nuts"`` (Pyro NUTS; small problems), ``"ep"`` (expectation propagation).
+    any guide), ``"nuts"`` (Pyro NUTS; small problems), ``"ep"`` (expectation propagation);
+    ``"map"`` for the crowdBT–GP baseline.
     ``settings`` go to the route (see ``crowdzoo.inference.<route>.fit_<route>``).
     """
     if not isinstance(data, PairwiseData):
@@ -26,6 +27,13 @@ def fit(model, data: PairwiseData, method: str = "natgrad", seed: int = 0, **set
         from .natgrad_per_user import fit_natgrad_per_user
 
         return fit_natgrad_per_user(model, data, seed=seed, **settings)
+    if (method == "map") != (getattr(model, "name", None) == "crowdbt-gp"):
+        raise DataError("method: 'map' is the route of CrowdBTGP (crowdBT MAP, then GP regression), "
+                        "and CrowdBTGP has no other")
+    if getattr(model, "name", None) == "crowdbt-gp":
+        from .crowdbt_gp import fit_crowdbt_gp
+
+        return fit_crowdbt_gp(model, data, seed=seed, **settings)
     crowd = getattr(model, "name", None) == "crowdgppl"
     if crowd and method == "ep":
         raise DataError("method: crowdGPPL has no EP route (the paper's routes are natgrad; "

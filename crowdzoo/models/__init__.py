@@ -1,9 +1,10 @@
 """Generative stories, one module per model, plus the shared kernels, likelihoods and inducing points."""
+from .crowdbt_gp import CrowdBTGP
 from .crowdgppl import CrowdGPPL, CrowdSetup, crowdgppl_model
 from .gppl import GPPL, GPPLSetup, gppl_model
 from .gppl_per_user import GPPLPerUser
 from .kernels import Kernel, matern32, median_heuristic, squared_exponential
 
-__all__ = ["GPPL", "GPPLPerUser", "GPPLSetup", "gppl_model", "CrowdGPPL", "CrowdSetup", "crowdgppl_model",
-           "Kernel",
+__all__ = ["CrowdBTGP", "GPPL", "GPPLPerUser", "GPPLSetup", "gppl_model", "CrowdGPPL", "CrowdSetup",
+           "crowdgppl_model", "Kernel",
            "matern32", "squared_exponential", "median_heuristic"]

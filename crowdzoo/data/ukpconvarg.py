@@ -1,0 +1,125 @@
+"""UKPConvArgCrowdSample (Habernal & Gurevych 2016; Simpson & Gurevych 2018): crowd judgements of
+which of two arguments is more convincing, 32 folds (16 topics × 2 stances). CC-BY 4.0; the
+format is in ../shared/data/ukpconvarg/README.md. Read from a path; nothing is downloaded.
+
+Item features are computed from the argument texts by TF-IDF (word 1–2-grams, sublinear tf) and
+a truncated SVD to ``n_features`` dimensions (scikit-learn; offline, deterministic for a seed),
+fitted on the texts of all folds — unsupervised and label-free, like the paper's linguistic and
+GloVe features, which were also computed for every argument. The paper's 32k-dimensional features
+are not in the data set, so numbers differ from Table 3.
+
+Labels: ``a1`` (the first argument is more convincing) → y = 1, ``a2`` → y = 0; ``equal`` labels
+are dropped and counted (the zoo's likelihood is for strict preferences).
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataError
+
+CROWD = "UKPConvArgCrowdSample-new-CSV"
+GOLD_PAIRS = "UKPConvArgAll-new-CSV"
+GOLD_RANKS = "UKPConvArg1-Ranking-CSV"
+LABEL = {"a1": 1.0, "a2": 0.0}
+
+
+@dataclass(frozen=True)
+class UKPConvArg:
+    """``crowd``: one row per crowd label (fold, a, b, worker, y); ``gold``: gold pairs (fold, a, b,
+    y); ``scores``: gold convincingness of each argument (fold, id, score; higher is more
+    convincing, see ``_score_sign``); ``texts``: argument
+    text by id; ``folds``: the 32 fold names; ``n_equal``: dropped ``equal`` labels (crowd, gold)."""
+
+    crowd: pd.DataFrame
+    gold: pd.DataFrame
+    scores: pd.DataFrame
+    texts: pd.Series
+    folds: list
+    n_equal: tuple
+
+
+def _read_pairs(path: Path, fold: str) -> tuple[pd.DataFrame, dict, int]:
+    df = pd.read_csv(path, sep="\t", header=None, skiprows=1, quoting=csv.QUOTE_NONE, dtype=str,
+                     names=["id", "worker", "label", "a1", "a2"], keep_default_na=False)
+    ids = df["id"].str.split("_", n=1, expand=True)
+    if ids.shape[1] != 2 or ids.isna().any().any():
+        r = int(np.flatnonzero(ids.isna().any(axis=1).to_numpy() if ids.shape[1] == 2 else [0])[0])
+        raise DataError(f"{path}: row {r + 2}: column '#id' should be 'argA_argB', got {df['id'].iloc[r]!r}")
+    bad = ~df["label"].isin(["a1", "a2", "equal"])
+    if bad.any():
+        r = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataError(f"{path}: row {r + 2}: column 'label' must be a1, a2 or equal, "
+                        f"got {df['label'].iloc[r]!r}")
+    texts = dict(zip(ids[0], df["a1"], strict=True)) | dict(zip(ids[1], df["a2"], strict=True))
+    keep = df["label"] != "equal"
+    out = pd.DataFrame({"fold": fold, "a": ids[0][keep].to_numpy(), "b": ids[1][keep].to_numpy(),
+                        "worker": df["worker"][keep].to_numpy(),
+                        "y": df["label"][keep].map(LABEL).to_numpy()})
+    return out, texts, int((~keep).sum())
+
+
+def load_ukpconvarg(data_dir) -> UKPConvArg:
+    """Read the crowd labels, gold pairs and gold scores of all 32 folds from ``data_dir`` (the
+    folder with the four ``UKPConvArg*`` sub-folders)."""
+    root = Path(data_dir)
+    crowd_dir = root / CROWD
+    if not crowd_dir.is_dir():
+        raise DataError(f"data_dir: {crowd_dir} not found; pass the folder that holds {CROWD}/, "
+                        f"{GOLD_PAIRS}/ and {GOLD_RANKS}/ (../shared/data/ukpconvarg in this project)")
+    folds = sorted(p.stem for p in crowd_dir.glob("*.csv"))
+    if not folds:
+        raise DataError(f"data_dir: no .csv files in {crowd_dir}")
+    crowd, gold, scores, texts, eq = [], [], [], {}, [0, 0]
+    for fold in folds:
+        c, t, n = _read_pairs(crowd_dir / f"{fold}.csv", fold)
+        crowd.append(c)
+        texts |= t
+        eq[0] += n
+        gp = root / GOLD_PAIRS / f"{fold}.csv"
+        if gp.is_file():
+            g, t, n = _read_pairs(gp, fold)
+            gold.append(g.drop(columns="worker"))
+            texts |= t
+            eq[1] += n
+        gr = root / GOLD_RANKS / f"{fold}.csv"
+        if gr.is_file():
+            r = pd.read_csv(gr, sep="\t", quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False)
+            scores.append(pd.DataFrame({"fold": fold, "id": r.iloc[:, 0].to_numpy(),
+                                        "score": pd.to_numeric(r.iloc[:, 1], errors="coerce").to_numpy()}))
+    cat = lambda x: pd.concat(x, ignore_index=True) if x else pd.DataFrame()  # noqa: E731
+    gold, scores = cat(gold), cat(scores)
+    if len(gold) and len(scores):
+        scores["score"] *= _score_sign(gold, scores)
+    return UKPConvArg(crowd=cat(crowd), gold=gold, scores=scores,
+                      texts=pd.Series(texts, name="text").rename_axis("id").sort_index(), folds=folds,
+                      n_equal=tuple(eq))
+
+
+def _score_sign(gold: pd.DataFrame, scores: pd.DataFrame) -> float:
+    """+1 if the gold pairs' winners mostly have the higher gold score, else −1. In the published
+    files the winner of 87 % of the gold pairs has the *lower* ``rank`` value, so the loader
+    negates it: ``scores.score`` is then higher for more convincing arguments, as utilities are."""
+    s = scores.drop_duplicates("id").set_index("id")["score"]
+    win = np.where(gold.y == 1, gold.a, gold.b)
+    lose = np.where(gold.y == 1, gold.b, gold.a)
+    ok = np.isin(win, s.index) & np.isin(lose, s.index)
+    agree = np.mean(s[win[ok]].to_numpy() > s[lose[ok]].to_numpy())
+    return 1.0 if agree >= 0.5 else -1.0
+
+
+def text_features(texts: pd.Series, n_features: int = 64, seed: int = 0) -> pd.DataFrame:
+    """TF-IDF (word 1–2-grams, sublinear tf, min_df 2) → truncated SVD to ``n_features``
+    dimensions, rows scaled to unit length. Returns a DataFrame indexed like ``texts``."""
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    clean = texts.str.replace("<br/>", " ", regex=False).str.strip('"')
+    tfidf = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2).fit_transform(clean)
+    Z = TruncatedSVD(n_components=n_features, random_state=seed).fit_transform(tfidf)
+    Z /= np.linalg.norm(Z, axis=1, keepdims=True).clip(1e-12)
+    return pd.DataFrame(Z, index=texts.index, columns=[f"svd{k}" for k in range(n_features)])
