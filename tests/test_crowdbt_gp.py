@@ -1,0 +1,46 @@
+"""crowdBT–GP: the crowdBT stage finds unreliable workers; the GP stage ranks the consensus."""
+import numpy as np
+import pytest
+from scipy.stats import kendalltau
+
+import crowdzoo as cz
+
+
+@pytest.fixture(scope="module")
+def spammed():
+    data, truth = cz.simulate_crowd(n_items=50, n_users=24, n_pairs=2400, n_components=2, s_t=0.3, seed=4)
+    flipped = np.arange(6)  # a quarter of the workers answer the opposite of what they think
+    y = np.where(np.isin(data.users, flipped), 1 - data.y, data.y)
+    d = cz.PairwiseData.from_arrays(data.a, data.b, y, data.item_features, users=data.users)
+    return d, truth, flipped
+
+
+def test_crowdbt_finds_the_flipped_workers_and_the_consensus(spammed):
+    d, truth, flipped = spammed
+    post = cz.fit(cz.CrowdBTGP(n_inducing=30), d, method="map")
+    eta = post.reliability.to_numpy()
+    assert eta[flipped].max() < 0.3 and np.median(np.delete(eta, flipped)) > 0.8
+    tau = kendalltau(post.utilities()[0].to_numpy(), truth["t"]).statistic
+    assert tau > 0.6
+    # a Bradley–Terry fit that trusts everyone (reliability pinned near 1) does worse
+    naive = cz.fit(cz.CrowdBTGP(n_inducing=30, reliability_prior=(1e4, 1.0)), d, method="map")
+    assert kendalltau(naive.utilities()[0].to_numpy(), truth["t"]).statistic < tau
+
+
+def test_crowdbt_gp_predictions_are_probabilities_of_one_event(spammed):
+    d, _, _ = spammed
+    post = cz.fit(cz.CrowdBTGP(n_inducing=20), d, method="map")
+    ids = d.item_ids
+    p_ab = post.predict_proba(ids[d.a[:50]], ids[d.b[:50]])
+    p_ba = post.predict_proba(ids[d.b[:50]], ids[d.a[:50]])
+    np.testing.assert_allclose(p_ab + p_ba, 1.0, atol=1e-12)
+    new = post.predict_proba([0, 1], [1, 0], item_features=d.item_features[:2] + 0.1)
+    assert new.shape == (2,) and np.all((new > 0) & (new < 1))
+
+
+def test_map_route_belongs_to_crowdbt_gp(spammed):
+    d, _, _ = spammed
+    with pytest.raises(cz.DataError, match="'map' is the route of CrowdBTGP"):
+        cz.fit(cz.GPPL(), d, method="map")
+    with pytest.raises(cz.DataError, match="'map' is the route of CrowdBTGP"):
+        cz.fit(cz.CrowdBTGP(), d, method="natgrad")
