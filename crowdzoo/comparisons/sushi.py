@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics
+from ._paper import PaperComparison
 
 PROTOCOLS = {"sushi-a-small": ("a", 100, 5, 25, 200), "sushi-a": ("a", 100, 20, 25, 200),
              "sushi-b": ("b", None, 10, 1, 2000)}
@@ -36,7 +37,6 @@ PAPER = {
     "sushi-b": {"crowdGPPL": (.76, .50, .54), "crowdGPPL\\u": (.78, .50, .57),
                 "GPPL-per-user": (.75, .60, .60), "collabGP": (.76, .49, None)},
 }
-METRICS = ("acc", "CEE", "tau")
 
 
 def methods(batch_size: int, n_inducing: int = 25, quick: bool = False):
@@ -101,70 +101,7 @@ def run_one(seed: int, name: str, data_dir=None, quick: bool = False) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def summarise(df: pd.DataFrame) -> str:
-    """Table 2 layout: one row per method, ours (mean ± sd over repeats) beside the paper's."""
-    name = df["dataset"].iloc[0]
-    paper = PAPER.get(name, {})
-    g = df.groupby(["method", "metric"], sort=False)["value"]
-    mean, sd = g.mean(), g.std().fillna(0.0)
-    n = df["seed"].nunique()
-    head = " | ".join(f"{m} ours | {m} paper" for m in METRICS)
-    lines = [f"| method | {head} |", "|---|" + "---:|" * (2 * len(METRICS))]
-    order = list(dict.fromkeys(df["method"])) + [m for m in paper if m not in set(df["method"])]
-    for method in order:
-        cells = []
-        for k, metric in enumerate(METRICS):
-            ours = (f"{mean[(method, metric)]:.3f} ± {sd[(method, metric)]:.3f}"
-                    if (method, metric) in mean.index else "not in the zoo yet")
-            pub = paper.get(method, (None,) * 3)[k]
-            cells += [ours, "–" if pub is None else f"{pub:.2f}"]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append(f"{n} repeat(s); the paper's are means over 25 repeats.")
-    return "\n".join(lines)
-
-
-def figure(df: pd.DataFrame, path, paper: dict | None = None) -> None:
-    """Bar chart of each metric by method (mean ± sd over repeats), paper's values as crosses."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    name = df["dataset"].iloc[0]
-    paper = PAPER.get(name, {}) if paper is None else paper
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(12, 3.8), sharey=False)
-    meths = list(dict.fromkeys(df["method"]))
-    x = np.arange(len(meths))
-    for k, (ax, metric) in enumerate(zip(axes, METRICS, strict=True)):
-        s = df[df["metric"] == metric].groupby("method", sort=False)["value"].agg(["mean", "std"])
-        s = s.reindex(meths)
-        ax.bar(x, s["mean"], yerr=s["std"].fillna(0.0), capsize=3, color="tab:blue", label="ours")
-        pub = [paper.get(m, (None,) * 3)[k] for m in meths]
-        px = [i for i, v in enumerate(pub) if v is not None]
-        if px:
-            ax.plot(px, [pub[i] for i in px], "kx", markersize=9, label="paper")
-        ax.set_xticks(x, meths, rotation=60, ha="right", fontsize=7)
-        ax.set_title(metric)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-class _Comparison:
-    def __init__(self, name):
-        self.__name__ = f"{__name__}:{name}"
-        self.name = name
-        self.summarise = summarise
-        self.figure = figure
-        self.needs_data_dir = True
-
-    def run_one(self, seed, quick=False, data_dir=None):
-        return run_one(seed, self.name, data_dir=data_dir, quick=quick)
-
-
-sushi_a_small = _Comparison("sushi-a-small")
-sushi_a = _Comparison("sushi-a")
-sushi_b = _Comparison("sushi-b")
+NOTE = "{n} repeat(s); the paper's are means over 25 repeats."
+sushi_a_small, sushi_a, sushi_b = (
+    PaperComparison(name, run_one, PAPER[name], NOTE, missing="not in the zoo yet", needs_data_dir=True)
+    for name in PROTOCOLS)

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics
-from .sushi import figure as _figure
+from ._paper import PaperComparison
 
 # the project's copy (../shared/data/ukpconvarg beside the repository) unless --data-dir or
 # $CROWDZOO_UKPCONVARG says otherwise
@@ -38,7 +38,6 @@ PAPER = {
     "ukpconvarg-personal": {"GPPL": (.71, .56, .31), "crowdGPPL": (.72, .58, .33),
                             "crowdGPPL\\t": (.68, .63, .23)},
 }
-METRICS = ("acc", "CEE", "tau")
 
 
 @lru_cache(maxsize=2)
@@ -105,43 +104,6 @@ def run_one(seed: int, name: str, quick: bool = False, data_dir=None) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def summarise(df: pd.DataFrame) -> str:
-    name = df["dataset"].iloc[0]
-    paper = PAPER[name]
-    g = df.groupby(["method", "metric"], sort=False)["value"]
-    mean, sd = g.mean(), g.std().fillna(0.0)
-    head = " | ".join(f"{m} ours | {m} paper" for m in METRICS)
-    lines = [f"| method | {head} |", "|---|" + "---:|" * (2 * len(METRICS))]
-    for method in dict.fromkeys(list(df["method"]) + list(paper)):
-        cells = []
-        for k, metric in enumerate(METRICS):
-            key = (method, metric)
-            ours = f"{mean[key]:.3f} ± {sd[key]:.3f}" if key in mean.index else "–"
-            pub = paper.get(method, (None,) * 3)[k]
-            cells += [ours, "–" if pub is None else f"{pub:.2f}"]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    lines += ["", f"{df['fold'].nunique()} held-out fold(s) of 32 (± is the sd over folds); features: "
-              "TF-IDF + truncated SVD (64 dims) of the argument texts, not the paper's 32k linguistic + "
-              "GloVe features."]
-    return "\n".join(lines)
-
-
-def figure(df, path):
-    _figure(df, path, PAPER[df["dataset"].iloc[0]])
-
-
-class _Comparison:
-    def __init__(self, name):
-        self.__name__ = f"{__name__}:{name}"
-        self.name = name
-        self.summarise = summarise
-        self.figure = figure
-        self.needs_data_dir = False
-        self.reads_data_dir = True
-
-    def run_one(self, seed, quick=False, data_dir=None):
-        return run_one(seed, self.name, quick=quick, data_dir=data_dir)
-
-
-consensus = _Comparison("ukpconvarg-consensus")
-personal = _Comparison("ukpconvarg-personal")
+NOTE = ("{folds} held-out fold(s) of 32 (± is the sd over folds); features: TF-IDF + truncated SVD (64 "
+        "dims) of the argument texts, not the paper's 32k linguistic + GloVe features.")
+consensus, personal = (PaperComparison(name, run_one, PAPER[name], NOTE) for name in PAPER)
