@@ -9,8 +9,9 @@ arguments are new items to the models (no labels), which is what the task asks.
   arguments against their gold scores (Kendall τ). GPPL pooled over workers, crowdGPPL (its
   consensus t), crowdBT–GP.
 * ``ukpconvarg-personal``: predict each held-out crowd label of a worker who has training labels
-  (accuracy, CEE). GPPL, crowdGPPL, crowdGPPL\\t. Workers have no features (the ``\\u`` form).
-  The paper's personal τ uses per-worker scores that we do not evaluate: τ is left out here.
+  (accuracy, CEE), and Kendall τ between each such worker's predicted utilities and their own
+  scores of the fold's arguments (UKPConvArg1-crowdsample-ranking), averaged over workers. GPPL,
+  crowdGPPL, crowdGPPL\\t. Workers have no features (the ``\\u`` form).
 
 Settings (§5.3): C = 50, M = 500, P_i = 200, ε = 10, r = 0.9; priors Gamma(2, 200) for GPPL, t and
 v, Gamma(1, 10) for w; length-scales by the scaled median heuristic (20√D · ℓ_MH, §5.3).
@@ -99,9 +100,25 @@ def run_one(seed: int, name: str, quick: bool = False, data_dir=None) -> pd.Data
         if not personal:
             util = post.utilities()[0].reindex(gold.id.to_numpy()).to_numpy()
             vals["tau"] = metrics.kendall_tau(gold.score.to_numpy(), util)
+        else:
+            vals["tau"] = _personal_tau(post, method, u.worker_scores, fold, test.worker.unique())
         rows += [{"seed": seed, "dataset": name, "fold": fold, "method": method, "metric": k, "value": v,
                   "n_test": len(test)} for k, v in vals.items()]
     return pd.DataFrame(rows)
+
+
+def _personal_tau(post, method, worker_scores, fold, workers) -> float:
+    """Mean over the test workers of Kendall τ between their predicted personal utilities (GPPL:
+    the pooled utilities) and their own scores of the arguments they judged in the fold."""
+    ws = worker_scores[(worker_scores.fold == fold) & worker_scores.worker.isin(set(workers))]
+    if method == "GPPL":
+        mean = post.utilities()[0]
+        F = pd.DataFrame({w: mean for w in workers})
+    else:
+        F = post.utilities(users=np.asarray(workers))[0]
+    taus = [metrics.kendall_tau(g.score.to_numpy(), F[w].reindex(g.id.to_numpy()).to_numpy())
+            for w, g in ws.groupby("worker") if g.score.nunique() > 1]
+    return float(np.nanmean(taus)) if taus else float("nan")
 
 
 NOTE = ("{folds} held-out fold(s) of 32 (± is the sd over folds); features: TF-IDF + truncated SVD (64 "

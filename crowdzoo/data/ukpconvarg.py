@@ -25,6 +25,7 @@ from ..errors import DataError
 CROWD = "UKPConvArgCrowdSample-new-CSV"
 GOLD_PAIRS = "UKPConvArgAll-new-CSV"
 GOLD_RANKS = "UKPConvArg1-Ranking-CSV"
+WORKER_RANKS = "UKPConvArg1-crowdsample-ranking-CSV"
 LABEL = {"a1": 1.0, "a2": 0.0}
 
 
@@ -32,13 +33,15 @@ LABEL = {"a1": 1.0, "a2": 0.0}
 class UKPConvArg:
     """``crowd``: one row per crowd label (fold, a, b, worker, y); ``gold``: gold pairs (fold, a, b,
     y); ``scores``: gold convincingness of each argument (fold, id, score; higher is more
-    convincing, see ``_score_sign``); ``texts``: argument
+    convincing, see ``_score_sign``); ``worker_scores``: each worker's score of each argument they
+    judged (fold, id, worker, score; oriented the same way against their own labels); ``texts``: argument
     text by id; ``folds``: the 32 fold names; ``n_equal``: dropped ``equal`` labels (crowd, gold)."""
 
     crowd: pd.DataFrame
     gold: pd.DataFrame
     scores: pd.DataFrame
     texts: pd.Series
+    worker_scores: pd.DataFrame
     folds: list
     n_equal: tuple
 
@@ -74,7 +77,7 @@ def load_ukpconvarg(data_dir) -> UKPConvArg:
     folds = sorted(p.stem for p in crowd_dir.glob("*.csv"))
     if not folds:
         raise DataError(f"data_dir: no .csv files in {crowd_dir}")
-    crowd, gold, scores, texts, eq = [], [], [], {}, [0, 0]
+    crowd, gold, scores, wscores, texts, eq = [], [], [], [], {}, [0, 0]
     for fold in folds:
         c, t, n = _read_pairs(crowd_dir / f"{fold}.csv", fold)
         crowd.append(c)
@@ -91,25 +94,54 @@ def load_ukpconvarg(data_dir) -> UKPConvArg:
             r = pd.read_csv(gr, sep="\t", quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False)
             scores.append(pd.DataFrame({"fold": fold, "id": r.iloc[:, 0].to_numpy(),
                                         "score": pd.to_numeric(r.iloc[:, 1], errors="coerce").to_numpy()}))
+        wr = root / WORKER_RANKS / f"{fold}.csv"
+        if wr.is_file():
+            wscores.append(_read_worker_scores(wr, fold))
     cat = lambda x: pd.concat(x, ignore_index=True) if x else pd.DataFrame()  # noqa: E731
-    gold, scores = cat(gold), cat(scores)
+    crowd, gold, scores, wscores = cat(crowd), cat(gold), cat(scores), cat(wscores)
     if len(gold) and len(scores):
         scores["score"] *= _score_sign(gold, scores)
-    return UKPConvArg(crowd=cat(crowd), gold=gold, scores=scores,
+    if len(wscores):
+        wscores["score"] *= _score_sign(crowd, wscores, by="worker")
+    return UKPConvArg(crowd=crowd, gold=gold, scores=scores, worker_scores=wscores,
                       texts=pd.Series(texts, name="text").rename_axis("id").sort_index(), folds=folds,
                       n_equal=tuple(eq))
 
 
-def _score_sign(gold: pd.DataFrame, scores: pd.DataFrame) -> float:
-    """+1 if the gold pairs' winners mostly have the higher gold score, else −1. In the published
-    files the winner of 87 % of the gold pairs has the *lower* ``rank`` value, so the loader
-    negates it: ``scores.score`` is then higher for more convincing arguments, as utilities are."""
-    s = scores.drop_duplicates("id").set_index("id")["score"]
-    win = np.where(gold.y == 1, gold.a, gold.b)
-    lose = np.where(gold.y == 1, gold.b, gold.a)
-    ok = np.isin(win, s.index) & np.isin(lose, s.index)
-    agree = np.mean(s[win[ok]].to_numpy() > s[lose[ok]].to_numpy())
-    return 1.0 if agree >= 0.5 else -1.0
+def _read_worker_scores(path: Path, fold: str) -> pd.DataFrame:
+    """Per-worker scores: '#id, rank, argument, turkID', split on newlines only (the texts hold
+    other line-break characters that a CSV reader would split on)."""
+    rows = []
+    for r, line in enumerate(path.read_text(encoding="utf-8").split("\n")[1:], start=2):
+        if not line.strip():
+            continue
+        f = line.split("\t")
+        if len(f) != 4:
+            raise DataError(f"{path}: row {r}: expected 4 tab-separated columns (#id, rank, argument, "
+                            f"turkID), found {len(f)}")
+        try:
+            rows.append((f[0], float(f[1]), f[3].strip()))
+        except ValueError:
+            raise DataError(f"{path}: row {r}: column 'rank' is not a number: {f[1]!r}") from None
+    ids, score, worker = zip(*rows, strict=True) if rows else ((), (), ())
+    return pd.DataFrame({"fold": fold, "id": ids, "worker": worker, "score": score})
+
+
+def _score_sign(pairs: pd.DataFrame, scores: pd.DataFrame, by: str | None = None) -> float:
+    """+1 if the pairs' winners mostly have the higher score, else −1 (scores matched by id, and by
+    ``by`` — the worker — when given). In the published files the winner of 87 % of the gold
+    pairs has the *lower* ``rank`` value, so the loader negates it: scores are then higher for
+    more convincing arguments, as utilities are."""
+    keys = ["id"] + ([by] if by else [])
+    s = scores.drop_duplicates(keys).set_index(keys)["score"]
+    win = np.where(pairs.y == 1, pairs.a, pairs.b)
+    lose = np.where(pairs.y == 1, pairs.b, pairs.a)
+    if by:
+        win = pd.MultiIndex.from_arrays([win, pairs[by]])
+        lose = pd.MultiIndex.from_arrays([lose, pairs[by]])
+    sw, sl = s.reindex(win).to_numpy(), s.reindex(lose).to_numpy()
+    ok = np.isfinite(sw) & np.isfinite(sl) & (sw != sl)
+    return 1.0 if np.mean(sw[ok] > sl[ok]) >= 0.5 else -1.0
 
 
 def text_features(texts: pd.Series, n_features: int = 64, seed: int = 0) -> pd.DataFrame:
