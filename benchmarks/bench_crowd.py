@@ -84,7 +84,7 @@ def one_size(n_pairs, M, batch, iters, C=20, n_items=2000, n_users=10**4):
            batch_size=batch, progress_bar=False)
     dt = (time.perf_counter() - t0) / iters
     labels = (data.a.nbytes + data.b.nbytes + data.y.nbytes + data.users.nbytes) / 2**20
-    return {"P": n_pairs, "M": M, "P_i": batch, "C": C, "ms_per_iter": 1000 * dt,
+    return {"P": n_pairs, "N": n_items, "M": M, "P_i": batch, "C": C, "ms_per_iter": 1000 * dt,
             "step_peak_mib": _status("VmHWM") - rss0, "labels_mib": labels}
 
 
@@ -128,9 +128,10 @@ def main(argv=None):
         base.update(n_pairs=10**4, iters=3)
     sweeps = {"P": [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6],
               "M": [25, 100] if args.quick else [25, 50, 100, 200],
-              "batch": [100, 1000] if args.quick else [100, 1000, 5000]}
-    rows = {k: [_sub("one_size", **{**base, ("n_pairs" if k == "P" else k): v}) for v in vals]
-            for k, vals in sweeps.items()}
+              "batch": [100, 1000] if args.quick else [100, 1000, 5000],
+              "N": [500, 2000] if args.quick else [500, 2000, 8000]}
+    param = {"P": "n_pairs", "N": "n_items"}
+    rows = {k: [_sub("one_size", **{**base, param.get(k, k): v}) for v in vals] for k, vals in sweeps.items()}
     big = None if args.quick else _sub("big_run", max_iter=300)
     L = [HEAD, "", f"Machine: {machine()}. Reproduce with `python benchmarks/bench_crowd.py --out "
          "docs/benchmarks.md` (part of `make bench`; replaces this section).", "",
@@ -145,14 +146,15 @@ def main(argv=None):
         L.append(f"| {r['likelihood']} | {r['seed']} | {r['seconds']:.1f} | {r['iterations']} | "
                  f"{r['converged']} | {r['acc']:.3f} | {r['acc_pooled_gppl']:.3f} |")
     L += ["", "## crowdGPPL natgrad: scalability (Fig. 2)", "",
-          "N = 2000 items, U = 10⁴ users (2-D features each, M_u = 25 inducing users), C = 20; one "
-          "parameter varied from P = 10⁵, M = 100, P_i = 1000. *Step peak* as for GPPL (resident memory, so "
-          "a step that reuses memory the allocator kept from setting up reads near 0).", "",
-          "| varied | P | M | P_i | ms / iteration | step peak (MiB) | labels (MiB) |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
+          "N = 2000 items (varied in the N rows), U = 10⁴ users (2-D features each, M_u = 25 inducing "
+          "users), C = 20; one parameter varied from P = 10⁵, M = 100, P_i = 1000. *Step peak* as for "
+          "GPPL (resident memory, so a step that reuses memory the allocator kept from setting up "
+          "reads near 0).", "",
+          "| varied | P | N | M | P_i | ms / iteration | step peak (MiB) | labels (MiB) |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for k, rs in rows.items():
         for r in rs:
-            L.append(f"| {k} | {r['P']:,} | {r['M']} | {r['P_i']} | {r['ms_per_iter']:.0f} | "
+            L.append(f"| {k} | {r['P']:,} | {r['N']:,} | {r['M']} | {r['P_i']} | {r['ms_per_iter']:.0f} | "
                      f"{r['step_peak_mib']:.1f} | {r['labels_mib']:.1f} |")
     if big:
         L += ["", "## crowdGPPL natgrad: 10⁴ users × 2·10³ items × 10⁶ labels", "",
