@@ -23,7 +23,8 @@ one independent w per user), ``item_features=False`` (``\\u\\x``: K = I too), ``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import partial
 
 import pyro
 import pyro.distributions as dist
@@ -33,6 +34,17 @@ from ..errors import DataError
 from ..linalg import DTYPE
 from .gppl import GPPL, GPPLSetup
 from .likelihoods import probit_logits
+
+
+class _class_or_instance:
+    """A method that gets (cls, instance-or-None): callable on the class and on an instance."""
+
+    def __init__(self, f):
+        self.f = f
+        self.__doc__ = f.__doc__
+
+    def __get__(self, obj, cls):
+        return partial(self.f, cls, obj)
 
 
 @dataclass
@@ -108,16 +120,20 @@ class CrowdGPPL:
         return CrowdSetup(items=items, users=users, n_users=data.n_users, C=int(self.n_components),
                           consensus=bool(self.consensus), priors=self.priors())
 
-    @classmethod
-    def variant(cls, name: str, **kw) -> CrowdGPPL:
-        """The Table 2 variants by name: "", "\\inducing", "\\u", "\\u\\x", "\\u\\t"."""
+    @_class_or_instance
+    def variant(cls, self, name: str, **kw) -> CrowdGPPL:
+        """The Table 2 variants by name: "", "\\inducing", "\\u", "\\u\\x", "\\u\\t".
+
+        ``CrowdGPPL.variant("\\u", n_components=5)`` starts from the defaults;
+        ``model.variant("\\u")`` keeps every other setting of ``model`` (priors, C, M, ...)."""
         table = {"": {}, "\\inducing": {"n_inducing": None, "n_inducing_users": None},
                  "\\u": {"user_features": False},
                  "\\u\\x": {"user_features": False, "item_features": False, "n_inducing": None},
                  "\\u\\t": {"user_features": False, "consensus": False}}
         if name not in table:
             raise DataError(f"variant: unknown crowdGPPL variant {name!r}; choose one of {list(table)}")
-        return cls(**{**table[name], **kw})
+        base = {} if self is None else {f.name: getattr(self, f.name) for f in fields(self)}
+        return cls(**{**base, **table[name], **kw})
 
 
 def _identity_setup(n: int, jitter: float) -> GPPLSetup:
