@@ -151,7 +151,8 @@ def test_clear_errors(crowd):
         CrowdGPPL.variant("\\q")
     # on an instance, a variant keeps the instance's other settings
     v = CrowdGPPL(n_components=4, rate_v0=3.0, n_inducing=7).variant("\\u\\t")
-    assert (v.n_components, v.rate_v0, v.n_inducing, v.user_features, v.consensus) == (4, 3.0, 7, False, False)
+    kept = (v.n_components, v.rate_v0, v.n_inducing, v.user_features, v.consensus)
+    assert kept == (4, 3.0, 7, False, False)
     with pytest.raises(cz.DataError, match="n_components"):
         CrowdGPPL(n_components=0)
     with pytest.raises(cz.DataError, match="rate_v0"):
