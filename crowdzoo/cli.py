@@ -224,7 +224,7 @@ def cmd_compare(args) -> int:
         if figure is not None:
             figure(df, out.with_suffix(".png"))
             fig = f"\n![{args.name}]({out.with_suffix('.png').name})\n"
-        out.write_text(f"<!-- made by `{cmd} --out {args.out}` -->\n\n{table}\n{fig}")
+        out.write_text(f"Made by `{cmd} --out {args.out}`.\n\n{table}\n{fig}")
     return 0
 
 

@@ -6,6 +6,7 @@ import concurrent.futures as cf
 import pandas as pd
 
 from . import crowd_routes, gppl_routes, simulation, sushi, ukpconvarg
+from ._paper import PaperComparison
 
 REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
@@ -21,14 +22,10 @@ def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executo
     cannot ship (Sushi) find it. Returns (tidy DataFrame, markdown table)."""
     mod = REGISTRY[name]
     seeds = list(range(repeats))
-    opts = {"data_dir": str(data_dir)} if data_dir is not None else {}
-    if opts and not (getattr(mod, "needs_data_dir", False) or getattr(mod, "reads_data_dir", False)):
-        opts = {}  # the comparison reads no user data
-    if getattr(mod, "needs_data_dir", False) and not opts:
-        from ..errors import DataError
-
-        raise DataError(f"{name}: --data-dir is required (the folder with Kamishima's Sushi files; "
-                        "crowdzoo.data.sushi.write_sushi_fixture writes a synthetic one)")
+    # only the comparisons against a paper's table read data from a path
+    opts = {}
+    if isinstance(mod, PaperComparison):
+        opts["data_dir"] = None if data_dir is None else str(data_dir)
     args = [(name, s, quick, opts) for s in seeds]
     if executor is None and jobs > 1:
         # one torch thread per worker: jobs × torch's default threads oversubscribe the cores

@@ -61,9 +61,13 @@ class PaperComparison:
         self.__name__ = f"{run.__module__}:{name}"
         self.name, self.run, self.paper, self.note, self.missing = name, run, paper, note, missing
         self.needs_data_dir = needs_data_dir
-        self.reads_data_dir = True
 
     def run_one(self, seed, quick=False, data_dir=None):
+        if self.needs_data_dir and data_dir is None:
+            from ..errors import DataError
+
+            raise DataError(f"{self.name}: --data-dir is required (the folder with Kamishima's Sushi "
+                            "files; crowdzoo.data.sushi.write_sushi_fixture writes a synthetic one)")
         return self.run(seed, self.name, quick=quick, data_dir=data_dir)
 
     def summarise(self, df: pd.DataFrame) -> str:

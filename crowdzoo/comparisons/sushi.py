@@ -51,7 +51,7 @@ def methods(batch_size: int, n_inducing: int = 25, quick: bool = False):
     return {
         "crowdGPPL": (cz.CrowdGPPL(**crowd), ng),
         "crowdGPPL (exact natgrad)": (cz.CrowdGPPL(**crowd), {**ng, "likelihood": "exact"}),
-        "crowdGPPL\\inducing": (cz.CrowdGPPL(**{**crowd, "n_inducing": None}), ng),
+        "crowdGPPL\\inducing": (cz.CrowdGPPL(**crowd).variant("\\inducing"), ng),
         "crowdGPPL\\u": (cz.CrowdGPPL(**crowd).variant("\\u"), ng),
         "crowdGPPL\\u\\x": (cz.CrowdGPPL(**crowd).variant("\\u\\x"), ng),
         "crowdGPPL\\u\\t": (cz.CrowdGPPL(**crowd).variant("\\u\\t"), ng),
@@ -61,12 +61,18 @@ def methods(batch_size: int, n_inducing: int = 25, quick: bool = False):
 
 
 def personal_tau(F: np.ndarray, item_ids, orders: np.ndarray) -> float:
-    """Mean over users of Kendall τ between predicted utilities F (items × users, rows in
-    ``item_ids`` order) and each user's ranking (U, 10), best first."""
+    """Mean over users of Kendall τ_b between predicted utilities F (items × users, rows in
+    ``item_ids`` order) and each user's ranking (U, 10), best first — over all users at once
+    (the ranking has no ties, so τ_b = Σ sign(Δgold)·sign(Δpred) / √(n₀ (n₀ − ties in pred)))."""
     pos = np.searchsorted(item_ids, orders)  # item_ids are sorted (np.unique)
     util = np.take_along_axis(F.T, pos, axis=1)  # (U, 10) predicted utility in ranked order
-    gold = -np.arange(orders.shape[1], dtype=np.float64)
-    return float(np.nanmean([metrics.kendall_tau(gold, u) for u in util]))
+    hi, lo = np.triu_indices(orders.shape[1], k=1)  # position hi ranks above position lo
+    agree = np.sign(util[:, hi] - util[:, lo])
+    n0 = hi.size
+    ties = (agree == 0).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = agree.sum(1) / np.sqrt(n0 * (n0 - ties))
+    return float(np.nanmean(tau))
 
 
 def run_one(seed: int, name: str, data_dir=None, quick: bool = False) -> pd.DataFrame:
@@ -74,17 +80,16 @@ def run_one(seed: int, name: str, data_dir=None, quick: bool = False) -> pd.Data
 
     from ..data.sushi import load_sushi, sample_pairs
 
-    if data_dir is None:
-        raise cz.DataError(f"{name}: --data-dir is required (the folder with Kamishima's Sushi files; "
-                           "crowdzoo.data.sushi.write_sushi_fixture writes a synthetic one)")
     variant, n_users, n_train, n_test, P_i = PROTOCOLS[name]
     sushi = load_sushi(data_dir, variant)
     if quick:
         n_users = min(n_users or 40, 40)
+    # the same users and pairs for every method; with or without the user features
+    split = {uf: sample_pairs(sushi, n_users, n_train, n_test, seed=seed, user_features=uf)
+             for uf in (True, False)}
     rows = []
     for method, (model, kw) in methods(P_i, quick=quick).items():
-        uf = not method.startswith(("crowdGPPL\\u", "GPPL"))
-        train, test, orders = sample_pairs(sushi, n_users, n_train, n_test, seed=seed, user_features=uf)
+        train, test, orders = split[not method.startswith(("crowdGPPL\\u", "GPPL"))]
         post = cz.fit(model, train, method="natgrad", seed=seed, progress_bar=False, **kw)
         ids, users = test.item_ids, test.user_ids
         a, b = ids[test.a], ids[test.b]

@@ -22,6 +22,7 @@ their 10 items, each shown in a random order with y = 1 when the first is prefer
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -150,8 +151,7 @@ def sample_pairs(sushi: Sushi, n_users: int | None, n_train: int, n_test: int, s
     y = (~flip).astype(np.float64)
     item_ids = np.unique(sushi.orders)
     X = sushi.items.loc[item_ids, list(ITEM_COLUMNS)].to_numpy()
-    pos = {i: k for k, i in enumerate(item_ids)}
-    to_pos = np.vectorize(pos.__getitem__)
+    to_pos = partial(np.searchsorted, item_ids)  # item_ids sorted (np.unique): id → row
     U_feat = sushi.users.iloc[chosen].to_numpy() if user_features else None
     user_ids = sushi.users.index.to_numpy()[chosen]
     j = np.repeat(np.arange(len(chosen))[:, None], pick.shape[1], axis=1)

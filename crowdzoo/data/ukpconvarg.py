@@ -49,10 +49,11 @@ class UKPConvArg:
 def _read_pairs(path: Path, fold: str) -> tuple[pd.DataFrame, dict, int]:
     df = pd.read_csv(path, sep="\t", header=None, skiprows=1, quoting=csv.QUOTE_NONE, dtype=str,
                      names=["id", "worker", "label", "a1", "a2"], keep_default_na=False)
-    ids = df["id"].str.split("_", n=1, expand=True)
-    if ids.shape[1] != 2 or ids.isna().any().any():
-        r = int(np.flatnonzero(ids.isna().any(axis=1).to_numpy() if ids.shape[1] == 2 else [0])[0])
+    bad = ~df["id"].str.contains("_", regex=False)
+    if bad.any():
+        r = int(np.flatnonzero(bad.to_numpy())[0])
         raise DataError(f"{path}: row {r + 2}: column '#id' should be 'argA_argB', got {df['id'].iloc[r]!r}")
+    ids = df["id"].str.split("_", n=1, expand=True)
     bad = ~df["label"].isin(["a1", "a2", "equal"])
     if bad.any():
         r = int(np.flatnonzero(bad.to_numpy())[0])

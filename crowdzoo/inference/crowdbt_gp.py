@@ -20,7 +20,7 @@ import torch
 from torch.special import ndtr
 
 from ..errors import DataError, NumericalError
-from ..linalg import DTYPE, cholesky, solve_lower
+from ..linalg import DTYPE, cholesky, logdet_from_chol, solve_lower
 from ..lookup import positions
 from ..models.crowdbt_gp import CrowdBTGP, crowdbt_log_lik, crowdbt_log_prior
 from ..models.gppl import GPPL
@@ -119,10 +119,11 @@ def fit_crowdbt_gp(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
     B = setup.B  # (M, N_seen)
     t = s_hat[seen] - s_hat[seen].mean()
     v0 = float(t.var()) if t.numel() > 1 else 1.0
+    BBt, Bt = B @ B.T, B @ t
     best = None
     for sf in SIGNAL:
         for sn in NOISE:
-            lml, fit = _dtc(B, t, sf * v0, sn * v0)
+            lml, fit = _dtc(BBt, Bt, t @ t, t.numel(), sf * v0, sn * v0)
             if best is None or lml > best[0]:
                 best = (lml, fit, sf * v0, sn * v0)
     _, (mu_u, S_u), signal_var, noise_var = best
@@ -135,17 +136,15 @@ def fit_crowdbt_gp(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
                               noise_var=noise_var, settings=dict(seed=seed, max_iter=max_iter))
 
 
-def _dtc(B, t, sf2, sn2):
+def _dtc(BBt, Bt, tt, N, sf2, sn2):
     """DTC log marginal likelihood of t ~ N(0, σ_f² BᵀB + σ_n² I) and the whitened posterior
-    N(μ_u, S_u) of u, via A = I + (σ_f²/σ_n²) B Bᵀ (Woodbury)."""
-    M, N = B.shape
+    N(μ_u, S_u) of u, via A = I + (σ_f²/σ_n²) B Bᵀ (Woodbury); takes B Bᵀ, B t, tᵀt and N."""
     r = sf2 / sn2
-    A = torch.eye(M, dtype=DTYPE) + r * B @ B.T
+    A = torch.eye(BBt.shape[0], dtype=DTYPE) + r * BBt
     L_A = cholesky(A, what="I + σ_f²/σ_n² B Bᵀ (crowdBT–GP regression)")
-    Bt = B @ t
     w = solve_lower(L_A, Bt[:, None])[:, 0]
-    quad = (t @ t - r * (w @ w)) / sn2
-    logdet = N * math.log(sn2) + 2.0 * torch.log(torch.diagonal(L_A)).sum()
+    quad = (tt - r * (w @ w)) / sn2
+    logdet = N * math.log(sn2) + logdet_from_chol(L_A)
     lml = float(-0.5 * (quad + logdet + N * math.log(2 * math.pi)))
     S_u = torch.cholesky_inverse(L_A)
     mu_u = (sf2 ** 0.5 / sn2) * (S_u @ Bt)

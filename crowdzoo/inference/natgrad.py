@@ -172,7 +172,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
             m, S, L_S = _moments(state)
             shape = alpha0 + 0.5 * M
             rate = beta0 + 0.5 * float(torch.trace(K_inv @ (S + torch.outer(m, m))))
-            if likelihood == "exact":  # the likelihood's pull through c / E[s] (scale_rate)
+            if likelihood == "exact" and c.any():  # the likelihood's pull through c / E[s] (scale_rate)
                 _, _, g_v = expected_log_probit(yb, *_marginals(A_d, c, m, S, Es), n_gh)
                 rate = scale_rate(rate, shape, float(-pi * (g_v * c).sum()))
             state = state._replace(shape=shape, rate=rate)

@@ -326,7 +326,7 @@ def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh):
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         mu, var = mu + new_mu - old_mu, var + new_var - old_var
     st["w"] = Block(Lam_w, eta_w, m_w, S_w)
-    if lik != "exact":
+    if lik != "exact" or not (bt.c.any() or bt.d.any()):  # no conditional variance: Eq. 15 as is
         return st, None
     # ∂ELL/∂var_p · (what each scale's conditional variance adds to var_p, times E[s]): the
     # likelihood's pull on q(s) (see _update_scales)

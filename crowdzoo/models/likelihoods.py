@@ -13,6 +13,7 @@ import torch
 from torch.special import erfc, log_ndtr, ndtr
 
 _GH_CACHE: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
 
 
 def probit_logits(z: torch.Tensor) -> torch.Tensor:
@@ -45,9 +46,6 @@ def fast_log_ndtr(z: torch.Tensor) -> torch.Tensor:
     if tail.any():
         out[tail] = log_ndtr(z[tail])
     return out
-
-
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
 
 
 def expected_log_probit(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, n: int = 20):
