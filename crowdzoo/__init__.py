@@ -1,10 +1,19 @@
 """crowdzoo: a Pyro model zoo of Bayesian models of what crowds say about pairs of things."""
-from .data import PairwiseData, simulate_crowd, simulate_gppl, split_pairs, split_users
+from .data import (
+                   PairwiseData,
+                   simulate_collab,
+                   simulate_crowd,
+                   simulate_gppl,
+                   split_each_user,
+                   split_pairs,
+                   split_users,
+)
 from .errors import DataError, NumericalError
 from .inference import fit
 from .io import load
-from .models import GPPL, CrowdBTGP, CrowdGPPL, GPPLPerUser
+from .models import GPPL, CollabGP, CrowdBTGP, CrowdGPPL, GPPLPerUser
 
 __version__ = "0.1.0"
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
-           "NumericalError", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser", "CrowdBTGP"]
+           "NumericalError", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser", "CrowdBTGP",
+           "CollabGP", "simulate_collab", "split_each_user"]

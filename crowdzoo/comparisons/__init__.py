@@ -5,14 +5,16 @@ import concurrent.futures as cf
 
 import pandas as pd
 
-from . import crowd_routes, gppl_routes, simulation, sushi, ukpconvarg
-from ._paper import PaperComparison
+from . import collabgp, crowd_routes, gppl_routes, simulation, sushi, ukpconvarg
 
 REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
             "simulation-components": simulation.components, "sushi-a-small": sushi.sushi_a_small,
             "sushi-a": sushi.sushi_a, "sushi-b": sushi.sushi_b,
-            "ukpconvarg-consensus": ukpconvarg.consensus, "ukpconvarg-personal": ukpconvarg.personal}
+            "ukpconvarg-consensus": ukpconvarg.consensus, "ukpconvarg-personal": ukpconvarg.personal,
+            "collabgp-synthetic": collabgp.synthetic, "collabgp-sushi": collabgp.sushi,
+            "collabgp-active-synthetic": collabgp.active_synthetic,
+            "collabgp-active-sushi": collabgp.active_sushi}
 
 
 def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,
@@ -24,7 +26,7 @@ def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executo
     seeds = list(range(repeats))
     # only the comparisons against a paper's table read data from a path
     opts = {}
-    if isinstance(mod, PaperComparison):
+    if hasattr(mod, "needs_data_dir"):
         opts["data_dir"] = None if data_dir is None else str(data_dir)
     args = [(name, s, quick, opts) for s in seeds]
     if executor is None and jobs > 1:

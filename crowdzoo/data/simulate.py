@@ -83,3 +83,37 @@ def simulate_crowd(n_items: int = 50, n_users: int = 20, n_pairs: int = 1000, n_
     data = PairwiseData.from_arrays(a, b, y, X, users=j, user_features=U,
                                     user_ids=None if U is not None else np.arange(n_users))
     return data, {"t": t, "V": V, "W": W, "F": F}
+
+
+def simulate_collab(n_items: int = 10, n_users: int = 100, n_latent: int = 5, n_features: int = 2,
+                    n_user_features: int = 2, lengthscale: float = 1.0, seed: int = 0):
+    """The Synthetic data of Houlsby et al. (2012, supplement a §6).
+
+    Item and user features are uniform with zero mean and unit variance (U(−√3, √3)); D latent
+    functions h_d ~ GP(0, k_pref) with a squared-exponential k of unit length-scale (drawn as
+    h_d(i, j) = f_d(x_i) − f_d(x_j), f_d ~ GP(0, k)); weights w_d(u) ~ GP(0, k) over user
+    features; each user labels every pair once, shown in a random order, with
+    t = sign(Σ_d w_d(u) h_d(x_i, x_j) + ε), ε ~ N(0, 1).
+
+    Returns ``(data, truth)``, truth = {"F" (D, N), "W" (U, D), "G" (U, N, N)} with
+    G[u, i, j] = g_u(x_i, x_j) (noise-free).
+    """
+    rng = np.random.default_rng(seed)
+    half = np.sqrt(3.0)
+    X = rng.uniform(-half, half, size=(n_items, n_features))
+    Uf = rng.uniform(-half, half, size=(n_users, n_user_features))
+    k = Kernel("se", np.full(n_features, lengthscale))
+    ku = Kernel("se", np.full(n_user_features, lengthscale))
+    Lx = cholesky(k(torch.as_tensor(X), torch.as_tensor(X)), what="simulation kernel").numpy()
+    Lu = cholesky(ku(torch.as_tensor(Uf), torch.as_tensor(Uf)), what="simulation kernel").numpy()
+    F = rng.standard_normal((n_latent, n_items)) @ Lx.T  # f_d at the items
+    W = Lu @ rng.standard_normal((n_users, n_latent))  # w_d(u), columns are GP draws
+    G = np.einsum("ud,dij->uij", W, F[:, :, None] - F[:, None, :])
+    i, j = np.triu_indices(n_items, k=1)
+    users = np.repeat(np.arange(n_users), i.size)
+    a, b = np.tile(i, n_users), np.tile(j, n_users)
+    flip = rng.random(a.size) < 0.5
+    a, b = np.where(flip, b, a), np.where(flip, a, b)
+    y = (G[users, a, b] + rng.standard_normal(a.size) > 0).astype(np.float64)
+    data = PairwiseData.from_arrays(a, b, y, X, users=users, user_features=Uf)
+    return data, {"F": F, "W": W, "G": G}

@@ -41,19 +41,7 @@ def gppl_to_arviz(post, n_draws: int = 1000, seed: int = 0):
         "log_likelihood": {"y": shape(loglik)},
         "observed_data": {"y": post.data.y.astype(np.int64)},
     }
-    if post.sample_stats:
-        groups["sample_stats"] = {"diverging": np.asarray(post.sample_stats["diverging"]),
-                                  "lp": -np.asarray(post.sample_stats["potential_energy"])}
-    trace = {k: np.asarray(v) for k, v in post.trace.items() if k in ("loss", "bound")}
-    attrs = {"/": {"inference": post.method, "approximate": int(post.method != "nuts"),
-                   "model": post.model.name}}
-    dt = from_dict(groups, coords=coords, dims=dims, attrs=attrs)
-    if trace:
-        import xarray as xr
-
-        ds = xr.Dataset({k: ("iteration", v) for k, v in trace.items()})
-        dt["optimisation"] = xr.DataTree(ds)
-    return dt
+    return _finish(post, groups, coords, dims)
 
 
 def crowd_to_arviz(post, n_draws: int = 500, seed: int = 0):
@@ -85,13 +73,50 @@ def crowd_to_arviz(post, n_draws: int = 500, seed: int = 0):
     posterior = {k: shape(v) for k, v in dr.items()}
     groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
               "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
+    return _finish(post, groups, coords, dims)
+
+
+def collabgp_to_arviz(post, n_draws: int = 500, seed: int = 0):
+    """collabGP: posterior W (user, latent) and H (latent, pair) at the training pairs, whose ids
+    are "a|b" (oriented lo < hi in the data's item order); log-likelihood and replicated labels per
+    label. W and H are identified only up to sign and rotation (read diagnostics on g and
+    predictions). ``optimisation`` holds EP's largest change of a mean of g per sweep."""
+    sample_based = post.a_cov is None
+    n = post.weights.shape[0] if sample_based else n_draws
+    chains = post.n_chains if sample_based else 1
+    dr = post.sample(n, seed=seed)
+    st = post.setup
+    g = (dr["w"][:, st.u, :] * dr["h"][:, :, st.z].transpose(1, 2)).sum(-1)  # (n, L), oriented lo < hi
+    loglik = log_ndtr(st.t * g)
+    gen = torch.Generator().manual_seed(seed + 1)
+    t_rep = torch.where(torch.rand(g.shape, generator=gen, dtype=g.dtype) < torch.special.ndtr(g), 1.0, -1.0)
+    orient = st.t * (2.0 * torch.as_tensor(post.data.y) - 1.0)  # +1 where the label's a is the pair's lo
+    y_rep = (t_rep * orient > 0).to(torch.int64)  # 1 = a ≻ b, as in the data
+
+    def shape(x):
+        x = x.numpy()
+        return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
+
+    ids = np.asarray(post.data.item_ids)
+    P = st.pairs.numpy()
+    coords = {"user": np.asarray(post.data.user_ids), "latent": np.arange(st.D),
+              "pair": np.array([f"{ids[i]}|{ids[j]}" for i, j in P]), "label": np.arange(st.L)}
+    dims = {"W": ["user", "latent"], "H": ["latent", "pair"], "y": ["label"]}
+    groups = {"posterior": {"W": shape(dr["w"]), "H": shape(dr["h"])},
+              "posterior_predictive": {"y": shape(y_rep)}, "log_likelihood": {"y": shape(loglik)},
+              "observed_data": {"y": post.data.y.astype(np.int64)}}
+    return _finish(post, groups, coords, dims)
+
+
+def _finish(post, groups, coords, dims):
+    """Sample stats (NUTS), root attributes and the optimisation trace, shared by every model."""
     if post.sample_stats:
         groups["sample_stats"] = {"diverging": np.asarray(post.sample_stats["diverging"]),
                                   "lp": -np.asarray(post.sample_stats["potential_energy"])}
     attrs = {"/": {"inference": post.method, "approximate": int(post.method != "nuts"),
                    "model": post.model.name}}
     dt = from_dict(groups, coords=coords, dims=dims, attrs=attrs)
-    trace = {k: np.asarray(v) for k, v in post.trace.items() if k in ("loss", "bound")}
+    trace = {k: np.asarray(v) for k, v in post.trace.items() if k in ("loss", "bound", "max_change")}
     if trace:
         import xarray as xr
 

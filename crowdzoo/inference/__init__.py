@@ -12,7 +12,7 @@ def fit(model, data: PairwiseData, method: str = "natgrad", seed: int = 0, **set
 
     Methods: ``"natgrad"`` (the paper's natural-gradient SVI, Alg. 1), ``"svi"`` (Pyro SVI with
     any guide), ``"nuts"`` (Pyro NUTS; small problems), ``"ep"`` (expectation propagation);
-    ``"map"`` for the crowdBT–GP baseline.
+    ``"map"`` for the crowdBT–GP baseline. collabGP's ``"ep"`` is the paper's EP + VB.
     ``settings`` go to the route (see ``crowdzoo.inference.<route>.fit_<route>``).
     """
     if not isinstance(data, PairwiseData):
@@ -27,6 +27,14 @@ def fit(model, data: PairwiseData, method: str = "natgrad", seed: int = 0, **set
         from .natgrad_per_user import fit_natgrad_per_user
 
         return fit_natgrad_per_user(model, data, seed=seed, **settings)
+    if getattr(model, "name", None) == "collabgp":
+        if method not in ("ep", "svi", "nuts"):
+            raise DataError(f"method: collabGP is fitted by 'ep' (the paper's EP + VB), 'svi' or "
+                            f"'nuts', not {method!r}")
+        if method == "ep":
+            from .ep_collab import fit_ep_collab
+
+            return fit_ep_collab(model, data, seed=seed, **settings)
     if (method == "map") != (getattr(model, "name", None) == "crowdbt-gp"):
         raise DataError("method: 'map' is the route of CrowdBTGP (crowdBT MAP, then GP regression), "
                         "and CrowdBTGP has no other")

@@ -36,13 +36,23 @@ def is_crowd(model) -> bool:
     return getattr(model, "name", None) == "crowdgppl"
 
 
+def is_collab(model) -> bool:
+    return getattr(model, "name", None) == "collabgp"
+
+
 def model_setup(model, data, seed: int):
     """The model's fixed GP algebra for ``data`` (kernels, inducing inputs, projections)."""
-    return model.setup(data, seed=seed) if is_crowd(model) else model.setup(data.item_features, seed=seed)
+    if is_crowd(model) or is_collab(model):
+        return model.setup(data, seed=seed)
+    return model.setup(data.item_features, seed=seed)
 
 
 def pyro_program(model, setup, data, subsample_size=None):
     """(Pyro model function, its arguments) for ``data``."""
+    if is_collab(model):
+        from ..models.collabgp import collabgp_model
+
+        return collabgp_model, (setup, subsample_size)
     a, b, y = label_tensors(data)
     if is_crowd(model):
         from ..models.crowdgppl import crowdgppl_model
@@ -60,6 +70,8 @@ def posterior_from_draws(model, setup, data, sites: dict, method: str, n_chains:
     S = next(iter(sites.values())).shape[0]
     weights = torch.full((S,), 1.0 / S, dtype=DTYPE)
     sites = {k: v.to(DTYPE) for k, v in sites.items()}
+    if is_collab(model):
+        return _collab_from_draws(model, setup, data, sites, method, n_chains, weights, **kw)
     if is_crowd(model):
         from ..models.crowdgppl import inducing_values
         from ..posterior_crowd import CrowdGPPLPosterior
@@ -74,3 +86,19 @@ def posterior_from_draws(model, setup, data, sites: dict, method: str, n_chains:
     f_m = (sites["u"] @ setup.L_mm.T) / s.sqrt()[:, None]
     return GPPLPosterior(model=model, setup=setup, data=data, method=method, weights=weights, means=f_m,
                          covs=None, s=s, n_chains=n_chains, **kw)
+
+
+def _collab_from_draws(model, setup, data, sites, method, n_chains, weights, **kw):
+    """collabGP draws (a, and w or b [+ e_w]) as zero-covariance components."""
+    from ..posterior_collab import CollabGPPosterior
+
+    if "w" in sites:
+        w = sites["w"]
+    else:
+        w = sites["b"] @ setup.Phi_w.T  # (S, D, U)
+        w = w.transpose(1, 2)
+        if "e_w" in sites:
+            w = w + setup.delta_w.sqrt()[:, None] * sites["e_w"]
+    return CollabGPPosterior(model=model, setup=setup, data=data, method=method, weights=weights,
+                             a_mean=sites["a"], a_cov=None, w_mean=w, w_var=None, b_mean=sites.get("b"),
+                             n_chains=n_chains, **kw)

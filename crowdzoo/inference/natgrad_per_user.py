@@ -110,6 +110,7 @@ class PerUserPosterior:
     """q(f_m,j) = N(``means[j]``, ``covs[j]``) and E[s_j] = ``s[j]`` for every user j."""
 
     method = "natgrad"
+    weights = torch.ones(1, dtype=torch.float64)
 
     def __init__(self, model, setup, data, means, covs, s, trace, settings):
         self.model, self.setup, self.data = model, setup, data
@@ -127,8 +128,10 @@ class PerUserPosterior:
         U = self.means.shape[0]
         return self.means.mean(0), self.covs.sum(0) / U**2, 1.0 / (self.s.reciprocal().mean())
 
-    def predict_proba(self, a, b, users=None) -> np.ndarray:
-        """P(a ≻ b): each pair's user's own GPPL, or the consensus (mean utility) for users=None."""
+    def latent_moments(self, a, b, users=None):
+        """Mean and variance (1, n) of f_a − f_b under each pair's user's GPPL (or the consensus
+        for users=None): what :func:`predict_proba` and the query strategies of
+        :mod:`crowdzoo.active` use."""
         a, b = self._rows(a), self._rows(b)
         rows, c = pair_rows(self.setup, a, b)
         if users is None:
@@ -139,7 +142,12 @@ class PerUserPosterior:
             j = self._users(users)
             mu = (rows * self.means[j]).sum(-1)
             var = ((rows[:, None, :] @ self.covs[j])[:, 0, :] * rows).sum(-1) + c / self.s[j]
-        return ndtr(mu / torch.sqrt(1.0 + var)).numpy()
+        return mu[None], var[None]
+
+    def predict_proba(self, a, b, users=None) -> np.ndarray:
+        """P(a ≻ b): each pair's user's own GPPL, or the consensus (mean utility) for users=None."""
+        mu, var = self.latent_moments(a, b, users)
+        return ndtr(mu / torch.sqrt(1.0 + var))[0].numpy()
 
     def utilities(self, users=None):
         """Consensus (Series of mean, variance by item) or personal (DataFrames items × users)."""

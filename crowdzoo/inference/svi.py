@@ -10,7 +10,8 @@ mean-field guide of Eq. 20 (:func:`crowdzoo.inference.guides.crowdgppl_meanfield
 * an AutoGuide class (``AutoNormal``, ``AutoLowRankMultivariateNormal`` ...),
 * a factory ``lambda model: AutoNormal(model, init_scale=0.05)``,
 * or a guide function with the model's signature (``guide(setup, a, b, y, subsample_size)``
-  for GPPL, ``guide(setup, a, b, j, y, subsample_size)`` for crowdGPPL).
+  for GPPL, ``guide(setup, a, b, j, y, subsample_size)`` for crowdGPPL, ``guide(setup,
+  subsample_size)`` for collabGP, whose default guide is ``AutoNormal`` started from a prior draw).
 
 After optimisation ``n_draws`` draws of the guide form the posterior (zero-covariance
 components of :class:`~crowdzoo.posterior.GPPLPosterior`).
@@ -24,19 +25,29 @@ import numpy as np
 import pyro
 import torch
 from pyro.infer import SVI, Trace_ELBO
-from pyro.infer.autoguide import AutoGuide, AutoMultivariateNormal, init_to_median
+from pyro.infer.autoguide import AutoGuide, AutoMultivariateNormal, AutoNormal, init_to_median, init_to_sample
 from pyro.optim import ClippedAdam
 from pyro.poutine.util import site_is_subsample
 
 from ..errors import NumericalError
-from ._common import check_finite, is_crowd, model_setup, posterior_from_draws, progress, pyro_program
+from ._common import (
+    check_finite,
+    is_collab,
+    is_crowd,
+    model_setup,
+    posterior_from_draws,
+    progress,
+    pyro_program,
+)
 
 
-def make_guide(guide, model_fn, raw_model, crowd: bool = False, seed: int = 0):
+def make_guide(guide, model_fn, raw_model, crowd: bool = False, seed: int = 0, collab: bool = False):
     if guide is None and crowd:
         from .guides import crowdgppl_meanfield
 
         return functools.partial(crowdgppl_meanfield, *raw_model, seed=seed)
+    if guide is None and collab:
+        return AutoNormal(model_fn, init_loc_fn=init_to_sample, init_scale=0.05)
     if guide is None:
         return AutoMultivariateNormal(model_fn, init_loc_fn=init_to_median, init_scale=0.05)
     if isinstance(guide, type) and issubclass(guide, AutoGuide):
@@ -45,7 +56,7 @@ def make_guide(guide, model_fn, raw_model, crowd: bool = False, seed: int = 0):
         raise TypeError("guide: pass the AutoGuide class or a factory `lambda model: Guide(model)`, "
                         "not an instance built for another model")
     n_params = len(inspect.signature(guide).parameters)
-    if n_params >= 4:  # a guide with the model's signature
+    if n_params >= 2:  # a guide with the model's signature (a factory takes the model alone)
         return functools.partial(guide, *raw_model)
     return guide(model_fn)
 
@@ -54,15 +65,15 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
             subsample_size: int | None = None, num_particles: int = 1, n_draws: int | None = None,
             progress_bar: bool | None = None, setup=None):
     """Fit by Pyro SVI (Trace_ELBO, ClippedAdam with learning rate ``lr``); the posterior holds
-    ``n_draws`` draws of the guide (default 1000 for GPPL, 300 for crowdGPPL)."""
+    ``n_draws`` draws of the guide (default 1000 for GPPL, 300 for crowdGPPL and collabGP)."""
     pyro.set_rng_seed(seed)
     pyro.clear_param_store()
     crowd = is_crowd(model)
-    n_draws = n_draws or (300 if crowd else 1000)
+    n_draws = n_draws or (300 if crowd or is_collab(model) else 1000)
     setup = setup or model_setup(model, data, seed)
     fn, args = pyro_program(model, setup, data, subsample_size)
     model_fn = functools.partial(fn, *args)
-    q = make_guide(guide, model_fn, args, crowd=crowd, seed=seed)
+    q = make_guide(guide, model_fn, args, crowd=crowd, seed=seed, collab=is_collab(model))
     svi = SVI(model_fn, q, ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / max(num_steps, 1))}),
               loss=Trace_ELBO(num_particles=num_particles))
     losses = np.empty(num_steps)
