@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+from bench_collab import replace_section  # noqa: E402
 from bench_gppl import _status, machine  # noqa: E402
 
 
@@ -113,7 +114,7 @@ def _sub(fn, **kw):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-HEAD = "<!-- bench_crowd.py: everything below is rewritten by it -->"
+HEAD = "<!-- bench_crowd.py: this section is rewritten by it -->"
 
 
 def main(argv=None):
@@ -162,11 +163,7 @@ def main(argv=None):
               f"{big['seconds']:.0f} s, {big['iterations']} iterations (converged: {big['converged']}), "
               f"held-out accuracy {big['acc']:.3f}, peak resident memory {big['peak_rss_mib']:.0f} MiB."]
     text = "\n".join(L) + "\n"
-    old = open(args.out).read() if os.path.exists(args.out) else "# Benchmarks\n"
-    if HEAD in old:  # replace this script's section, keep what comes before (bench_gppl.py's)
-        old = old[:old.index(HEAD)]
-    with open(args.out, "w") as fh:
-        fh.write(old.rstrip("\n") + "\n\n" + text)
+    replace_section(args.out, HEAD, text)  # this script's section only; the others stay
     print(text)
 
 

@@ -7,7 +7,7 @@ Every route gives a mixture over G components (one for EP, one per draw for SVI 
 * b_d ~ N(b_mean, b_cov): the whitened pseudo-user values of w_d (with user features only),
   for users the data has not seen.
 
-Predictions follow supplement a §4.1 (Eq. 11–15) and, with FITC, Eq. 41–42: h_d at any pair has
+Predictions follow supplement a §4.1 (Eq. 11–15) and, with FITC, Eq. 59–60: h_d at any pair has
 mean φᵀ a_mean and variance φᵀ a_cov φ + δ, and the personal preference of user u is
 Φ(m_g / √(1 + v_g)) with m_g, v_g of Eq. 12–13.
 """
@@ -59,7 +59,7 @@ class CollabGPPosterior:
         return _check_features("item_features", item_features, self.setup.X.shape[1]), False
 
     def _h_moments(self, Xs, a, b):
-        """Means (G, n, D) and variances (n, D) of h_d at the pairs (a, b) (Eq. 14–15, 41–42)."""
+        """Means (G, n, D) and variances (n, D) of h_d at the pairs (a, b) (Eq. 14–15, 59–60)."""
         Phi, delta = self.setup.items.basis(Xs[a], Xs[b])
         mean = torch.einsum("gdm,nm->gnd", self.a_mean, Phi)
         var = delta[:, None].expand(-1, self.setup.D).clone()

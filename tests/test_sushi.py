@@ -72,6 +72,8 @@ def test_sushi_comparison_on_the_fixture(sushi_dir, tmp_path, capsys):
     acc = df[df.metric == "acc"].set_index("method")["value"]
     assert acc["crowdGPPL (exact natgrad)"] > acc["GPPL"] + 0.05
     assert acc["GPPL-per-user"] > acc["GPPL"]
+    assert acc["collabGP\\u"] > acc["GPPL"]  # collabGP: pairwise predictions, no utilities, no τ
+    assert not ((df.method == "collabGP") & (df.metric == "tau")).any()
     assert out.with_suffix(".png").exists()
     assert main(["compare", "sushi-b", "--quick"]) == 2
     assert "sushi-b: --data-dir is required" in capsys.readouterr().err

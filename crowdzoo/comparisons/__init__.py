@@ -14,7 +14,8 @@ REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "ukpconvarg-consensus": ukpconvarg.consensus, "ukpconvarg-personal": ukpconvarg.personal,
             "collabgp-synthetic": collabgp.synthetic, "collabgp-sushi": collabgp.sushi,
             "collabgp-active-synthetic": collabgp.active_synthetic,
-            "collabgp-active-sushi": collabgp.active_sushi}
+            "collabgp-active-sushi": collabgp.active_sushi, "collabgp-evidence": collabgp.evidence,
+            "collabgp-routes": collabgp.routes}
 
 
 def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,

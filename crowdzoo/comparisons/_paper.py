@@ -10,7 +10,7 @@ METRICS = ("acc", "CEE", "tau")
 
 def table(df: pd.DataFrame, paper: dict, missing: str, note: str) -> str:
     """One row per method: ours (mean ± sd over repeats) beside the paper's (acc, CEE, τ); methods
-    the paper has and we do not get ``missing``."""
+    the paper has and we do not get ``missing``; a metric a method of ours has no value for, "–"."""
     g = df.groupby(["method", "metric"], sort=False)["value"]
     mean, sd = g.mean(), g.std().fillna(0.0)
     head = " | ".join(f"{m} ours | {m} paper" for m in METRICS)
@@ -19,7 +19,8 @@ def table(df: pd.DataFrame, paper: dict, missing: str, note: str) -> str:
         cells = []
         for k, metric in enumerate(METRICS):
             key = (method, metric)
-            ours = f"{mean[key]:.3f} ± {sd[key]:.3f}" if key in mean.index else missing
+            ours = f"{mean[key]:.3f} ± {sd[key]:.3f}" if key in mean.index else (
+                "–" if method in set(df["method"]) else missing)
             pub = paper.get(method, (None,) * 3)[k]
             cells += [ours, "–" if pub is None else f"{pub:.2f}"]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")

@@ -10,12 +10,13 @@ from). One sweep refines, in the paper's order (§4.2):
 
 * f̂₄ (Eq. 22–25): the GP prior on each h_d against the cavity f̂₂, in the low-rank-plus-diagonal
   form of :mod:`crowdzoo.models.collabgp` — O(P M²) per function, which is the FITC update of §4.4
-  (Eq. 34–36, 41–42) and the exact one when δ = 0;
+  (Eq. 53–56, 59–60) and the exact one when δ = 0;
 * f̂₃ (Eq. 26–29): the same for each column of W;
 * f̂₂ (Eq. 30–38): reversed-KL, i.e. mean-field VB of Q(W, H) against
   S(W, H) = Π N(w_u·h_z | m̂¹, v̂¹) · f̂₃ · f̂₄ (Stern et al. 2009; the paper's choice, mode-seeking
   where plain EP would average over the sign and rotation modes of W H), by coordinate ascent over
-  d with every pair (and user) of a row updated at once; then f̂₂ = Q / cavity on w, h and g;
+  d with every pair (and user) of a row updated at once, run to convergence (at most ``vb_sweeps``
+  sweeps) from the current Q; then f̂₂ = Q / cavity on w, h and g;
 * f̂₁ (Eq. 39–43): the probit site of each label against the cavity f̂₂.
 
 Every update is damped in natural parameters (Eq. 16–21) with ε starting at 1 and multiplied by
@@ -25,9 +26,9 @@ EP stops when no mean of Q(g) moves by more than ``tol`` between sweeps.
 The printed Eq. 23, 27, 31–36 have typos (the braces are inverted and Eq. 31–36 subtract the site's
 own old value): the updates here are the standard ones, new site = new marginal ÷ cavity.
 
-The model evidence (§4.3, Eq. 24–32) is written per variable, which stays finite while some sites
+The model evidence (§4.3, Eq. 44–52) is written per variable, which stays finite while some sites
 are still uniform: log Z = Σ_a log Z̃_a − 3 log Z_Q with Z̃_a the tilted normalisers and Z_Q the
-normaliser of Q; log Z̃₂ is the VB lower bound Z₂ of Eq. 27.
+normaliser of Q; log Z̃₂ is the VB lower bound Z₂ of Eq. 47.
 """
 from __future__ import annotations
 
@@ -137,17 +138,20 @@ def g_moments(z, u, mh, vh, mw, vw):
     return (wm * hm).sum(0), (wm * wm * hv + wv * hm * hm + wv * hv).sum(0)
 
 
-def vb_bilinear(z, u, obs: Site, h_prior: Site, w_prior: Site, mh, vh, mw, vw, sweeps: int):
+def vb_bilinear(z, u, obs: Site, h_prior: Site, w_prior: Site, mh, vh, mw, vw, sweeps: int,
+                tol: float = 1e-4):
     """Mean-field VB for Q(W) Q(H) against S(W, H) (Eq. 30): Gaussian pseudo-observations
     exp(−½ τ¹ g² + ν¹ g) of g = w_u·h_z, Gaussian factors ``h_prior`` (D, P) and ``w_prior`` (D, U).
     Coordinate ascent over the latent functions d; within one d every h_d,p (and then every w_d,u)
     is updated at once, which is exact coordinate ascent since they do not interact given the rest.
-    Returns updated (mh, vh, mw, vw)."""
+    Stops after ``sweeps`` sweeps or when no E[g] moves by more than ``tol``. Returns updated
+    (mh, vh, mw, vw)."""
     mh, vh, mw, vw = mh.clone(), vh.clone(), mw.clone(), vw.clone()
     D, P = mh.shape
     U = mw.shape[1]
     pred = (mw[:, u] * mh[:, z]).sum(0)
     for _ in range(sweeps):
+        pred_old = pred
         for d in range(D):
             wd = mw[d, u]
             resid = obs.nu - obs.tau * (pred - wd * mh[d, z])  # ν¹ − τ¹ Σ_{d'≠d} E[w_d'] E[h_d']
@@ -161,6 +165,8 @@ def vb_bilinear(z, u, obs: Site, h_prior: Site, w_prior: Site, mh, vh, mw, vw, s
             new = (w_prior.nu[d] + torch.bincount(u, hd * resid, U)) / prec
             pred = pred + (new - mw[d])[u] * hd
             mw[d], vw[d] = new, 1.0 / prec
+        if float((pred - pred_old).abs().max()) < tol:
+            break
     return mh, vh, mw, vw
 
 
@@ -178,7 +184,7 @@ def log_evidence(setup: CollabSetup, st: EPState) -> float:
 
     Σ_l [log Φ(β_l) + A(g₂) − A(g₁ + g₂)] + Σ_d log Z_w,d(w₂) − A(w₂ + w₃) + Σ_d log Z_h,d(h₂)
     − A(h₂ + h₄) + Z₂, with A the log normaliser of a site, log Z_·,d the GP factors' log-partitions
-    (Eq. 29, 31, 37, 38) and Z₂ the VB bound of Eq. 27 at Q(W)Q(H) = sites 2·3 and 2·4."""
+    (Eq. 49, 51, 57, 58) and Z₂ the VB bound of Eq. 47 at Q(W)Q(H) = sites 2·3 and 2·4."""
     z, u, t = setup.z, setup.u, setup.t
     v2 = 1.0 / st.g2.tau
     beta = t * st.g2.nu * v2 / torch.sqrt(1.0 + v2)
@@ -198,7 +204,7 @@ def log_evidence(setup: CollabSetup, st: EPState) -> float:
 
 
 def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: float = 0.95,
-           vb_sweeps: int = 3, seed: int = 0, progress_bar=None):
+           vb_sweeps: int = 50, seed: int = 0, progress_bar=None):
     """The EP–VB sweeps of the module docstring. Returns (EPState, trace dict)."""
     D, P, U, L = setup.D, setup.P, setup.n_users, setup.L
     z, u, t = setup.z, setup.u, setup.t
@@ -258,7 +264,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
 
 
 def fit_ep_collab(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float = 1e-3,
-                  damping: float = 0.95, vb_sweeps: int = 3, evidence: bool = True,
+                  damping: float = 0.95, vb_sweeps: int = 50, evidence: bool = True,
                   progress_bar=None, setup: CollabSetup | None = None):
     """Fit collabGP by EP + VB (supplement a §4). Returns a
     :class:`~crowdzoo.posterior_collab.CollabGPPosterior` with ``log_evidence`` (§4.3)."""
