@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 import torch
 from torch.special import ndtr
 
@@ -128,13 +127,12 @@ class CollabGPPosterior:
 
     def sample(self, n: int = 500, seed: int = 0) -> dict:
         """Draws {"w": (n, U, D), "h": (n, D, P)} at the training users and pairs (from the
-        approximation for EP; the draws themselves for NUTS/SVI, cycled to n)."""
+        approximation for EP; for NUTS/SVI the draws themselves when n is their number)."""
         g = torch.Generator().manual_seed(seed)
         G = self.weights.shape[0]
-        comp = torch.multinomial(self.weights, n, replacement=True, generator=g) if G > 1 or n == 1 \
-            else torch.zeros(n, dtype=torch.long)
-        if G == n:
-            comp = torch.arange(n)
+        # the draws themselves in chain order when n matches, else components drawn by weight
+        comp = (torch.arange(n) if G == n
+                else torch.multinomial(self.weights, n, replacement=True, generator=g))
         P = self.setup.pairs
         Phi, delta = self.setup.items.basis(self.setup.X[P[:, 0]], self.setup.X[P[:, 1]])
         a = self.a_mean[comp]
@@ -159,9 +157,3 @@ class CollabGPPosterior:
                 f"pairs={self.setup.P}, labels={self.setup.L}, D={self.setup.D}, "
                 f"components={self.weights.shape[0]})")
 
-
-def index_frame(post: CollabGPPosterior) -> pd.DataFrame:
-    """The training pairs as item ids (columns a, b), in the order of ``h_posterior``."""
-    ids = post.data.item_ids
-    P = post.setup.pairs.numpy()
-    return pd.DataFrame({"a": ids[P[:, 0]], "b": ids[P[:, 1]]})

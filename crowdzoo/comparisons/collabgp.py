@@ -103,16 +103,28 @@ def run_active(seed: int, name: str, quick: bool = False, data_dir=None) -> pd.D
     return pd.concat(frames, ignore_index=True)
 
 
-class Table1:
-    """Registry entry for Table 1 (test error and training seconds)."""
+class _Entry:
+    """A registry entry running ``run(seed, name, quick, data_dir)``; Sushi needs ``--data-dir``."""
+
+    run = None
 
     def __init__(self, name):
         self.name, self.__name__ = name, f"{__name__}:{name}"
         self.needs_data_dir = name.endswith("sushi")
 
     def run_one(self, seed, quick=False, data_dir=None):
-        _check_dir(self, data_dir)
-        return run_table1(seed, self.name, quick=quick, data_dir=data_dir)
+        if self.needs_data_dir and data_dir is None:
+            from ..errors import DataError
+
+            raise DataError(f"{self.name}: --data-dir is required (the folder with Kamishima's Sushi "
+                            "files; crowdzoo.data.sushi.write_sushi_fixture writes a synthetic one)")
+        return type(self).run(seed, self.name, quick=quick, data_dir=data_dir)
+
+
+class Table1(_Entry):
+    """Registry entry for Table 1 (test error and training seconds)."""
+
+    run = staticmethod(run_table1)
 
     def summarise(self, df: pd.DataFrame) -> str:
         g = df.groupby(["method", "metric"], sort=False)["value"]
@@ -131,16 +143,10 @@ class Table1:
         _bars(err, path, PAPER_T1[self.name], "test error")
 
 
-class Table3:
+class Table3(_Entry):
     """Registry entry for Table 3 (error after 10 queries) with the learning curves as figure."""
 
-    def __init__(self, name):
-        self.name, self.__name__ = name, f"{__name__}:{name}"
-        self.needs_data_dir = name.endswith("sushi")
-
-    def run_one(self, seed, quick=False, data_dir=None):
-        _check_dir(self, data_dir)
-        return run_active(seed, self.name, quick=quick, data_dir=data_dir)
+    run = staticmethod(run_active)
 
     def summarise(self, df: pd.DataFrame) -> str:
         last = df[df["queries"] == df["queries"].max()]
@@ -157,8 +163,19 @@ class Table3:
             lines.append(f"| {m} | {g0[m]:.3f} | {mean[m]:.3f} ± {sd[m]:.3f} | {paper.get(m, '–')} | "
                          f"{secs[m]:.1f} |")
         n, users = df["seed"].nunique(), int(df["n_train"].min() // 5)
+        # the strategies share each repeat's split, so their differences are paired
+        per_seed = last.pivot_table(index="seed", columns="method", values="error")
+        diffs = []
+        for model in dict.fromkeys(m.rsplit("-", 1)[0] for m in mean.index):
+            for other in ("E", "R"):
+                a, b = f"{model}-B", f"{model}-{other}"
+                if a in per_seed and b in per_seed:
+                    d = per_seed[a] - per_seed[b]
+                    se = d.std() / np.sqrt(len(d)) if len(d) > 1 else float("nan")
+                    diffs.append(f"{a} − {b}: {d.mean():+.3f} ± {se:.3f}")
         return "\n".join(lines + ["", f"{n} repeat(s), {users} users; the paper's are means over 25 "
-                                  "repeats with up to 1000 users."])
+                                  "repeats with up to 1000 users. Paired differences after the last "
+                                  "query (mean ± standard error over repeats): " + "; ".join(diffs) + "."])
 
     def figure(self, df, path) -> None:
         import matplotlib
@@ -178,14 +195,6 @@ class Table3:
         fig.tight_layout()
         fig.savefig(path, dpi=120)
         plt.close(fig)
-
-
-def _check_dir(entry, data_dir):
-    if entry.needs_data_dir and data_dir is None:
-        from ..errors import DataError
-
-        raise DataError(f"{entry.name}: --data-dir is required (the folder with Kamishima's Sushi files; "
-                        "crowdzoo.data.sushi.write_sushi_fixture writes a synthetic one)")
 
 
 def _bars(df, path, paper, label) -> None:

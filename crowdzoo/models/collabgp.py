@@ -169,9 +169,6 @@ class CollabSetup:
     def L(self) -> int:
         return self.z.shape[0]
 
-    def pair_basis(self, xa, xb):
-        return self.items.basis(xa, xb)
-
 
 def canonical_pairs(a: np.ndarray, b: np.ndarray, y: np.ndarray):
     """Distinct unordered pairs (P, 2) with lo < hi, each label's pair index z and its t = ±1
