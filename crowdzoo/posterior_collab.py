@@ -116,15 +116,6 @@ class CollabGPPosterior:
                         "(h_d over item pairs, supplement a §1), so it has no utility per item; use "
                         "predict_proba(a, b, users=...) for pairwise preferences")
 
-    def h_posterior(self):
-        """Posterior mean (D, P) and variance (D, P) of h at the training pairs (the setup's
-        ``pairs``), mixed over components."""
-        P = self.setup.pairs
-        mean, var = self._h_moments(self.setup.X, P[:, 0], P[:, 1])
-        w = self.weights[:, None, None]
-        m = (w * mean).sum(0)
-        return m.T, (var + (w * mean * mean).sum(0) - m * m).T
-
     def sample(self, n: int = 500, seed: int = 0) -> dict:
         """Draws {"w": (n, U, D), "h": (n, D, P)} at the training users and pairs (from the
         approximation for EP; for NUTS/SVI the draws themselves when n is their number)."""

@@ -209,9 +209,9 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
     D, P, U, L = setup.D, setup.P, setup.n_users, setup.L
     z, u, t = setup.z, setup.u, setup.t
     zeros = lambda *s: torch.zeros(*s, dtype=DTYPE)  # noqa: E731
-    # prior variances of h and w (the marginals of f̂₄, f̂₃ before any data)
-    prior_h = gp_marginals(setup.Phi_h, setup.delta_h, Site(zeros(1, P), zeros(1, P)), "items").var[0]
-    prior_w = gp_marginals(setup.Phi_w, setup.delta_w, Site(zeros(1, U), zeros(1, U)), "users").var[0]
+    # prior variances of h and w: diag(Φ Φᵀ) + δ
+    prior_h = (setup.Phi_h ** 2).sum(-1) + setup.delta_h
+    prior_w = setup.delta_w if setup.Phi_w is None else (setup.Phi_w ** 2).sum(-1) + setup.delta_w
     # f̂₁ from the prior predictive of g, so that the first VB step has data to break symmetry
     g2 = Site(1.0 / (D * prior_w[u] * prior_h[z]), zeros(L))
     st = EPState(g1=_probit_site(g2, t, Site(zeros(L), zeros(L)), 1.0), g2=g2,

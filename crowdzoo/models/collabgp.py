@@ -91,13 +91,14 @@ class CollabGP:
         return build_setup(self, data, seed, pseudo_pairs, pseudo_users)
 
 
-def median_distance(X: torch.Tensor) -> float:
-    """Median Euclidean distance between distinct rows (the paper's length-scale)."""
-    d = torch.cdist(X, X)
-    iu = torch.triu_indices(X.shape[0], X.shape[0], 1)
-    v = d[iu[0], iu[1]]
-    v = v[v > 0]
-    return float(v.median()) if v.numel() else 1.0
+def median_distance(X: torch.Tensor, max_points: int = 2000, seed: int = 0) -> float:
+    """Median Euclidean distance between distinct rows (the paper's length-scale); above
+    ``max_points`` rows over a seeded random subset, as :func:`~crowdzoo.models.kernels.median_heuristic`."""
+    if X.shape[0] > max_points:
+        X = X[torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(seed))[:max_points]]
+    d = torch.pdist(X)
+    d = d[d > 0]
+    return float(d.median()) if d.numel() else 1.0
 
 
 def pref_kernel(k: Kernel, xa, xb, za, zb) -> torch.Tensor:
