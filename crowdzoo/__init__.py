@@ -14,6 +14,17 @@ from .io import load
 from .models import GPPL, CollabGP, CrowdBTGP, CrowdGPPL, GPPLPerUser
 
 __version__ = "0.1.0"
+
+
+def report(posterior, path, **kwargs):
+    """Write a posterior diagnostic report (HTML or Markdown by the suffix of ``path``); see
+    :func:`crowdzoo.diagnostics.report.report` for the arguments. Returns the
+    :class:`~crowdzoo.diagnostics.report.Report` (its ``checks`` and overall ``verdict``)."""
+    from .diagnostics.report import report as _report
+
+    return _report(posterior, path, **kwargs)
+
+
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
            "NumericalError", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser", "CrowdBTGP",
-           "CollabGP", "simulate_collab", "split_each_user"]
+           "CollabGP", "simulate_collab", "split_each_user", "report"]

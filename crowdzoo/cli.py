@@ -4,6 +4,7 @@
     crowdzoo fit crowdgppl --pairs PAIRS.csv --items ITEMS.csv [--users USERS.csv] --out DIR
     crowdzoo demo --out runs/demo
     crowdzoo compare gppl-routes --repeats 3 --jobs 2 --out docs/gppl-routes.md
+    crowdzoo report RUN_DIR -o report.html [--reference NUTS_RUN_DIR]
 
 Bad input ends with one ``crowdzoo: error: ...`` line and exit status 2; a numerical failure
 with its advice and status 3.
@@ -49,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--data-dir", default=None,
                       help="sushi-*: folder with Kamishima's Sushi files (not shipped: not redistributable)")
     cmp_.add_argument("--out", default=None, help="markdown file (the tidy CSV goes beside it)")
+    rep = sub.add_parser("report", help="posterior diagnostic report of a run (HTML or Markdown)")
+    rep.add_argument("run_dir", help="a folder written by `crowdzoo fit` or `crowdzoo demo`")
+    rep.add_argument("-o", "--out", default=None, help="report.html (default) or report.md; "
+                     "default RUN_DIR/diagnostics.html")
+    rep.add_argument("--reference", default=None,
+                     help="a NUTS run of the same data (its folder): adds the agreement check")
+    rep.add_argument("--draws", type=int, default=500, help="draws of an approximate posterior")
     return ap
 
 
@@ -181,10 +189,14 @@ def cmd_demo(args) -> int:
         "Files: `utilities.csv`, `predictions.csv`, `metrics.json`, `posterior.pt` "
         "(`crowdzoo.load`), `data/`.",
     ]
+    report += ["", "Posterior diagnostics (r̂/ESS or optimisation trace, PPC, calibration, PSIS-LOO): "
+               f"`diagnostics.html`, remade by `crowdzoo report {args.out} -o {args.out}/diagnostics.html`."]
     (out / "report.md").write_text("\n".join(report) + "\n")
+    diag = write_report(out, out / "diagnostics.html")
     print(f"demo: held-out accuracy {metrics['test_accuracy']:.3f}, CEE {metrics['test_cee']:.3f}, "
           f"Kendall tau vs truth {metrics['kendall_tau_vs_truth']:.3f}")
-    print(f"demo: report written to {out / 'report.md'}")
+    print(f"demo: report written to {out / 'report.md'}; diagnostics ({diag.verdict}) to "
+          f"{out / 'diagnostics.html'}")
     return 0
 
 
@@ -228,9 +240,51 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _load_run(run_dir: Path, what: str):
+    import crowdzoo as cz
+
+    if not (run_dir / "posterior.pt").is_file():
+        raise DataError(f"{what}: {run_dir} has no posterior.pt (write one with `crowdzoo fit ... --out "
+                        f"{run_dir}`)")
+    return cz.load(run_dir / "posterior.pt")
+
+
+def write_report(run_dir: Path, out: Path, reference: Path | None = None, draws: int = 500):
+    """The diagnostic report of a run folder: its posterior, its held-out predictions (the
+    ``split == "test"`` rows of predictions.csv) and its run.json settings."""
+    from .diagnostics.report import report
+
+    post = _load_run(run_dir, "run_dir")
+    held_out = None
+    pred = run_dir / "predictions.csv"
+    if pred.is_file():
+        frame = pd.read_csv(pred)
+        test = frame[frame["split"] == "test"] if "split" in frame else frame.iloc[:0]
+        if len(test):
+            held_out = (test["p"].to_numpy(float), test["y"].to_numpy(float))
+    settings = {"run": str(run_dir)}
+    if (run_dir / "run.json").is_file():
+        run = json.loads((run_dir / "run.json").read_text())
+        settings.update({f"cli.{k}": v for k, v in run.items() if v is not None and k != "func"})
+    ref = _load_run(reference, "--reference") if reference else None
+    return report(post, out, held_out=held_out, reference=ref, settings=settings, n_draws=draws)
+
+
+def cmd_report(args) -> int:
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise DataError(f"run_dir: not a folder: {run_dir}")
+    out = Path(args.out) if args.out else run_dir / "diagnostics.html"
+    rep = write_report(run_dir, out, Path(args.reference) if args.reference else None, args.draws)
+    for c in rep.checks:
+        print(f"{c.verdict:>5}  {c.name}: {c.value}")
+    print(f"report: {rep.verdict} — written to {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"fit": cmd_fit, "demo": cmd_demo, "compare": cmd_compare}[args.command]
+    handler = {"fit": cmd_fit, "demo": cmd_demo, "compare": cmd_compare, "report": cmd_report}[args.command]
     try:
         return handler(args)
     except DataError as err:

@@ -1,9 +1,13 @@
 """Conversion of fitted posteriors to ArviZ ``DataTree`` objects (arviz-base ``from_dict``).
 
 Groups: ``posterior`` (f over items, s), ``posterior_predictive`` (replicated labels),
-``observed_data``, ``log_likelihood`` (per pair), ``sample_stats`` (NUTS: diverging, lp) and,
-for optimisation routes, ``optimisation`` (the loss or bound per iteration). Draws of an
-approximate route are draws from the approximation: the root attribute ``approximate`` says so.
+``observed_data``, ``constant_data`` (the two items and the user of each label, as the user's own
+ids), ``log_likelihood`` (per label), ``sample_stats`` (NUTS: diverging, lp, tree_depth, energy)
+and, for optimisation routes, ``optimisation`` (the loss, bound or EP's largest change per
+iteration; GPPL's EP: the log evidence over its grid of s). Draws of an approximate route are
+draws from the approximation: the root attribute ``approximate`` says so. Root attributes also
+name the model, the route and the identified posterior variables (``identified``; W and V, W and H
+of the factor models are identified only up to sign and rotation).
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ def gppl_to_arviz(post, n_draws: int = 1000, seed: int = 0):
         "log_likelihood": {"y": shape(loglik)},
         "observed_data": {"y": post.data.y.astype(np.int64)},
     }
-    return _finish(post, groups, coords, dims)
+    return _finish(post, groups, coords, dims, "pair", identified="f s")
 
 
 def crowd_to_arviz(post, n_draws: int = 500, seed: int = 0):
@@ -73,7 +77,7 @@ def crowd_to_arviz(post, n_draws: int = 500, seed: int = 0):
     posterior = {k: shape(v) for k, v in dr.items()}
     groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
               "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
-    return _finish(post, groups, coords, dims)
+    return _finish(post, groups, coords, dims, "pair", identified="t s_t" if "t" in dr else "")
 
 
 def collabgp_to_arviz(post, n_draws: int = 500, seed: int = 0):
@@ -105,20 +109,45 @@ def collabgp_to_arviz(post, n_draws: int = 500, seed: int = 0):
     groups = {"posterior": {"W": shape(dr["w"]), "H": shape(dr["h"])},
               "posterior_predictive": {"y": shape(y_rep)}, "log_likelihood": {"y": shape(loglik)},
               "observed_data": {"y": post.data.y.astype(np.int64)}}
-    return _finish(post, groups, coords, dims)
+    return _finish(post, groups, coords, dims, "label", identified="")
 
 
-def _finish(post, groups, coords, dims):
-    """Sample stats (NUTS), root attributes and the optimisation trace, shared by every model."""
+def _finish(post, groups, coords, dims, obs_dim, identified):
+    """Constant data, sample stats (NUTS), root attributes and the optimisation trace, shared by
+    every model."""
+    d = post.data
+    ids = np.asarray(d.item_ids)
+    const = {"a": ids[d.a], "b": ids[d.b]}
+    if d.users is not None:
+        const["user"] = np.asarray(d.user_ids)[d.users]
+    groups["constant_data"] = const
+    dims.update({k: [obs_dim] for k in const})
     if post.sample_stats:
-        groups["sample_stats"] = {"diverging": np.asarray(post.sample_stats["diverging"]),
-                                  "lp": -np.asarray(post.sample_stats["potential_energy"])}
+        st = post.sample_stats
+        groups["sample_stats"] = {"diverging": np.asarray(st["diverging"]),
+                                  "lp": -np.asarray(st["potential_energy"])}
+        for k in ("tree_depth", "energy"):
+            if k in st:
+                groups["sample_stats"][k] = np.asarray(st[k])
     attrs = {"/": {"inference": post.method, "approximate": int(post.method != "nuts"),
-                   "model": post.model.name}}
+                   "model": post.model.name, "identified": identified,
+                   "max_tree_depth": int(post.settings.get("max_tree_depth", 0) or 0)}}
+    converged = post.settings.get("converged", (post.trace or {}).get("converged"))
+    if converged is not None:  # optimisation routes that stop on a tolerance
+        attrs["/"]["converged"] = int(bool(converged))
     dt = from_dict(groups, coords=coords, dims=dims, attrs=attrs)
-    trace = {k: np.asarray(v) for k, v in post.trace.items() if k in ("loss", "bound", "max_change")}
-    if trace:
-        import xarray as xr
+    tr = post.trace or {}
+    import xarray as xr
 
-        dt["optimisation"] = xr.DataTree(xr.Dataset({k: ("iteration", v) for k, v in trace.items()}))
+    if "bound" in tr and "bound_iteration" in tr:
+        opt = xr.Dataset({"bound": ("iteration", np.asarray(tr["bound"]))},
+                         coords={"iteration": np.asarray(tr["bound_iteration"])})
+    elif "s_grid" in tr:
+        opt = xr.Dataset({"log_evidence": ("s", np.asarray(tr["log_evidence"]))},
+                         coords={"s": np.asarray(tr["s_grid"])})
+    else:
+        opt = xr.Dataset({k: ("iteration", np.asarray(v)) for k, v in tr.items()
+                          if k in ("loss", "bound", "max_change")})
+    if opt.data_vars:
+        dt["optimisation"] = xr.DataTree(opt)
     return dt

@@ -16,6 +16,16 @@ from pyro.infer import MCMC, NUTS
 from ._common import model_setup, posterior_from_draws, pyro_program
 
 
+class _RecordingNUTS(NUTS):
+    """Pyro's NUTS that also records each iteration's tree depth (number of doublings) and the
+    Hamiltonian at its start (ArviZ's ``tree_depth`` and ``energy``), which Pyro keeps private."""
+
+    def _build_tree(self, z, r, z_grads, log_slice, direction, tree_depth, energy_current):
+        self.last_depth = max(getattr(self, "last_depth", 0), tree_depth + 1)
+        self.last_energy = float(energy_current)
+        return super()._build_tree(z, r, z_grads, log_slice, direction, tree_depth, energy_current)
+
+
 def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: int = 500,
              num_chains: int = 2, target_accept_prob: float = 0.8, max_tree_depth: int = 10,
              progress_bar: bool | None = False, setup=None):
@@ -23,16 +33,18 @@ def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: i
     setup = setup or model_setup(model, data, seed)
     fn, args = pyro_program(model, setup, data, None)
     model_fn = functools.partial(fn, *args)
-    draws, div, pe = {}, [], []
+    draws, div, pe, depth, energy = {}, [], [], [], []
     for chain in range(num_chains):
         pyro.set_rng_seed(seed + 1000 * chain)
-        kernel = NUTS(model_fn, target_accept_prob=target_accept_prob, max_tree_depth=max_tree_depth,
-                      jit_compile=False)
-        pe_chain = []
+        kernel = _RecordingNUTS(model_fn, target_accept_prob=target_accept_prob,
+                                max_tree_depth=max_tree_depth, jit_compile=False)
+        rec = []  # (potential energy, tree depth, energy) per draw
 
-        def hook(kern, params, stage, i, pe_chain=pe_chain):
+        def hook(kern, params, stage, i, rec=rec):
             if stage == "Sample":
-                pe_chain.append(float(kern._potential_energy_last))
+                rec.append((float(kern._potential_energy_last), getattr(kern, "last_depth", 0),
+                            getattr(kern, "last_energy", float("nan"))))
+            kern.last_depth = 0
 
         mcmc = MCMC(kernel, num_samples=num_samples, warmup_steps=warmup_steps, hook_fn=hook,
                     disable_progbar=not progress_bar)
@@ -42,10 +54,14 @@ def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: i
         d = np.zeros(num_samples, dtype=bool)
         d[np.asarray(kernel._divergences, dtype=int)] = True
         div.append(d)
-        pe.append(np.asarray(pe_chain))
+        rec = np.asarray(rec).reshape(-1, 3)
+        pe.append(rec[:, 0])
+        depth.append(rec[:, 1].astype(np.int64))
+        energy.append(rec[:, 2])
     return posterior_from_draws(model, setup, data, {k: torch.cat(v) for k, v in draws.items()}, "nuts",
                                 n_chains=num_chains,
-                                sample_stats={"diverging": np.stack(div), "potential_energy": np.stack(pe)},
+                                sample_stats={"diverging": np.stack(div), "potential_energy": np.stack(pe),
+                                              "tree_depth": np.stack(depth), "energy": np.stack(energy)},
                                 settings=dict(seed=seed, num_samples=num_samples, warmup_steps=warmup_steps,
                                               num_chains=num_chains, target_accept_prob=target_accept_prob,
                                               max_tree_depth=max_tree_depth))

@@ -1,0 +1,309 @@
+"""Posterior checks with stated thresholds, each returning a :class:`Check` with a verdict.
+
+Every check reads an ArviZ ``DataTree`` from ``posterior.to_arviz()`` (see
+:mod:`crowdzoo.diagnostics.arviz`), so it works for every model and route:
+
+* :func:`convergence` — r̂ (rank-normalised split r̂, Vehtari et al. 2021) and bulk/tail ESS of the
+  identified posterior variables and of every label's log-likelihood (MCMC only);
+* :func:`optimisation` — whether an optimisation route met its stopping tolerance;
+* :func:`sampler` — NUTS divergences, trees that hit the maximum depth, E-BFMI;
+* :func:`ppc_win_rates` — posterior predictive check of each item's win rate (and each user's
+  rate of choosing the first item) against replicated labels;
+* :func:`calibration` — reliability of predicted probabilities, expected calibration error (ECE);
+* :func:`loo` — PSIS-LOO (Vehtari et al. 2017) and its Pareto k̂;
+* :func:`agreement` — an approximate route against a NUTS reference: mean |difference of posterior
+  means| in NUTS posterior sds, and the ratio of posterior sds.
+
+The thresholds are module constants, written into each check's ``rule``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.stats import binom
+
+VERDICTS = ("pass", "warn", "fail", "skip")
+
+RHAT_PASS, RHAT_WARN = 1.01, 1.05
+ESS_PER_CHAIN = 100  # Vehtari et al. (2021): bulk and tail ESS above 100 per chain
+DIVERGENT_WARN = 0.01
+TREE_DEPTH_WARN = 0.05
+EBFMI_WARN = 0.3
+PPC_TAIL = 0.025  # a posterior predictive p-value below this or above 1 − this is "extreme"
+PPC_WARN_Q, PPC_FAIL_Q = 0.95, 0.999  # quantiles of Binomial(n, 2 × PPC_TAIL) for the count of extremes
+K_GOOD = 0.7  # Pareto k̂ above this: PSIS-LOO unreliable for that label
+K_SHARE_WARN = 0.01
+AGREE_PASS, AGREE_WARN = 0.25, 0.5  # mean |Δ mean| / NUTS sd
+SD_RATIO_PASS, SD_RATIO_WARN = (0.8, 1.25), (0.5, 2.0)
+
+
+@dataclass
+class Check:
+    """One diagnostic: ``verdict`` in pass/warn/fail/skip, the measured ``value``, the ``rule``
+    that gave the verdict, a ``detail`` sentence and optional arrays for plots (``extra``)."""
+
+    name: str
+    verdict: str
+    value: str
+    rule: str
+    detail: str = ""
+    extra: dict = field(default_factory=dict, repr=False)
+
+
+def _grade(x: float, pass_below: float, warn_below: float) -> str:
+    return "pass" if x < pass_below else "warn" if x < warn_below else "fail"
+
+
+def is_mcmc(dt) -> bool:
+    return not int(dt.attrs.get("approximate", 1))
+
+
+def identified_vars(dt) -> list[str]:
+    """Posterior variables that are identified (not up to sign/rotation), from the root attrs."""
+    names = str(dt.attrs.get("identified", "")).split()
+    return [n for n in names if n in dt.posterior.data_vars]
+
+
+def convergence(dt) -> list[Check]:
+    """r̂ and bulk/tail ESS over the identified posterior variables and the per-label
+    log-likelihood (identified for every model). Skipped for draws of an approximation."""
+    if not is_mcmc(dt):
+        msg = "draws of an approximate posterior are independent; r̂ and ESS do not apply"
+        return [Check("r̂", "skip", "–", f"r̂ < {RHAT_PASS} pass, < {RHAT_WARN} warn", msg),
+                Check("ESS (bulk, tail)", "skip", "–", f"≥ {ESS_PER_CHAIN} per chain", msg)]
+    import arviz_stats as azs
+
+    n_chains = int(dt.posterior.sizes["chain"])
+    parts = [("log_likelihood", None)] + [("posterior", v) for v in identified_vars(dt)]
+    rhat, bulk, tail = [], [], []
+    for group, var in parts:
+        kw = {"group": group, "var_names": [var] if var else None}
+        rhat.append(_flat(azs.rhat(dt, **kw)))
+        bulk.append(_flat(azs.ess(dt, method="bulk", **kw)))
+        tail.append(_flat(azs.ess(dt, method="tail", **kw)))
+    rhat, bulk, tail = (np.concatenate(x) for x in (rhat, bulk, tail))
+    what = "the per-label log-likelihood" + "".join(f", {v}" for v in identified_vars(dt))
+    out = []
+    if n_chains < 2:
+        out.append(Check("r̂", "warn", "–", f"r̂ < {RHAT_PASS} pass, < {RHAT_WARN} warn",
+                         "one chain: r̂ needs at least two (run num_chains ≥ 2)"))
+    else:
+        worst = float(np.nanmax(rhat))
+        out.append(Check("r̂", _grade(worst, RHAT_PASS, RHAT_WARN), f"max {worst:.3f}",
+                         f"max r̂ < {RHAT_PASS} pass, < {RHAT_WARN} warn, else fail",
+                         f"over {rhat.size} quantities ({what})", {"rhat": rhat}))
+    need = ESS_PER_CHAIN * n_chains
+    low = float(min(np.nanmin(bulk), np.nanmin(tail)))
+    verdict = "pass" if low >= need else "warn" if low >= need / 4 else "fail"
+    value = f"min bulk {np.nanmin(bulk):.0f}, tail {np.nanmin(tail):.0f}"
+    out.append(Check("ESS (bulk, tail)", verdict, value,
+                     f"min ≥ {need} ({ESS_PER_CHAIN} per chain) pass, ≥ {need // 4} warn, else fail",
+                     f"over {bulk.size} quantities ({what})", {"ess_bulk": bulk, "ess_tail": tail}))
+    return out
+
+
+def _flat(tree) -> np.ndarray:
+    ds = tree.to_dataset() if hasattr(tree, "to_dataset") else tree
+    return np.concatenate([np.ravel(ds[v].values) for v in ds.data_vars])
+
+
+def optimisation(dt) -> list[Check]:
+    """Whether an optimisation route (natgrad, EP) met its own stopping tolerance."""
+    if "converged" not in dt.attrs:
+        return []
+    ok = bool(int(dt.attrs["converged"]))
+    return [Check("optimisation converged", "pass" if ok else "fail", "yes" if ok else "no",
+                  "the route met its stopping tolerance pass, else fail",
+                  "" if ok else "stopped at max_iter: raise max_iter (or loosen tol) and refit; the "
+                  "posterior may be far from the route's fixed point")]
+
+
+def sampler(dt) -> list[Check]:
+    """NUTS's own warnings: divergent transitions, trees at the maximum depth, E-BFMI."""
+    if "sample_stats" not in dt.children:
+        return [Check("divergences", "skip", "–", "NUTS only", "not an MCMC run")]
+    st = dt.sample_stats
+    div = np.asarray(st["diverging"].values, dtype=bool)
+    n_div, share = int(div.sum()), float(div.mean())
+    out = [Check("divergences", "pass" if n_div == 0 else "warn" if share < DIVERGENT_WARN else "fail",
+                 f"{n_div} of {div.size}", f"0 pass, < {DIVERGENT_WARN:.0%} warn, else fail",
+                 "divergent transitions mean the sampler missed part of the posterior: raise "
+                 "target_accept_prob or reparameterise" if n_div else "")]
+    max_depth = int(dt.attrs.get("max_tree_depth", 0))
+    if "tree_depth" in st and max_depth:
+        hit = float((np.asarray(st["tree_depth"].values) >= max_depth).mean())
+        out.append(Check("tree depth", "pass" if hit < TREE_DEPTH_WARN else "warn",
+                         f"{hit:.1%} at the maximum ({max_depth})",
+                         f"< {TREE_DEPTH_WARN:.0%} of draws at max_tree_depth pass, else warn",
+                         "trajectories cut short: raise max_tree_depth" if hit >= TREE_DEPTH_WARN else ""))
+    if "energy" in st:
+        E = np.asarray(st["energy"].values, dtype=float)
+        bfmi = (np.diff(E, axis=1) ** 2).mean(1) / E.var(1)
+        low = float(bfmi.min())
+        out.append(Check("E-BFMI", "pass" if low >= EBFMI_WARN else "warn", f"min {low:.2f} over chains",
+                         f"≥ {EBFMI_WARN} pass, else warn (Betancourt 2016)",
+                         "low E-BFMI: momentum resampling explores the energy poorly; the posterior "
+                         "may have heavy tails" if low < EBFMI_WARN else ""))
+    return out
+
+
+def _labels(dt):
+    """Observed y (L,), the labels' items a, b and users (or None), replicated y (S, L)."""
+    y = np.asarray(dt.observed_data["y"].values, dtype=float)
+    c = dt.constant_data
+    user = np.asarray(c["user"].values) if "user" in c else None
+    rep = dt.posterior_predictive["y"].values
+    return y, np.asarray(c["a"].values), np.asarray(c["b"].values), user, rep.reshape(-1, rep.shape[-1])
+
+
+def _ppp(stat_obs, stat_rep):
+    """Posterior predictive p-values P(T_rep > T_obs) + ½ P(T_rep = T_obs), per column."""
+    return (stat_rep > stat_obs).mean(0) + 0.5 * (stat_rep == stat_obs).mean(0)
+
+
+def ppc_win_rates(dt) -> list[Check]:
+    """Each item's win rate (the share of its comparisons it wins) and each user's rate of
+    choosing the first-listed item, observed against the posterior predictive distribution of the
+    same statistic over replicated label sets; a p-value in the outer 2 × 2.5 % is "extreme"."""
+    y, a, b, user, rep = _labels(dt)
+    items, ia = np.unique(np.concatenate([a, b]), return_inverse=True)
+    L = y.size
+    rows = np.arange(L)
+    A = sp.csr_matrix((np.ones(L), (rows, ia[:L])), shape=(L, items.size))
+    B = sp.csr_matrix((np.ones(L), (rows, ia[L:])), shape=(L, items.size))
+    n = np.asarray((A + B).sum(0)).ravel()
+    win_obs = (A.T @ y + B.T @ (1 - y)) / n
+    win_rep = (np.asarray((A.T @ rep.T).T) + np.asarray((B.T @ (1 - rep).T).T)) / n
+    out = [_ppc_check("PPC: item win rates", "items", items, win_obs, win_rep)]
+    if user is not None:
+        users, iu = np.unique(user, return_inverse=True)
+        U = sp.csr_matrix((np.ones(L), (rows, iu)), shape=(L, users.size))
+        m = np.asarray(U.sum(0)).ravel()
+        out.append(_ppc_check("PPC: user first-item rates", "users", users, (U.T @ y) / m,
+                              np.asarray((U.T @ rep.T).T) / m))
+    return out
+
+
+def _ppc_check(name, what, ids, obs, rep):
+    p = _ppp(obs, rep)
+    extreme = (p < PPC_TAIL) | (p > 1 - PPC_TAIL)
+    z = (obs - rep.mean(0)) / np.maximum(rep.std(0), 1e-12)  # ranks the extreme ones
+    order = np.argsort(np.abs(z))[::-1][:3]
+    worst = ", ".join(str(ids[i]) for i in order if extreme[i])
+    k = int(extreme.sum())
+    warn_at, fail_at = (int(binom.ppf(q, p.size, 2 * PPC_TAIL)) for q in (PPC_WARN_Q, PPC_FAIL_Q))
+    verdict = "pass" if k <= warn_at else "warn" if k <= fail_at else "fail"
+    return Check(name, verdict, f"{k} of {p.size} {what} extreme",
+                 f"p < {PPC_TAIL} or > {1 - PPC_TAIL} is extreme; up to {warn_at} extreme {what} pass, "
+                 f"up to {fail_at} warn, else fail (95 % / 99.9 % quantiles of Binomial({p.size}, "
+                 f"{2 * PPC_TAIL}), the count for a correct model)",
+                 f"most extreme: {worst}" if worst else "",
+                 {"ids": ids, "observed": obs, "lo": np.quantile(rep, 0.05, 0),
+                  "hi": np.quantile(rep, 0.95, 0), "p": p})
+
+
+def predicted_from_loglik(dt) -> tuple[np.ndarray, np.ndarray]:
+    """In-sample P(y = 1) per label, the posterior mean of the likelihood, and the labels y."""
+    y = np.asarray(dt.observed_data["y"].values, dtype=float)
+    ll = dt.log_likelihood["y"].values
+    p_obs = np.exp(ll.reshape(-1, ll.shape[-1])).mean(0)
+    return np.where(y > 0.5, p_obs, 1 - p_obs), y
+
+
+def _ece(p, y, n_bins):
+    """Expected calibration error of each row of y (…, n) against p (n,), and the bin tables."""
+    b = np.minimum((p * n_bins).astype(int), n_bins - 1)
+    n = np.bincount(b, minlength=n_bins)
+    conf = np.bincount(b, p, n_bins) / np.maximum(n, 1)
+    onehot = np.eye(n_bins)[b]  # (n, bins)
+    freq = (y @ onehot) / np.maximum(n, 1)
+    return (n * np.abs(freq - conf)).sum(-1) / n.sum(), n, conf, freq
+
+
+def calibration(p: np.ndarray, y: np.ndarray, where: str = "training labels", n_bins: int = 10,
+                n_null: int = 400, seed: int = 0) -> Check:
+    """Reliability of P(y = 1): labels binned by predicted probability into ``n_bins`` equal
+    bins; ECE = Σ_b (n_b / n) |mean y_b − mean p_b|. With few labels per bin ECE is noisy even for
+    perfect probabilities, so the verdict compares it with its distribution under perfect
+    calibration (``n_null`` label sets drawn as y* ~ Bernoulli(p)): beyond the 95 % quantile warns,
+    beyond the 99.9 % quantile fails."""
+    p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
+    ece, n, conf, freq = _ece(p, y, n_bins)
+    n_null = int(min(n_null, max(50, 20_000_000 // p.size)))  # bounded memory on big data
+    rng = np.random.default_rng(seed)
+    null = _ece(p, (rng.random((n_null, p.size)) < p).astype(float), n_bins)[0]
+    q95, q999 = np.quantile(null, [0.95, 0.999])
+    verdict = "pass" if ece <= q95 else "warn" if ece <= q999 else "fail"
+    return Check(f"calibration ({where})", verdict, f"ECE {ece:.3f} (perfect: ≤ {q95:.3f} in 95 %)",
+                 f"ECE within the 95 % quantile of ECE under perfect calibration pass, 99.9 % warn, "
+                 f"else fail ({n_bins} bins, {n_null} simulated label sets)",
+                 f"{p.size} labels" + ("; in-sample, so optimistic" if where == "training labels" else ""),
+                 {"n": n, "confidence": conf, "frequency": freq, "ece": float(ece)})
+
+
+def loo(dt) -> Check:
+    """PSIS-LOO over the labels (arviz-stats ``loo``): elpd_loo ± se and the Pareto k̂."""
+    import arviz_stats as azs
+
+    ll = dt.log_likelihood["y"]
+    flat = np.asarray(ll.values).reshape(-1, ll.shape[-1])
+    # labels whose log-likelihood hardly varies (log Φ(z) ≈ 0 for a confident pair) have elpd_i =
+    # that value and k̂ = 0; PSIS's Pareto fit divides by their spread, so they are left out of it
+    const = np.ptp(flat, 0) < 1e-8
+    sub = dt if not const.any() else dt.isel({ll.dims[-1]: np.flatnonzero(~const)}, missing_dims="ignore")
+    res = azs.loo(sub)
+    k = np.zeros(const.size)
+    k[~const] = np.ravel(res.pareto_k.values)
+    elpd = float(res.elpd) + float(flat[:, const].mean(0).sum())
+    if not np.isfinite(elpd):
+        return Check("PSIS-LOO", "fail", "elpd_loo not finite", "a finite elpd_loo",
+                     "the log-likelihood has infinite or NaN draws", {"pareto_k": k})
+    share = float((k > K_GOOD).mean())
+    verdict = "pass" if share == 0 else "warn" if share <= K_SHARE_WARN else "fail"
+    note = ("" if is_mcmc(dt)
+            else "draws of an approximation: k̂ also measures how far it is from the posterior; ")
+    return Check("PSIS-LOO", verdict, f"elpd_loo {elpd:.1f} ± {res.se:.1f}, p_loo {res.p:.1f}",
+                 f"no k̂ > {K_GOOD} pass, ≤ {K_SHARE_WARN:.0%} warn, else fail",
+                 note + f"{int((k > K_GOOD).sum())} of {k.size} labels with k̂ > {K_GOOD}", {"pareto_k": k})
+
+
+def agreement(dt, ref) -> list[Check]:
+    """An approximate posterior ``dt`` against a NUTS reference ``ref`` on the same data: for the
+    per-label log-likelihood and the identified variables, the mean over quantities of
+    |E_approx − E_NUTS| / sd_NUTS and the median of sd_approx / sd_NUTS."""
+    pairs = [(dt.log_likelihood["y"], ref.log_likelihood["y"])]
+    pairs += [(dt.posterior[v], ref.posterior[v]) for v in identified_vars(dt) if v in ref.posterior]
+    diff, ratio = [], []
+    for x, r in pairs:
+        xs, rs = (np.asarray(v.values).reshape(v.shape[0] * v.shape[1], -1) for v in (x, r))
+        sd = rs.std(0)
+        ok = sd > 0
+        diff.append(np.abs(xs.mean(0) - rs.mean(0))[ok] / sd[ok])
+        ratio.append(xs.std(0)[ok] / sd[ok])
+    diff, ratio = np.concatenate(diff), np.concatenate(ratio)
+    md, mr = float(diff.mean()), float(np.median(ratio))
+    rv = ("pass" if SD_RATIO_PASS[0] <= mr <= SD_RATIO_PASS[1]
+          else "warn" if SD_RATIO_WARN[0] <= mr <= SD_RATIO_WARN[1] else "fail")
+    return [Check("agreement with NUTS: means", _grade(md, AGREE_PASS, AGREE_WARN), f"{md:.2f} NUTS sd",
+                  f"mean |Δ mean| / sd_NUTS < {AGREE_PASS} pass, < {AGREE_WARN} warn, else fail",
+                  f"over {diff.size} quantities (log-likelihood per label and identified variables)",
+                  {"diff": diff}),
+            Check("agreement with NUTS: sds", rv, f"median ratio {mr:.2f}",
+                  f"median sd / sd_NUTS in [{SD_RATIO_PASS[0]}, {SD_RATIO_PASS[1]}] pass, "
+                  f"[{SD_RATIO_WARN[0]}, {SD_RATIO_WARN[1]}] warn, else fail",
+                  "below 1: the approximation is over-confident", {"ratio": ratio})]
+
+
+def run_all(dt, held_out=None, reference=None) -> list[Check]:
+    """Every check that applies; ``held_out`` = (p, y) of held-out labels for calibration,
+    ``reference`` a NUTS ``DataTree`` on the same data."""
+    out = convergence(dt) + optimisation(dt) + sampler(dt) + ppc_win_rates(dt)
+    out.append(calibration(*predicted_from_loglik(dt)))
+    if held_out is not None:
+        out.append(calibration(*held_out, where="held-out labels"))
+    out.append(loo(dt))
+    if reference is not None:
+        out += agreement(dt, reference)
+    return out

@@ -1,0 +1,233 @@
+"""The posterior diagnostic report: one self-contained HTML file (or Markdown with its images).
+
+    crowdzoo.report(posterior, "report.html", test=held_out_data, reference=nuts_posterior)
+    crowdzoo report RUN_DIR -o report.html          # a run written by `crowdzoo fit` / `demo`
+
+The report holds the run's settings, a verdict per check of :mod:`crowdzoo.diagnostics.checks`
+with the rule that gave it, a summary table of the identified posterior variables, and the plots of
+:mod:`crowdzoo.diagnostics.plots`. Images are embedded as base64 PNG, so the HTML needs no network
+and no other file; the Markdown variant writes its images into ``<name>_files/`` beside it.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import importlib.metadata as md
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..errors import DataError
+from . import checks as ck
+from . import plots
+
+COLOURS = {"pass": "#1a7f37", "warn": "#b35900", "fail": "#c62828", "skip": "#6e7781"}
+
+
+@dataclasses.dataclass
+class Report:
+    """What :func:`report` wrote: the checks, the figures (caption → PNG bytes), the settings and
+    the summary table; ``verdict`` is the worst verdict of the checks that ran."""
+
+    path: Path
+    checks: list
+    figures: dict
+    settings: dict
+    summary: pd.DataFrame
+
+    @property
+    def verdict(self) -> str:
+        ran = [c.verdict for c in self.checks if c.verdict != "skip"]
+        return max(ran, key=ck.VERDICTS.index) if ran else "skip"
+
+
+def _held_out(post, test):
+    if test is None:
+        return None
+    frame = test.to_frame()
+    kw = {"users": frame["user"].to_numpy()} if "user" in frame and test.users is not None else {}
+    p = np.asarray(post.predict_proba(frame["a"].to_numpy(), frame["b"].to_numpy(), **kw), dtype=float)
+    return p, frame["y"].to_numpy(dtype=float)
+
+
+def _settings(post, dt, extra):
+    model = post.model
+    out = {"model": getattr(model, "name", type(model).__name__), "route": post.method,
+           "draws": f"{dt.posterior.sizes['chain']} chain(s) × {dt.posterior.sizes['draw']}"
+           + ("" if ck.is_mcmc(dt) else " (independent draws of the approximate posterior)")}
+    d = post.data
+    out["data"] = (f"{d.n_pairs} labels, {d.n_items} items"
+                   + (f", {d.n_users} users" if d.users is not None else ""))
+    if dataclasses.is_dataclass(model):
+        for f in dataclasses.fields(model):
+            out[f"model.{f.name}"] = getattr(model, f.name)
+    for k, v in (post.settings or {}).items():
+        out[f"fit.{k}"] = v
+    out.update(extra or {})
+    return {k: v for k, v in out.items() if not isinstance(v, torch.Tensor)}
+
+
+def _summary(dt) -> pd.DataFrame:
+    import arviz_stats as azs
+
+    names = ck.identified_vars(dt)
+    kind = "all" if ck.is_mcmc(dt) else "stats"
+    if names:
+        return azs.summary(dt, var_names=names, kind=kind)
+    # no identified variable (collabGP: W, H up to rotation): the labels' log-likelihood, whose
+    # dimension is renamed where it would clash with the summary's own "label" column
+    ds = dt.log_likelihood.to_dataset()
+    ds = ds.rename({d: f"{d}_" for d in ds.dims if d == "label"})
+    return azs.summary(ds, kind=kind)
+
+
+def _figures(post, dt, checks) -> dict:
+    figs = {}
+    if ck.is_mcmc(dt) and dt.posterior.sizes["chain"] > 1:
+        try:
+            figs["Rank plots of the labels' log-likelihood with the largest r̂ (uniform ranks in "
+                 "every chain: the chains agree)"] = plots.rank(dt)
+        except Exception as err:  # a plot must not sink the report
+            figs[f"(rank plot unavailable: {err})"] = None
+    opt = plots.optimisation(dt)
+    if opt is not None:
+        figs["Optimisation trace of the route"] = opt
+    for c in checks:
+        if c.name.startswith("PPC"):
+            figs[f"{c.name}: observed (dots) against the replicated 90 % intervals (bars)"] = plots.ppc(c)
+    cal = [c for c in checks if c.name.startswith("calibration")]
+    if cal:
+        figs["Reliability diagram (perfect calibration on the dashed diagonal)"] = plots.reliability(cal)
+    for var in ck.identified_vars(dt):
+        if dt.posterior[var].dims[-1] == "item":
+            figs[f"Posterior utilities {var} with 95 % intervals"] = plots.utilities(dt, var)
+    comp = plots.component_scales(dt)
+    if comp is not None:
+        figs["Latent component scales (crowdGPPL, Fig. 3 of Simpson & Gurevych 2020)"] = comp
+    return {k: v for k, v in figs.items() if v is not None}
+
+
+def report(posterior, path, test=None, held_out=None, reference=None, settings: dict | None = None,
+           title: str | None = None, n_draws: int = 500, seed: int = 0) -> Report:
+    """Write the diagnostic report of a fitted ``posterior`` to ``path`` (``.html`` or ``.md``).
+
+    ``test``: held-out :class:`~crowdzoo.PairwiseData` for the held-out calibration check (or
+    ``held_out=(p, y)``, predicted P(y = 1) and labels, when the predictions exist already);
+    ``reference``: a NUTS posterior (or its ``to_arviz()`` tree) on the same data, for the agreement
+    check; ``settings``: extra key → value rows for the settings table. Returns a :class:`Report`.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm", ".md"):
+        raise DataError(f"path: the report is written as .html or .md, got {path.name!r}")
+    if not hasattr(posterior, "to_arviz"):
+        raise DataError(f"posterior: {type(posterior).__name__} has no to_arviz(); the report needs one")
+    dt = posterior.to_arviz(n_draws=n_draws, seed=seed)
+    ref = None
+    if reference is not None:
+        ref = reference.to_arviz(n_draws=n_draws, seed=seed) if hasattr(reference, "to_arviz") else reference
+        if ref.attrs.get("inference") != "nuts":
+            raise DataError("reference: the agreement check compares with NUTS; got a "
+                            f"{ref.attrs.get('inference')!r} posterior")
+        if ref.observed_data["y"].shape != dt.observed_data["y"].shape:
+            raise DataError("reference: fitted to different data (the number of labels differs)")
+    held_out = held_out if held_out is not None else _held_out(posterior, test)
+    checks = ck.run_all(dt, held_out=held_out, reference=ref)
+    rep = Report(path, checks, _figures(posterior, dt, checks), _settings(posterior, dt, settings),
+                 _summary(dt))
+    title = title or f"crowdzoo diagnostic report: {rep.settings['model']} by {rep.settings['route']}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".md":
+        path.write_text(_markdown(rep, title))
+    else:
+        path.write_text(_html(rep, title))
+    return rep
+
+
+def _versions() -> str:
+    out = []
+    for pkg in ("crowdzoo", "pyro-ppl", "torch", "arviz-base", "arviz-stats", "arviz-plots"):
+        try:
+            out.append(f"{pkg} {md.version(pkg)}")
+        except md.PackageNotFoundError:
+            pass
+    return ", ".join(out)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, np.ndarray):
+        return np.array2string(v, precision=3, threshold=8)
+    return str(v)
+
+
+def _summary_rows(df: pd.DataFrame, max_rows: int = 30) -> pd.DataFrame:
+    if len(df) <= max_rows:
+        return df
+    if "r_hat" in df:  # the worst-mixing first
+        return df.sort_values("r_hat", ascending=False).head(max_rows)
+    return df.head(max_rows)
+
+
+def _html(rep: Report, title: str) -> str:
+    e = html.escape
+    counts = {v: sum(c.verdict == v for c in rep.checks) for v in ck.VERDICTS}
+    badge = lambda v: f'<span class="b" style="background:{COLOURS[v]}">{v}</span>'  # noqa: E731
+    rows = "".join(f"<tr><td>{e(c.name)}</td><td>{badge(c.verdict)}</td><td>{e(c.value)}</td>"
+                   f"<td>{e(c.rule)}</td><td>{e(c.detail)}</td></tr>" for c in rep.checks)
+    sett = "".join(f"<tr><th>{e(k)}</th><td>{e(_fmt(v))}</td></tr>" for k, v in rep.settings.items())
+    figs = "".join(f'<figure><img alt="{e(cap)}" src="data:image/png;base64,'
+                   f'{base64.b64encode(png).decode()}"><figcaption>{e(cap)}</figcaption></figure>'
+                   for cap, png in rep.figures.items())
+    summ = _summary_rows(rep.summary).to_html(float_format=lambda x: f"{x:.3g}", border=0)
+    overall = rep.verdict
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;
+       color: #1f2328; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }}
+td, th {{ border-bottom: 1px solid #d0d7de; padding: 4px 8px; text-align: left; vertical-align: top; }}
+.b {{ color: white; border-radius: 4px; padding: 1px 7px; font-weight: 600; font-size: 0.85em; }}
+figure {{ margin: 1em 0 2em; }} figure img {{ max-width: 100%; }}
+figcaption {{ color: #57606a; font-size: 0.9em; }}
+</style></head><body>
+<h1>{e(title)}</h1>
+<p>Overall: {badge(overall)} — {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail,
+{counts['skip']} skipped. Each verdict comes from the rule beside it.</p>
+<h2>Checks</h2>
+<table id="checks"><tr><th>check</th><th>verdict</th><th>value</th><th>rule</th><th>detail</th></tr>
+{rows}</table>
+<h2>Settings</h2>
+<table id="settings">{sett}</table>
+<h2>Plots</h2>
+{figs}
+<h2>Summary of the identified posterior variables</h2>
+{summ}
+<p style="color:#57606a;font-size:0.8em">{e(_versions())}</p>
+</body></html>
+"""
+
+
+def _markdown(rep: Report, title: str) -> str:
+    folder = rep.path.with_name(rep.path.stem + "_files")
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [f"# {title}", "", f"Overall: **{rep.verdict}**", "", "## Checks", "",
+             "| check | verdict | value | rule | detail |", "|---|---|---|---|---|"]
+    lines += [f"| {c.name} | **{c.verdict}** | {c.value} | {c.rule} | {c.detail} |" for c in rep.checks]
+    lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
+    lines += [f"| {k} | {_fmt(v)} |" for k, v in rep.settings.items()]
+    lines += ["", "## Plots", ""]
+    for i, (cap, png) in enumerate(rep.figures.items()):
+        name = f"figure{i + 1}.png"
+        (folder / name).write_bytes(png)
+        lines += [f"![{cap}]({folder.name}/{name})", "", f"*{cap}*", ""]
+    df = _summary_rows(rep.summary)
+    lines += ["## Summary of the identified posterior variables", "",
+              "| | " + " | ".join(df.columns) + " |", "|---" * (len(df.columns) + 1) + "|"]
+    lines += [f"| {i} | " + " | ".join(f"{v:.3g}" for v in row) + " |" for i, row in zip(df.index, df.values)]
+    lines += ["", _versions(), ""]
+    return "\n".join(lines)
