@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV    := .venv/.installed
 
-.PHONY: demo test test-slow bench lint clean
+.PHONY: demo test test-slow bench lint docs notebooks chromium clean
 
 $(VENV): pyproject.toml
 	test -d .venv || python3 -m venv .venv
@@ -17,8 +17,19 @@ demo: $(VENV)
 test: $(VENV)
 	$(PY) -m pytest -q -x
 
-test-slow: $(VENV)
+test-slow: $(VENV) chromium
 	$(PY) -m pytest -q -m slow
+
+# Debian's chromium for the report's rendering test (needs root and the package mirror)
+chromium:
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+
+docs: $(VENV)
+	.venv/bin/mkdocs build --strict
+
+# after editing a notebook's .py, refresh its .ipynb
+notebooks: $(VENV)
+	.venv/bin/jupytext --sync docs/notebooks/*.py
 
 bench: $(VENV)
 	$(PY) benchmarks/bench_gppl.py --out docs/benchmarks.md

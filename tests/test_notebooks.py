@@ -1,0 +1,56 @@
+"""The teaching notebooks run top to bottom (fast mode here, full under `make test-slow`), their
+.ipynb match their jupytext scripts, and the docs site builds with --strict."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
+
+
+def _run(script: Path, tmp_path: Path, fast: bool):
+    env = dict(os.environ, MPLBACKEND="Agg", CROWDZOO_FAST="1" if fast else "0")
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_there_are_three_notebooks():
+    assert {p.stem for p in NOTEBOOKS} == {"gppl_from_scratch", "crowdgppl_simulated_crowd",
+                                           "diagnosing_a_posterior"}
+
+
+@pytest.mark.parametrize("script", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_in_fast_mode(script, tmp_path):
+    _run(script, tmp_path, fast=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_in_full(script, tmp_path):
+    _run(script, tmp_path, fast=False)
+
+
+@pytest.mark.parametrize("script", NOTEBOOKS, ids=lambda p: p.stem)
+def test_ipynb_is_in_sync_with_its_script(script):
+    ipynb = script.with_suffix(".ipynb")
+    assert ipynb.is_file(), f"{ipynb.name} missing: run `make notebooks`"
+    a, b = jupytext.read(script), jupytext.read(ipynb)
+    assert [(c.cell_type, c.source) for c in a.cells] == [(c.cell_type, c.source) for c in b.cells], \
+        f"{ipynb.name} is out of date: run `make notebooks`"
+
+
+def test_docs_site_builds_strict(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f",
+                          str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    api = (tmp_path / "site" / "api" / "inference" / "index.html").read_text()
+    assert "fit_ep_collab" in api  # the API reference is generated from the docstrings
