@@ -63,7 +63,7 @@ def _probs(post, n_items=5, n_users=6):
 
 def test_ep_and_svi_agree_with_nuts_on_a_tiny_problem(tiny):
     m = cz.CollabGP(n_latent=1)
-    nuts = cz.fit(m, tiny, method="nuts", num_samples=300, warmup_steps=300, num_chains=2)
+    nuts = cz.fit(m, tiny, method="nuts", num_samples=200, warmup_steps=200, num_chains=2)
     ep = cz.fit(m, tiny, method="ep", tol=1e-6, max_iter=500, progress_bar=False)
     ep_paper = cz.fit(m, tiny, method="ep", tol=1e-6, max_iter=500, progress_bar=False,
                       gp_factors="factorised")

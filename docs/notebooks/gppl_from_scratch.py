@@ -93,11 +93,11 @@ print(train.n_pairs, "training labels over", train.n_items, "items")
 # * **SVI** fits a multivariate normal guide by maximising the ELBO with Pyro.
 
 # %%
-draws = 150 if FAST else 600
+draws = 80 if FAST else 600
 fits = {
     "EP": cz.fit(cz.GPPL(), train, method="ep"),
     "NUTS": cz.fit(cz.GPPL(), train, method="nuts", num_samples=draws, warmup_steps=draws),
-    "SVI": cz.fit(cz.GPPL(), train, method="svi", num_steps=500 if FAST else 3000, progress_bar=False),
+    "SVI": cz.fit(cz.GPPL(), train, method="svi", num_steps=300 if FAST else 3000, progress_bar=False),
 }
 order = np.argsort(f_true)
 fig, ax = plt.subplots(figsize=(8, 3.5))
