@@ -139,13 +139,14 @@ def sampler(dt) -> list[Check]:
                          f"< {TREE_DEPTH_WARN:.0%} of draws at max_tree_depth pass, else warn",
                          "trajectories cut short: raise max_tree_depth" if hit >= TREE_DEPTH_WARN else ""))
     if "energy" in st:
-        E = np.asarray(st["energy"].values, dtype=float)
-        bfmi = (np.diff(E, axis=1) ** 2).mean(1) / E.var(1)
+        import arviz_stats as azs
+
+        bfmi = np.ravel(azs.bfmi(dt)["energy"].values)  # per chain
         low = float(bfmi.min())
         out.append(Check("E-BFMI", "pass" if low >= EBFMI_WARN else "warn", f"min {low:.2f} over chains",
                          f"≥ {EBFMI_WARN} pass, else warn (Betancourt 2016)",
                          "low E-BFMI: momentum resampling explores the energy poorly; the posterior "
-                         "may have heavy tails" if low < EBFMI_WARN else ""))
+                         "may have heavy tails" if low < EBFMI_WARN else "", {"bfmi": bfmi}))
     return out
 
 
