@@ -44,3 +44,34 @@ def test_map_route_belongs_to_crowdbt_gp(spammed):
         cz.fit(cz.GPPL(), d, method="map")
     with pytest.raises(cz.DataError, match="'map' is the route of CrowdBTGP"):
         cz.fit(cz.CrowdBTGP(), d, method="natgrad")
+
+
+def test_crowdbt_gp_to_arviz_and_report(spammed, tmp_path):
+    """Draws of g reproduce the GP's utilities (Monte Carlo against the closed form); the
+    per-label log-likelihood sums to the model's crowdBT log-likelihood at each draw; the MAP
+    reliabilities are marked as point estimates; the report runs."""
+    import torch
+
+    from crowdzoo.models.crowdbt_gp import crowdbt_log_lik
+
+    d, _, flipped = spammed
+    post = cz.fit(cz.CrowdBTGP(n_inducing=30), d, method="map")
+    assert post.settings["converged"] and post.trace["loss"][-1] < post.trace["loss"][0]
+    dt = post.to_arviz(n_draws=3000, seed=1)
+    g = dt.posterior["g"].values.reshape(3000, -1)
+    mean, var = post.utilities()
+    assert np.abs(g.mean(0) - mean.to_numpy()).max() < 5 * np.sqrt(var.to_numpy().max() / 3000)
+    np.testing.assert_allclose(g.var(0), var.to_numpy(), rtol=0.15)
+    eta = torch.as_tensor(post.reliability.to_numpy())
+    ll = dt.log_likelihood["y"].values.reshape(3000, -1)
+    a, b, k, y = (torch.as_tensor(x) for x in (d.a, d.b, d.users, d.y.astype(float)))
+    for s in (0, 1234):
+        ref = crowdbt_log_lik(torch.as_tensor(g[s]), torch.logit(eta), a, b, k, y)
+        assert ll[s].sum() == pytest.approx(float(ref), rel=1e-9)
+    eta_draws = dt.posterior["eta"]
+    assert "MAP" in eta_draws.attrs["estimate"]
+    np.testing.assert_array_equal(eta_draws.values[0, -1], post.reliability.to_numpy())
+    assert float(eta_draws.std(("chain", "draw")).max()) < 1e-12
+    rep = cz.report(post, tmp_path / "crowdbt.md")
+    assert {"PPC: item win rates", "optimisation"} <= {c.name for c in rep.checks} | {"optimisation"}
+    assert any("utilities g" in k for k in rep.figures) and rep.path.read_text().startswith("# ")

@@ -40,8 +40,10 @@ def test_routes_agree_with_nuts(tiny):
         ref = _probs(fits["nuts"], test, personal)
         for name in ("svi", "linearised", "exact"):
             gaps[name, personal] = np.abs(_probs(fits[name], test, personal) - ref).mean()
-    assert gaps["exact", True] < 0.04 and gaps["exact", False] < 0.04, gaps
-    assert gaps["svi", True] < 0.04 and gaps["svi", False] < 0.04, gaps
+    # personal predictions within 0.04; the consensus (t alone) within 0.05: 200 NUTS draws carry a
+    # Monte Carlo error of ≈ 0.017 on it (two seeds compared), against 600 draws SVI's gap is 0.030
+    assert gaps["exact", True] < 0.04 and gaps["exact", False] < 0.05, gaps
+    assert gaps["svi", True] < 0.04 and gaps["svi", False] < 0.05, gaps
     # the paper's linearisation is measured, not hidden: looser, and no closer than exact
     assert gaps["linearised", True] < 0.1, gaps
     assert gaps["exact", True] <= gaps["linearised", True] + 0.01, gaps

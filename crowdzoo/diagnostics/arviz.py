@@ -112,6 +112,87 @@ def collabgp_to_arviz(post, n_draws: int = 500, seed: int = 0):
     return _finish(post, groups, coords, dims, "label", identified="")
 
 
+def _chain_shape(x, chains=1):
+    x = x.numpy()
+    return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
+
+
+_MAX_NUMBERS = 2**24  # draws × users × items held at once by per_user_to_arviz
+
+
+def per_user_to_arviz(post, n_draws: int = 500, seed: int = 0):
+    """GPPL-per-user: posterior f (user, item), each user's utilities, s (user) and f_mean
+    (item), the users' mean utility (the consensus this baseline predicts with); log-likelihood
+    and replicated labels per label from the label's user's f. Draws of f_m,j ~ N(m_j, S_j) and
+    s_j ~ q(s_j) map to the items as for GPPL (Eq. 19, the sparse conditional added per item).
+    Fewer than ``n_draws`` are taken where draws × users × items would pass 2²⁴ numbers."""
+    d, st = post.data, post.setup
+    U, N = post.means.shape[0], st.X.shape[0]
+    n = int(min(n_draws, max(50, _MAX_NUMBERS // (U * N))))
+    g = torch.Generator().manual_seed(seed)
+    L = torch.linalg.cholesky(post.covs)
+    f_m = post.means + (L @ torch.randn(n, U, st.M, 1, dtype=post.means.dtype, generator=g))[..., 0]
+    s = torch.distributions.Gamma(post.s_shape, post.s_rate).sample((n,))
+    K_mx = st.kernel(st.Z, st.X)
+    f = f_m @ torch.cholesky_solve(K_mx, st.L_mm)  # (n, U, N)
+    if not st.exact:
+        B = torch.linalg.solve_triangular(st.L_mm, K_mx, upper=False)
+        c = (1.0 - (B * B).sum(0)).clamp_min(0.0)
+        f = f + torch.randn(f.shape, dtype=f.dtype, generator=g) * torch.sqrt(c / s[..., None])
+    a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
+    z = f[:, j, a] - f[:, j, b]
+    y = torch.as_tensor(d.y)
+    gen = torch.Generator().manual_seed(seed + 1)
+    y_rep = (torch.rand(z.shape, generator=gen, dtype=z.dtype) < torch.special.ndtr(z)).to(torch.int64)
+    coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "pair": np.arange(d.n_pairs)}
+    dims = {"f": ["user", "item"], "f_mean": ["item"], "s": ["user"], "y": ["pair"]}
+    groups = {"posterior": {"f": _chain_shape(f), "f_mean": _chain_shape(f.mean(1)), "s": _chain_shape(s)},
+              "posterior_predictive": {"y": _chain_shape(y_rep)},
+              "log_likelihood": {"y": _chain_shape(log_ndtr((2 * y - 1) * z))},
+              "observed_data": {"y": d.y.astype(np.int64)}}
+    return _finish(post, groups, coords, dims, "pair", identified="f_mean s")
+
+
+def crowdbt_to_arviz(post, n_draws: int = 500, seed: int = 0):
+    """crowdBT–GP: posterior g (item), draws of the consensus score from the stage-2 GP
+    regression, and eta (user), the stage-1 MAP reliabilities repeated in every draw (a point
+    estimate: its sd is 0, and its variable attrs say so). Log-likelihood and replicated labels per
+    label use the crowdBT likelihood η σ(g_a − g_b) + (1 − η) σ(g_b − g_a) with these g and η.
+    The two-stage fit is not a joint posterior, so the checks read it as an approximation."""
+    d = post.data
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.as_tensor(d.item_features, dtype=post.L_mm.dtype)
+    B = torch.linalg.solve_triangular(post.L_mm, post.kernel(post.Z, X), upper=False)  # (M, N)
+    L_u = torch.linalg.cholesky(post.S_u)
+    u = post.mu_u + torch.randn(n_draws, post.mu_u.shape[0], dtype=B.dtype, generator=gen) @ L_u.T
+    c = (1.0 - (B * B).sum(0)).clamp_min(0.0)
+    eps = torch.randn(n_draws, B.shape[1], dtype=B.dtype, generator=gen)
+    gdraw = post.signal_var ** 0.5 * (u @ B + torch.sqrt(c) * eps)  # (n, N)
+    a, b = torch.as_tensor(d.a), torch.as_tensor(d.b)
+    users = d.users is not None
+    k = torch.as_tensor(d.users) if users else torch.zeros_like(a)
+    eta = torch.tensor(post.reliability.to_numpy() if users else np.ones(1), dtype=B.dtype)
+    y = torch.as_tensor(d.y, dtype=B.dtype)
+    diff = gdraw[:, a] - gdraw[:, b]
+    p1 = eta[k] * torch.sigmoid(diff) + (1 - eta[k]) * torch.sigmoid(-diff)  # P(y = 1), a ≻ b said
+    loglik = torch.log(torch.where(y > 0.5, p1, 1 - p1))
+    gen2 = torch.Generator().manual_seed(seed + 1)
+    y_rep = (torch.rand(p1.shape, generator=gen2, dtype=p1.dtype) < p1).to(torch.int64)
+    coords = {"item": np.asarray(d.item_ids), "pair": np.arange(d.n_pairs)}
+    dims = {"g": ["item"], "y": ["pair"]}
+    posterior = {"g": _chain_shape(gdraw)}
+    if users:
+        coords["user"] = np.asarray(d.user_ids)
+        dims["eta"] = ["user"]
+        posterior["eta"] = _chain_shape(eta.expand(n_draws, -1))
+    groups = {"posterior": posterior, "posterior_predictive": {"y": _chain_shape(y_rep)},
+              "log_likelihood": {"y": _chain_shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
+    dt = _finish(post, groups, coords, dims, "pair", identified="g")
+    if users:
+        dt.posterior["eta"].attrs["estimate"] = "MAP (crowdBT stage 1), repeated in every draw"
+    return dt
+
+
 def _finish(post, groups, coords, dims, obs_dim, identified):
     """Constant data, sample stats (NUTS), root attributes and the optimisation trace, shared by
     every model."""

@@ -102,7 +102,7 @@ def _figures(post, dt, checks) -> dict:
     if cal:
         figs["Reliability diagram (perfect calibration on the dashed diagonal)"] = plots.reliability(cal)
     for var in ck.identified_vars(dt):
-        if dt.posterior[var].dims[-1] == "item":
+        if dt.posterior[var].dims[2:] == ("item",):  # one utility per item (not per user and item)
             figs[f"Posterior utilities {var} with 95 % intervals"] = plots.utilities(dt, var)
     comp = plots.component_scales(dt)
     if comp is not None:

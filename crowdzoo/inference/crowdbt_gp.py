@@ -47,6 +47,14 @@ class CrowdBTGPPosterior:
     noise_var: float
     method: str = "map+gp"
     settings: dict = field(default_factory=dict)
+    trace: dict = field(default_factory=dict)  # {"loss": the MAP objective per L-BFGS evaluation}
+    sample_stats: dict = field(default_factory=dict)  # none: no sampler
+
+    def to_arviz(self, n_draws: int = 500, seed: int = 0):
+        """An ArviZ ``DataTree``; see :func:`crowdzoo.diagnostics.arviz.crowdbt_to_arviz`."""
+        from ..diagnostics.arviz import crowdbt_to_arviz
+
+        return crowdbt_to_arviz(self, n_draws=n_draws, seed=seed)
 
     def _X(self, item_features):
         if item_features is None:
@@ -96,13 +104,17 @@ def fit_crowdbt_gp(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
     opt = torch.optim.LBFGS([s, logit_eta], max_iter=max_iter, line_search_fn="strong_wolfe",
                             tolerance_grad=1e-7, tolerance_change=1e-10)
 
+    losses = []
+
     def closure():
         opt.zero_grad()
         loss = -(crowdbt_log_lik(s, logit_eta, a, b, k, y) + crowdbt_log_prior(s, logit_eta, model))
         loss.backward()
+        losses.append(float(loss.detach()))
         return loss
 
     loss = opt.step(closure)
+    converged = opt.state[opt._params[0]]["n_iter"] < max_iter  # L-BFGS stopped on its tolerances
     if not torch.isfinite(loss):
         raise NumericalError("crowdBT: the MAP objective is NaN. Try: a smaller score_sd or a "
                              "stronger reliability_prior.")
@@ -133,7 +145,9 @@ def fit_crowdbt_gp(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
                                                     name="reliability")
     return CrowdBTGPPosterior(model=model, data=data, scores=scores, reliability=rel, kernel=setup.kernel,
                               Z=setup.Z, L_mm=setup.L_mm, mu_u=mu_u, S_u=S_u, signal_var=signal_var,
-                              noise_var=noise_var, settings=dict(seed=seed, max_iter=max_iter))
+                              noise_var=noise_var, trace={"loss": np.asarray(losses)},
+                              settings=dict(seed=seed, max_iter=max_iter, converged=bool(converged),
+                                            signal_var=signal_var, noise_var=noise_var))
 
 
 def _dtc(BBt, Bt, tt, N, sf2, sn2):

@@ -28,8 +28,12 @@ class _RecordingNUTS(NUTS):
 
 def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: int = 500,
              num_chains: int = 2, target_accept_prob: float = 0.8, max_tree_depth: int = 10,
-             progress_bar: bool | None = False, setup=None):
-    """Sample the posterior with NUTS; ``num_chains`` chains of ``num_samples`` draws each."""
+             jit_compile: bool = True, progress_bar: bool | None = False, setup=None):
+    """Sample the posterior with NUTS; ``num_chains`` chains of ``num_samples`` draws each.
+
+    ``jit_compile``: trace the potential energy and its gradient once with TorchScript (Pyro's
+    ``jit_compile``); about twice as fast on the zoo's small problems, the same draws in
+    distribution. Turn it off for a custom model with Python control flow on sampled values."""
     setup = setup or model_setup(model, data, seed)
     fn, args = pyro_program(model, setup, data, None)
     model_fn = functools.partial(fn, *args)
@@ -37,7 +41,8 @@ def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: i
     for chain in range(num_chains):
         pyro.set_rng_seed(seed + 1000 * chain)
         kernel = _RecordingNUTS(model_fn, target_accept_prob=target_accept_prob,
-                                max_tree_depth=max_tree_depth, jit_compile=False)
+                                max_tree_depth=max_tree_depth, jit_compile=jit_compile,
+                                ignore_jit_warnings=True)
         rec = []  # (potential energy, tree depth, energy) per draw
 
         def hook(kern, params, stage, i, rec=rec):
@@ -64,4 +69,4 @@ def fit_nuts(model, data, seed: int = 0, num_samples: int = 500, warmup_steps: i
                                               "tree_depth": np.stack(depth), "energy": np.stack(energy)},
                                 settings=dict(seed=seed, num_samples=num_samples, warmup_steps=warmup_steps,
                                               num_chains=num_chains, target_accept_prob=target_accept_prob,
-                                              max_tree_depth=max_tree_depth))
+                                              max_tree_depth=max_tree_depth, jit_compile=jit_compile))

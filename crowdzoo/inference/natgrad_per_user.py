@@ -18,7 +18,7 @@ import torch
 from torch.special import ndtr
 
 from ..errors import DataError
-from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol
+from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, solve_lower
 from ..lookup import positions
 from ..models.likelihoods import expected_log_probit
 from ._common import check_finite, label_tensors, progress
@@ -101,21 +101,29 @@ def fit_natgrad_per_user(model, data, seed: int = 0, delay: float = 1.0, forgett
             rate = scale_rate(rate, shape, torch.zeros(U, dtype=DTYPE).index_add_(0, j, -g_v * c))
             bar.update()
     return PerUserPosterior(model=model, setup=setup, data=data, means=m, covs=S, s=shape / rate,
-                            trace={"bound": np.asarray(bounds)},
+                            s_shape=shape, s_rate=rate, trace={"bound": np.asarray(bounds)},
                             settings=dict(seed=seed, delay=delay, forgetting_rate=forgetting_rate,
                                           max_iter=max_iter, tol=tol, iterations=i, converged=converged))
 
 
 class PerUserPosterior:
-    """q(f_m,j) = N(``means[j]``, ``covs[j]``) and E[s_j] = ``s[j]`` for every user j."""
+    """q(f_m,j) = N(``means[j]``, ``covs[j]``) and q(s_j) = Gamma(``s_shape[j]``, ``s_rate[j]``),
+    E[s_j] = ``s[j]``, for every user j."""
 
     method = "natgrad"
     weights = torch.ones(1, dtype=torch.float64)
+    sample_stats: dict = {}  # no sampler: an optimisation route
 
-    def __init__(self, model, setup, data, means, covs, s, trace, settings):
+    def __init__(self, model, setup, data, means, covs, s, s_shape, s_rate, trace, settings):
         self.model, self.setup, self.data = model, setup, data
-        self.means, self.covs, self.s = means, covs, s
+        self.means, self.covs, self.s, self.s_shape, self.s_rate = means, covs, s, s_shape, s_rate
         self.trace, self.settings = trace, settings
+
+    def to_arviz(self, n_draws: int = 500, seed: int = 0):
+        """An ArviZ ``DataTree``; see :func:`crowdzoo.diagnostics.arviz.per_user_to_arviz`."""
+        from ..diagnostics.arviz import per_user_to_arviz
+
+        return per_user_to_arviz(self, n_draws=n_draws, seed=seed)
 
     def _rows(self, ids):
         return positions("a, b", ids, self.data.item_ids, hint=False)
@@ -151,16 +159,21 @@ class PerUserPosterior:
 
     def utilities(self, users=None):
         """Consensus (Series of mean, variance by item) or personal (DataFrames items × users)."""
-        X = self.setup.X
-        A = cho_solve(self.setup.L_mm, self.setup.kernel(self.setup.Z, X)).T  # (N, M)
+        st = self.setup
+        K_mx = st.kernel(st.Z, st.X)
+        A = cho_solve(st.L_mm, K_mx).T  # (N, M)
+        # s · Var[f_i | f_m] (Eq. 19), 0 for the exact model
+        c = torch.zeros(st.X.shape[0], dtype=DTYPE) if st.exact else (
+            1.0 - (solve_lower(st.L_mm, K_mx) ** 2).sum(0)).clamp_min(0.0)
         index = pd.Index(self.data.item_ids, name="item")
         if users is None:
-            m, S, _ = self._consensus()
+            m, S, s = self._consensus()
+            var = ((A @ S) * A).sum(-1) + c / s / self.means.shape[0]
             return (pd.Series((A @ m).numpy(), index=index, name="mean"),
-                    pd.Series(((A @ S) * A).sum(-1).numpy(), index=index, name="variance"))
+                    pd.Series(var.numpy(), index=index, name="variance"))
         j = self._users(users)
         mean = A @ self.means[j].T
-        var = torch.einsum("nm,umk,nk->nu", A, self.covs[j], A)
+        var = torch.einsum("nm,umk,nk->nu", A, self.covs[j], A) + c[:, None] / self.s[j]
         cols = pd.Index(np.asarray(users).reshape(-1), name="user")
         return pd.DataFrame(mean.numpy(), index=index, columns=cols), pd.DataFrame(var.numpy(), index=index,
                                                                                   columns=cols)
