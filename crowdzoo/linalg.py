@@ -59,3 +59,14 @@ def logdet_from_chol(L: torch.Tensor) -> torch.Tensor:
 def sym(A: torch.Tensor) -> torch.Tensor:
     """Symmetric part, to undo round-off asymmetry."""
     return 0.5 * (A + A.transpose(-1, -2))
+
+
+def gamma_draws(shape, rate, n: int, generator: torch.Generator) -> torch.Tensor:
+    """``n`` draws of Gamma(shape, rate) (broadcast), reproducible from ``generator`` (torch's
+    Gamma sampler takes no generator: a seed drawn from it seeds a forked global RNG, which is left
+    as it was)."""
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return torch.distributions.Gamma(torch.as_tensor(shape, dtype=DTYPE),
+                                         torch.as_tensor(rate, dtype=DTYPE)).sample((n,))

@@ -21,7 +21,7 @@ from torch.special import ndtr
 
 from .data import PairwiseData
 from .errors import DataError
-from .linalg import DTYPE, cho_solve, cholesky, solve_lower
+from .linalg import DTYPE, cho_solve, cholesky, gamma_draws, solve_lower
 from .lookup import positions
 from .models.gppl import GPPL, GPPLSetup
 
@@ -144,8 +144,7 @@ class GPPLPosterior:
             eps = torch.randn(n, self.setup.M, dtype=DTYPE, generator=g)
             f_m = f_m + torch.einsum("nij,nj->ni", L[comp], eps)
         if self.s_shape is not None:
-            s = torch.distributions.Gamma(torch.tensor(self.s_shape, dtype=DTYPE),
-                                          torch.tensor(self.s_rate, dtype=DTYPE)).sample((n,))
+            s = gamma_draws(self.s_shape, self.s_rate, n, g)
         else:
             s = self.s[comp]
         A_T, Bs = self._project(self.setup.X)

@@ -22,7 +22,7 @@ from torch.special import ndtr
 
 from .data import PairwiseData
 from .errors import DataError
-from .linalg import DTYPE, cho_solve, cholesky, solve_lower
+from .linalg import DTYPE, cho_solve, cholesky, gamma_draws, solve_lower
 from .lookup import positions
 from .models.crowdgppl import CrowdGPPL, CrowdSetup
 
@@ -253,7 +253,7 @@ class CrowdGPPLPosterior:
 
         def gam(key):
             shape, rate = self.gamma[key]
-            return torch.distributions.Gamma(shape, rate).sample((n,))
+            return gamma_draws(shape, rate, n, g)
 
         return (gam("t") if self.s_t is not None else None), gam("v"), gam("w")
 

@@ -56,7 +56,7 @@ def test_component_matching_is_invariant_to_order_and_sign():
     assert match_components(V, np.vstack([V[[1]], rng.standard_normal((4, 40))])) < 0.8
 
 
-def test_per_user_to_arviz_draws_match_the_posterior_moments(tmp_path):
+def test_per_user_to_arviz_draws_match_the_posterior_moments(tmp_path, monkeypatch):
     """The ArviZ draws of each user's f reproduce utilities(users=...) (Monte Carlo against the
     closed form), each label's log-likelihood is its own user's, and the report runs on it."""
     data, _ = cz.simulate_crowd(n_items=20, n_users=5, n_pairs=300, n_components=2, seed=1)
@@ -75,6 +75,12 @@ def test_per_user_to_arviz_draws_match_the_posterior_moments(tmp_path):
     z = (draws[:, u, a] - draws[:, u, b]) * (2 * data.y[i] - 1)
     from scipy.stats import norm
     np.testing.assert_allclose(dt.log_likelihood["y"].values.reshape(-1, data.n_pairs)[:, i], norm.logcdf(z))
+    # past the size limit f is left out; the labels' log-likelihood is the same draws
+    import crowdzoo.diagnostics.arviz as cza
+    monkeypatch.setattr(cza, "_MAX_NUMBERS", 0)
+    small = post.to_arviz(n_draws=4000, seed=3)
+    assert "f" not in small.posterior and "f_omitted" in small.attrs
+    np.testing.assert_array_equal(small.log_likelihood["y"].values, dt.log_likelihood["y"].values)
     rep = cz.report(post, tmp_path / "per_user.html")
     names = [c.name for c in rep.checks]
     assert "PPC: user first-item rates" in names and any("f_mean" in k for k in rep.figures)

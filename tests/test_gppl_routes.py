@@ -134,6 +134,8 @@ def test_sample_matches_utilities(fits):
     assert np.mean(np.abs(draws["f"].mean(0).numpy() - mean.values) < 4 * se) > 0.95
     assert draws["s"].shape == (4000,)
     assert abs(float(draws["s"].mean()) - float(post.s[0])) < 0.1 * float(post.s[0])
+    again = post.sample(4000, seed=1)  # the seed fixes every draw, q(s)'s included
+    assert all(torch.equal(draws[k], again[k]) for k in draws)
 
 
 @pytest.mark.parametrize("route", ["nuts", "natgrad"])

@@ -101,6 +101,34 @@ def test_ppc_win_rates_pass_replicates_of_the_truth_and_fail_a_model_that_ignore
     assert bad.verdict == "fail" and "item0" in bad.detail  # the worst item is named by its id
 
 
+def test_psis_loo_matches_exact_loo_and_flags_an_outlier_but_not_confident_labels():
+    """y_i ~ N(θ, 1) with a flat prior: exact draws of θ | y and the closed-form leave-one-out
+    predictive N(y_i; mean(y_−i), 1 + 1/(n − 1)). PSIS-LOO matches it; an outlier's k̂ passes the
+    threshold (warn); confident probit labels (log Φ(z) ≈ 0 in every draw) have large k̂ but a span
+    below 0.1 nats, and are counted apart."""
+    from scipy.special import log_ndtr
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(1)
+    n, S = 40, 4000
+
+    def loo_case(y):
+        theta = rng.normal(y.mean(), 1 / np.sqrt(y.size), size=(4, S // 4))
+        ll = norm.logpdf(y, theta[..., None], 1.0)
+        rest = (y.sum() - y) / (y.size - 1)
+        exact = norm.logpdf(y, rest, np.sqrt(1 + 1 / (y.size - 1))).sum()
+        return ck.loo(_tree(ll)), exact
+
+    c, exact = loo_case(rng.normal(0, 1, n))
+    assert c.verdict == "pass", c.detail
+    assert float(c.value.split()[1]) == pytest.approx(exact, abs=0.5)
+    c, _ = loo_case(np.append(rng.normal(0, 1, n - 1), 30.0))
+    assert c.verdict == "warn" and c.detail.startswith("1 of 40"), c.detail
+    z = rng.normal(8.0, 1.0, size=(4, S // 4, n))  # f_a − f_b far from 0 in every draw
+    c = ck.loo(_tree(log_ndtr(z)))
+    assert c.verdict == "pass" and int(c.detail.split(";")[1].split()[0]) > 0, c.detail
+
+
 def test_agreement_of_a_tree_with_itself_and_with_a_shifted_copy():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(2, 400, 10))

@@ -5,7 +5,7 @@ import concurrent.futures as cf
 
 import pandas as pd
 
-from . import collabgp, crowd_routes, gppl_routes, simulation, sushi, ukpconvarg
+from . import collabgp, crowd_routes, gppl_routes, simulation, sushi, ukpconvarg, ukpconvarg_diagnostics
 
 REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
@@ -15,7 +15,7 @@ REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "collabgp-synthetic": collabgp.synthetic, "collabgp-sushi": collabgp.sushi,
             "collabgp-active-synthetic": collabgp.active_synthetic,
             "collabgp-active-sushi": collabgp.active_sushi, "collabgp-evidence": collabgp.evidence,
-            "collabgp-routes": collabgp.routes}
+            "collabgp-routes": collabgp.routes, "ukpconvarg-diagnostics": ukpconvarg_diagnostics}
 
 
 def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,

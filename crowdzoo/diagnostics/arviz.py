@@ -16,6 +16,8 @@ import torch
 from arviz_base import from_dict
 from torch.special import log_ndtr
 
+from ..linalg import gamma_draws
+
 
 def gppl_to_arviz(post, n_draws: int = 1000, seed: int = 0):
     sample_based = post.covs is None and post.s_shape is None
@@ -117,40 +119,57 @@ def _chain_shape(x, chains=1):
     return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
 
 
-_MAX_NUMBERS = 2**24  # draws × users × items held at once by per_user_to_arviz
+_MAX_NUMBERS = 2**24  # per_user_to_arviz keeps f (draw, user, item) only up to this size
 
 
 def per_user_to_arviz(post, n_draws: int = 500, seed: int = 0):
     """GPPL-per-user: posterior f (user, item), each user's utilities, s (user) and f_mean
     (item), the users' mean utility (the consensus this baseline predicts with); log-likelihood
     and replicated labels per label from the label's user's f. Draws of f_m,j ~ N(m_j, S_j) and
-    s_j ~ q(s_j) map to the items as for GPPL (Eq. 19, the sparse conditional added per item).
-    Fewer than ``n_draws`` are taken where draws × users × items would pass 2²⁴ numbers."""
+    s_j ~ q(s_j) map to the items as for GPPL (Eq. 19, the sparse conditional added per item),
+    a block of users at a time; f itself is kept only while draws × users × items ≤ 2²⁴ (the root
+    attribute ``f_omitted`` says when it is not)."""
     d, st = post.data, post.setup
-    U, N = post.means.shape[0], st.X.shape[0]
-    n = int(min(n_draws, max(50, _MAX_NUMBERS // (U * N))))
+    U, N, n = post.means.shape[0], st.X.shape[0], int(n_draws)
     g = torch.Generator().manual_seed(seed)
     L = torch.linalg.cholesky(post.covs)
-    f_m = post.means + (L @ torch.randn(n, U, st.M, 1, dtype=post.means.dtype, generator=g))[..., 0]
-    s = torch.distributions.Gamma(post.s_shape, post.s_rate).sample((n,))
+    s = gamma_draws(post.s_shape, post.s_rate, n, g)  # (n, U)
     K_mx = st.kernel(st.Z, st.X)
-    f = f_m @ torch.cholesky_solve(K_mx, st.L_mm)  # (n, U, N)
-    if not st.exact:
-        B = torch.linalg.solve_triangular(st.L_mm, K_mx, upper=False)
-        c = (1.0 - (B * B).sum(0)).clamp_min(0.0)
-        f = f + torch.randn(f.shape, dtype=f.dtype, generator=g) * torch.sqrt(c / s[..., None])
+    A_T = torch.cholesky_solve(K_mx, st.L_mm)  # (M, N)
+    B = torch.linalg.solve_triangular(st.L_mm, K_mx, upper=False)
+    c = torch.zeros(N, dtype=A_T.dtype) if st.exact else (1.0 - (B * B).sum(0)).clamp_min(0.0)
     a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
-    z = f[:, j, a] - f[:, j, b]
+    keep = n * U * N <= _MAX_NUMBERS
+    z = torch.empty(n, d.n_pairs, dtype=A_T.dtype)
+    f_sum = torch.zeros(n, N, dtype=A_T.dtype)
+    blocks = []
+    step = max(1, 2**22 // (n * N))
+    for lo in range(0, U, step):  # blocks of users bound memory; vectorised within
+        hi = min(U, lo + step)
+        eps = torch.randn(n, hi - lo, st.M, 1, dtype=A_T.dtype, generator=g)
+        f = (post.means[lo:hi] + (L[lo:hi] @ eps)[..., 0]) @ A_T  # (n, users, N)
+        f = f + torch.randn(f.shape, dtype=f.dtype, generator=g) * torch.sqrt(c / s[:, lo:hi, None])
+        f_sum += f.sum(1)
+        rows = torch.nonzero((j >= lo) & (j < hi)).ravel()
+        jj = j[rows] - lo
+        z[:, rows] = f[:, jj, a[rows]] - f[:, jj, b[rows]]
+        if keep:
+            blocks.append(f)
     y = torch.as_tensor(d.y)
     gen = torch.Generator().manual_seed(seed + 1)
     y_rep = (torch.rand(z.shape, generator=gen, dtype=z.dtype) < torch.special.ndtr(z)).to(torch.int64)
     coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "pair": np.arange(d.n_pairs)}
     dims = {"f": ["user", "item"], "f_mean": ["item"], "s": ["user"], "y": ["pair"]}
-    groups = {"posterior": {"f": _chain_shape(f), "f_mean": _chain_shape(f.mean(1)), "s": _chain_shape(s)},
-              "posterior_predictive": {"y": _chain_shape(y_rep)},
+    posterior = {"f_mean": _chain_shape(f_sum / U), "s": _chain_shape(s)}
+    if keep:
+        posterior["f"] = _chain_shape(torch.cat(blocks, 1))
+    groups = {"posterior": posterior, "posterior_predictive": {"y": _chain_shape(y_rep)},
               "log_likelihood": {"y": _chain_shape(log_ndtr((2 * y - 1) * z))},
               "observed_data": {"y": d.y.astype(np.int64)}}
-    return _finish(post, groups, coords, dims, "pair", identified="f_mean s")
+    dt = _finish(post, groups, coords, dims, "pair", identified="f_mean s")
+    if not keep:
+        dt.attrs["f_omitted"] = f"draws × users × items = {n * U * N} > 2^24: f left out"
+    return dt
 
 
 def crowdbt_to_arviz(post, n_draws: int = 500, seed: int = 0):

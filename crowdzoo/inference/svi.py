@@ -24,7 +24,7 @@ import inspect
 import numpy as np
 import pyro
 import torch
-from pyro.infer import SVI, Trace_ELBO
+from pyro.infer import SVI, JitTrace_ELBO, Trace_ELBO
 from pyro.infer.autoguide import AutoGuide, AutoMultivariateNormal, AutoNormal, init_to_median, init_to_sample
 from pyro.optim import ClippedAdam
 from pyro.poutine.util import site_is_subsample
@@ -63,9 +63,13 @@ def make_guide(guide, model_fn, raw_model, crowd: bool = False, seed: int = 0, c
 
 def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: float = 0.01,
             subsample_size: int | None = None, num_particles: int = 1, n_draws: int | None = None,
-            progress_bar: bool | None = None, setup=None):
+            jit: bool = False, progress_bar: bool | None = None, setup=None):
     """Fit by Pyro SVI (Trace_ELBO, ClippedAdam with learning rate ``lr``); the posterior holds
-    ``n_draws`` draws of the guide (default 1000 for GPPL, 300 for crowdGPPL and collabGP)."""
+    ``n_draws`` draws of the guide (default 1000 for GPPL, 300 for crowdGPPL and collabGP).
+
+    ``jit=True`` compiles the ELBO with TorchScript (Pyro's ``JitTrace_ELBO``): the same objective,
+    fewer Python calls per step; a custom guide must then have no Python control flow on tensor
+    values."""
     pyro.set_rng_seed(seed)
     pyro.clear_param_store()
     crowd = is_crowd(model)
@@ -75,7 +79,8 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
     model_fn = functools.partial(fn, *args)
     q = make_guide(guide, model_fn, args, crowd=crowd, seed=seed, collab=is_collab(model))
     svi = SVI(model_fn, q, ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / max(num_steps, 1))}),
-              loss=Trace_ELBO(num_particles=num_particles))
+              loss=(JitTrace_ELBO(num_particles=num_particles, ignore_jit_warnings=True) if jit
+                    else Trace_ELBO(num_particles=num_particles)))
     losses = np.empty(num_steps)
     with progress(num_steps, "svi", progress_bar) as bar:
         for i in range(num_steps):
@@ -103,4 +108,4 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
                                 trace={"loss": losses},
                                 settings=dict(seed=seed, num_steps=num_steps, lr=lr,
                                               subsample_size=subsample_size, guide=type(q).__name__,
-                                              n_draws=n_draws))
+                                              n_draws=n_draws, jit=jit))

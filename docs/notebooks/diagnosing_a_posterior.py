@@ -31,7 +31,7 @@ import numpy as np
 import crowdzoo as cz
 
 FAST = os.environ.get("CROWDZOO_FAST") == "1"
-draws = 30 if FAST else 400
+draws = 30 if FAST else 300
 
 # %% [markdown]
 # ## 1. A non-identified factor model
