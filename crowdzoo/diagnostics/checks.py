@@ -273,10 +273,12 @@ def loo(dt) -> Check:
     k[~const] = np.ravel(res.pareto_k.values)
     elpd = float(res.elpd) + float(flat[:, const].mean(0).sum())
     if not np.isfinite(elpd):
-        return Check("PSIS-LOO", "fail", "elpd_loo not finite", "a finite elpd_loo",
-                     "the log-likelihood has infinite or NaN draws", {"pareto_k": k})
+        why = ("the log-likelihood has infinite or NaN draws" if not np.isfinite(flat).all() else
+               f"PSIS overflowed: the log-likelihood spans up to {np.nanmax(span):.3g} nats over the draws "
+               f"(lowest {np.nanmin(flat):.3g}); draws this far apart are not a usable LOO proposal")
+        return Check("PSIS-LOO", "fail", "elpd_loo not finite", "a finite elpd_loo", why, {"pareto_k": k})
     k_max = k_threshold(flat.shape[0])
-    high = k > k_max
+    high = ~(k <= k_max)  # a NaN k̂ (a failed Pareto fit) counts as high
     bad = high & (span >= LOO_SPAN)
     share = float(bad.mean())
     verdict = "pass" if share == 0 else "warn" if share <= K_SHARE_WARN else "fail"
