@@ -63,3 +63,24 @@ def test_text_features_are_deterministic_unit_rows(ukp):
     np.testing.assert_array_equal(F1.to_numpy(), F2.to_numpy())
     np.testing.assert_allclose(np.linalg.norm(F1.to_numpy(), axis=1), 1.0)
     assert list(F1.index) == list(many.index)
+
+
+def test_diagnostics_comparison_splits_by_fold_and_tabulates_verdicts(ukp):
+    """ukpconvarg-diagnostics trains on the other folds' crowd labels and checks calibration on the
+    held-out fold's gold pairs, both by argument id; its table has one cell per check and model."""
+    import pandas as pd
+
+    from crowdzoo.comparisons.ukpconvarg_diagnostics import _data, summarise
+
+    u = load_ukpconvarg(ukp)
+    F = pd.DataFrame(np.eye(4), index=u.texts.index)
+    train, test = _data(u, F, "topic_yes")
+    assert set(train.item_ids[np.r_[train.a, train.b]]) == {"arg3", "arg4"}
+    assert set(train.user_ids[train.users]) == {"W1", "W2"}
+    assert list(test.item_ids[test.a]) == ["arg1"] and list(test.item_ids[test.b]) == ["arg2"]
+    df = pd.DataFrame({"seed": 0, "fold": "topic_yes", "method": ["GPPL", "GPPL", "crowdGPPL"],
+                       "check": ["r̂", "PSIS-LOO", "r̂"], "verdict": ["skip", "warn", "pass"],
+                       "value": ["–", "elpd −3", "max 1.00"], "report": "runs/x/GPPL.html"})
+    table = summarise(df).splitlines()
+    assert table[0] == "| check | GPPL | crowdGPPL |"
+    assert table[3] == "| PSIS-LOO | **warn** elpd −3 | – |"

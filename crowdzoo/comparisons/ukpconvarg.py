@@ -70,18 +70,27 @@ def methods(personal: bool, quick: bool):
     return out
 
 
+def training_data(u, F, fold):
+    """PairwiseData of the crowd labels of every fold but ``fold``: all arguments as items (features
+    ``F``), all workers as users, both by their own ids."""
+    import crowdzoo as cz
+
+    train = u.crowd[u.crowd.fold != fold]
+    ids = F.index.to_numpy()
+    workers = np.unique(u.crowd.worker)
+    item, worker = pd.Index(ids), pd.Index(workers)
+    return cz.PairwiseData.from_arrays(item.get_indexer(train.a), item.get_indexer(train.b),
+                                       train.y.to_numpy(), F.to_numpy(),
+                                       users=worker.get_indexer(train.worker), item_ids=ids, user_ids=workers)
+
+
 def run_one(seed: int, name: str, quick: bool = False, data_dir=None) -> pd.DataFrame:
     import crowdzoo as cz
 
     u, F = _load(str(data_dir or DATA_DIR), 64)
     fold = u.folds[seed % len(u.folds)]
     train = u.crowd[u.crowd.fold != fold]
-    ids = F.index.to_numpy()
-    workers = np.unique(u.crowd.worker)
-    item, worker = pd.Index(ids), pd.Index(workers)
-    data = cz.PairwiseData.from_arrays(item.get_indexer(train.a), item.get_indexer(train.b),
-                                       train.y.to_numpy(), F.to_numpy(),
-                                       users=worker.get_indexer(train.worker), item_ids=ids, user_ids=workers)
+    data = training_data(u, F, fold)
     personal = name.endswith("personal")
     if personal:
         test = u.crowd[(u.crowd.fold == fold) & u.crowd.worker.isin(set(train.worker))]

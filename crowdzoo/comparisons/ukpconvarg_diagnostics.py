@@ -12,28 +12,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from .ukpconvarg import DATA_DIR, _load, _settings, methods
+from .ukpconvarg import DATA_DIR, _load, _settings, methods, training_data
 
 needs_data_dir = True  # optional here: the project's copy of the data is the default
 
 
 def _data(u, F, fold):
+    """The training labels (every other fold) and the held-out fold's gold pairs."""
     import crowdzoo as cz
 
-    train = u.crowd[u.crowd.fold != fold]
-    ids = F.index.to_numpy()
-    workers = np.unique(u.crowd.worker)
-    item, worker = pd.Index(ids), pd.Index(workers)
-    data = cz.PairwiseData.from_arrays(item.get_indexer(train.a), item.get_indexer(train.b),
-                                       train.y.to_numpy(), F.to_numpy(),
-                                       users=worker.get_indexer(train.worker), item_ids=ids, user_ids=workers)
+    item = pd.Index(F.index.to_numpy())
     gold = u.gold[u.gold.fold == fold]
     test = cz.PairwiseData.from_arrays(item.get_indexer(gold.a), item.get_indexer(gold.b), gold.y.to_numpy(),
-                                       F.to_numpy(), item_ids=ids)
-    return data, test
+                                       F.to_numpy(), item_ids=item.to_numpy())
+    return training_data(u, F, fold), test
 
 
 def run_one(seed: int, quick: bool = False, data_dir=None) -> pd.DataFrame:
