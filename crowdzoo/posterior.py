@@ -147,10 +147,9 @@ class GPPLPosterior:
             s = gamma_draws(self.s_shape, self.s_rate, n, g)
         else:
             s = self.s[comp]
-        A_T, Bs = self._project(self.setup.X)
-        f = f_m @ A_T
+        A, c = self.setup.item_terms()
+        f = f_m @ A.T
         if not self.setup.exact:
-            c = (1.0 - (Bs * Bs).sum(0)).clamp_min(0.0)
             f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(c / self.s[comp][:, None])
         return {"f": f, "s": s}
 

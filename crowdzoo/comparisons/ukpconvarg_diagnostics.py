@@ -4,8 +4,9 @@ Repeat r trains on the crowd labels of every fold but fold r, as ``ukpconvarg-co
 fits GPPL (pooled), crowdGPPL, GPPL-per-user and crowdBT–GP with the same settings, and writes each
 fit's :func:`crowdzoo.report` — held-out calibration on the fold's gold pairs — to
 ``runs/ukpconvarg-diagnostics/<fold>/<method>.html`` (or under ``$CROWDZOO_REPORT_DIR``). The
-table gives each check's verdict and value per method: how the report's thresholds read real
-labels, where simulated data cannot say. ``--quick``: C = 10, M = 100, at most 300 iterations.
+table gives each check's verdict and value per method, the CSV beside it also each check's detail:
+how the report's thresholds read real labels, where simulated data cannot say. ``--quick``:
+C = 10, M = 100, at most 300 iterations.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def run_one(seed: int, quick: bool = False, data_dir=None) -> pd.DataFrame:
         rep = cz.report(post, out / f"{name}.html", test=test,
                         title=f"{method} on UKPConvArg (fold {fold} held out)")
         rows += [{"seed": seed, "fold": fold, "method": method, "check": c.name, "verdict": c.verdict,
-                  "value": c.value, "report": str(rep.path)} for c in rep.checks]
+                  "value": c.value, "detail": c.detail, "report": str(rep.path)} for c in rep.checks]
     return pd.DataFrame(rows)
 
 

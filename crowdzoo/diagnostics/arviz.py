@@ -11,12 +11,29 @@ of the factor models are identified only up to sign and rotation).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from arviz_base import from_dict
 from torch.special import log_ndtr
 
-from ..linalg import gamma_draws
+from ..linalg import cholesky, gamma_draws
+from ..models.crowdbt_gp import crowdbt_label_log_lik
+
+
+def _chain_shape(x, chains=1):
+    """(chains × draws, ...) tensor → (chain, draw, ...) array."""
+    x = x.numpy()
+    return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
+
+
+def _probit_labels(z, y, seed):
+    """Per-label log-likelihood log Φ((2y − 1) z) and replicated labels y_rep ~ Bernoulli(Φ(z)) for
+    the draws of z = f_a − f_b (draws, labels)."""
+    g = torch.Generator().manual_seed(seed + 1)
+    y_rep = (torch.rand(z.shape, generator=g, dtype=z.dtype) < torch.special.ndtr(z)).to(torch.int64)
+    return log_ndtr((2 * torch.as_tensor(y) - 1) * z), y_rep
 
 
 def gppl_to_arviz(post, n_draws: int = 1000, seed: int = 0):
@@ -27,16 +44,9 @@ def gppl_to_arviz(post, n_draws: int = 1000, seed: int = 0):
     f, s = draws["f"], draws["s"]
     a = torch.as_tensor(post.data.a)
     b = torch.as_tensor(post.data.b)
-    y = torch.as_tensor(post.data.y)
-    z = (2 * y - 1) * (f[:, a] - f[:, b])
-    loglik = log_ndtr(z)
-    g = torch.Generator().manual_seed(seed + 1)
-    p1 = torch.special.ndtr(f[:, a] - f[:, b])
-    y_rep = (torch.rand(p1.shape, generator=g, dtype=p1.dtype) < p1).to(torch.int64)
+    loglik, y_rep = _probit_labels(f[:, a] - f[:, b], post.data.y, seed)
 
-    def shape(x):
-        x = x.numpy()
-        return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
+    shape = functools.partial(_chain_shape, chains=chains)
 
     items = np.asarray(post.data.item_ids)
     coords = {"item": items, "pair": np.arange(post.data.n_pairs)}
@@ -62,14 +72,9 @@ def crowd_to_arviz(post, n_draws: int = 500, seed: int = 0):
     a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
     zf = (dr["V"][:, :, a] - dr["V"][:, :, b]) * dr["W"][:, :, j]
     z = zf.sum(1) + (dr["t"][:, a] - dr["t"][:, b] if "t" in dr else 0.0)
-    y = torch.as_tensor(d.y)
-    loglik = log_ndtr((2 * y - 1) * z)
-    g = torch.Generator().manual_seed(seed + 1)
-    y_rep = (torch.rand(z.shape, generator=g, dtype=z.dtype) < torch.special.ndtr(z)).to(torch.int64)
+    loglik, y_rep = _probit_labels(z, d.y, seed)
 
-    def shape(x):
-        x = x.numpy()
-        return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
+    shape = functools.partial(_chain_shape, chains=chains)
 
     C = post.setup.C
     coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "component": np.arange(C),
@@ -99,9 +104,7 @@ def collabgp_to_arviz(post, n_draws: int = 500, seed: int = 0):
     orient = st.t * (2.0 * torch.as_tensor(post.data.y) - 1.0)  # +1 where the label's a is the pair's lo
     y_rep = (t_rep * orient > 0).to(torch.int64)  # 1 = a ≻ b, as in the data
 
-    def shape(x):
-        x = x.numpy()
-        return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
+    shape = functools.partial(_chain_shape, chains=chains)
 
     ids = np.asarray(post.data.item_ids)
     P = st.pairs.numpy()
@@ -112,11 +115,6 @@ def collabgp_to_arviz(post, n_draws: int = 500, seed: int = 0):
               "posterior_predictive": {"y": shape(y_rep)}, "log_likelihood": {"y": shape(loglik)},
               "observed_data": {"y": post.data.y.astype(np.int64)}}
     return _finish(post, groups, coords, dims, "label", identified="")
-
-
-def _chain_shape(x, chains=1):
-    x = x.numpy()
-    return x.reshape((chains, x.shape[0] // chains) + x.shape[1:])
 
 
 _MAX_NUMBERS = 2**24  # per_user_to_arviz keeps f (draw, user, item) only up to this size
@@ -132,12 +130,10 @@ def per_user_to_arviz(post, n_draws: int = 500, seed: int = 0):
     d, st = post.data, post.setup
     U, N, n = post.means.shape[0], st.X.shape[0], int(n_draws)
     g = torch.Generator().manual_seed(seed)
-    L = torch.linalg.cholesky(post.covs)
+    L = cholesky(post.covs, what="S_j, a user's posterior covariance")
     s = gamma_draws(post.s_shape, post.s_rate, n, g)  # (n, U)
-    K_mx = st.kernel(st.Z, st.X)
-    A_T = torch.cholesky_solve(K_mx, st.L_mm)  # (M, N)
-    B = torch.linalg.solve_triangular(st.L_mm, K_mx, upper=False)
-    c = torch.zeros(N, dtype=A_T.dtype) if st.exact else (1.0 - (B * B).sum(0)).clamp_min(0.0)
+    A, c = st.item_terms()
+    A_T = A.T  # (M, N)
     a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
     keep = n * U * N <= _MAX_NUMBERS
     z = torch.empty(n, d.n_pairs, dtype=A_T.dtype)
@@ -155,16 +151,14 @@ def per_user_to_arviz(post, n_draws: int = 500, seed: int = 0):
         z[:, rows] = f[:, jj, a[rows]] - f[:, jj, b[rows]]
         if keep:
             blocks.append(f)
-    y = torch.as_tensor(d.y)
-    gen = torch.Generator().manual_seed(seed + 1)
-    y_rep = (torch.rand(z.shape, generator=gen, dtype=z.dtype) < torch.special.ndtr(z)).to(torch.int64)
+    loglik, y_rep = _probit_labels(z, d.y, seed)
     coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "pair": np.arange(d.n_pairs)}
     dims = {"f": ["user", "item"], "f_mean": ["item"], "s": ["user"], "y": ["pair"]}
     posterior = {"f_mean": _chain_shape(f_sum / U), "s": _chain_shape(s)}
     if keep:
         posterior["f"] = _chain_shape(torch.cat(blocks, 1))
     groups = {"posterior": posterior, "posterior_predictive": {"y": _chain_shape(y_rep)},
-              "log_likelihood": {"y": _chain_shape(log_ndtr((2 * y - 1) * z))},
+              "log_likelihood": {"y": _chain_shape(loglik)},
               "observed_data": {"y": d.y.astype(np.int64)}}
     dt = _finish(post, groups, coords, dims, "pair", identified="f_mean s")
     if not keep:
@@ -180,21 +174,17 @@ def crowdbt_to_arviz(post, n_draws: int = 500, seed: int = 0):
     The two-stage fit is not a joint posterior, so the checks read it as an approximation."""
     d = post.data
     gen = torch.Generator().manual_seed(seed)
-    X = torch.as_tensor(d.item_features, dtype=post.L_mm.dtype)
-    B = torch.linalg.solve_triangular(post.L_mm, post.kernel(post.Z, X), upper=False)  # (M, N)
-    L_u = torch.linalg.cholesky(post.S_u)
+    B, c = post.project(torch.as_tensor(d.item_features, dtype=post.L_mm.dtype))  # (M, N), (N,)
+    L_u = cholesky(post.S_u, what="S_u (crowdBT–GP inducing posterior)")
     u = post.mu_u + torch.randn(n_draws, post.mu_u.shape[0], dtype=B.dtype, generator=gen) @ L_u.T
-    c = (1.0 - (B * B).sum(0)).clamp_min(0.0)
     eps = torch.randn(n_draws, B.shape[1], dtype=B.dtype, generator=gen)
     gdraw = post.signal_var ** 0.5 * (u @ B + torch.sqrt(c) * eps)  # (n, N)
     a, b = torch.as_tensor(d.a), torch.as_tensor(d.b)
     users = d.users is not None
     k = torch.as_tensor(d.users) if users else torch.zeros_like(a)
     eta = torch.tensor(post.reliability.to_numpy() if users else np.ones(1), dtype=B.dtype)
-    y = torch.as_tensor(d.y, dtype=B.dtype)
-    diff = gdraw[:, a] - gdraw[:, b]
-    p1 = eta[k] * torch.sigmoid(diff) + (1 - eta[k]) * torch.sigmoid(-diff)  # P(y = 1), a ≻ b said
-    loglik = torch.log(torch.where(y > 0.5, p1, 1 - p1))
+    loglik = crowdbt_label_log_lik(gdraw, torch.logit(eta), a, b, k, torch.as_tensor(d.y, dtype=B.dtype))
+    p1 = crowdbt_label_log_lik(gdraw, torch.logit(eta), a, b, k, torch.ones(a.shape, dtype=B.dtype)).exp()
     gen2 = torch.Generator().manual_seed(seed + 1)
     y_rep = (torch.rand(p1.shape, generator=gen2, dtype=p1.dtype) < p1).to(torch.int64)
     coords = {"item": np.asarray(d.item_ids), "pair": np.arange(d.n_pairs)}

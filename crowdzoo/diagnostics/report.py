@@ -73,15 +73,16 @@ def _settings(post, dt, extra):
 def _summary(dt) -> pd.DataFrame:
     import arviz_stats as azs
 
-    names = ck.identified_vars(dt)
+    # the smallest variables first (s before f over items): a long table is cut to its first rows
+    names = sorted(ck.identified_vars(dt), key=lambda v: dt.posterior[v].isel(chain=0, draw=0).size)
     kind = "all" if ck.is_mcmc(dt) else "stats"
     if names:
-        return azs.summary(dt, var_names=names, kind=kind)
+        return azs.summary(dt, var_names=names, kind=kind, round_to="none")
     # no identified variable (collabGP: W, H up to rotation): the labels' log-likelihood, whose
     # dimension is renamed where it would clash with the summary's own "label" column
     ds = dt.log_likelihood.to_dataset()
     ds = ds.rename({d: f"{d}_" for d in ds.dims if d == "label"})
-    return azs.summary(ds, kind=kind)
+    return azs.summary(ds, kind=kind, round_to="none")
 
 
 def _figures(post, dt, checks) -> dict:

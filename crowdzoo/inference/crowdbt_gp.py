@@ -62,12 +62,16 @@ class CrowdBTGPPosterior:
         X = torch.as_tensor(np.asarray(item_features, dtype=np.float64), dtype=DTYPE)
         return X, np.arange(X.shape[0])
 
+    def project(self, X):
+        """B = L_mm⁻¹ K_mx (M, N), g(X) = σ_f (Bᵀ u + √c ε), and the conditional variance c (N,)."""
+        B = solve_lower(self.L_mm, self.kernel(self.Z, X))
+        return B, (1.0 - (B * B).sum(0)).clamp_min(0.0)
+
     def utilities(self, item_features=None):
         """GP predictive mean and variance of the consensus score g of each item (Series)."""
         X, ids = self._X(item_features)
-        B = solve_lower(self.L_mm, self.kernel(self.Z, X))
+        B, c = self.project(X)
         mean = self.signal_var ** 0.5 * (B.T @ self.mu_u)
-        c = (1.0 - (B * B).sum(0)).clamp_min(0.0)
         var = self.signal_var * (((B.T @ self.S_u) * B.T).sum(-1) + c)
         index = pd.Index(ids, name="item")
         return (pd.Series(mean.numpy(), index=index, name="mean"),

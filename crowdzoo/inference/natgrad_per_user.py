@@ -18,7 +18,7 @@ import torch
 from torch.special import ndtr
 
 from ..errors import DataError
-from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, solve_lower
+from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol
 from ..lookup import positions
 from ..models.likelihoods import expected_log_probit
 from ._common import check_finite, label_tensors, progress
@@ -100,7 +100,7 @@ def fit_natgrad_per_user(model, data, seed: int = 0, delay: float = 1.0, forgett
             # the same at the fixed point)
             rate = scale_rate(rate, shape, torch.zeros(U, dtype=DTYPE).index_add_(0, j, -g_v * c))
             bar.update()
-    return PerUserPosterior(model=model, setup=setup, data=data, means=m, covs=S, s=shape / rate,
+    return PerUserPosterior(model=model, setup=setup, data=data, means=m, covs=S,
                             s_shape=shape, s_rate=rate, trace={"bound": np.asarray(bounds)},
                             settings=dict(seed=seed, delay=delay, forgetting_rate=forgetting_rate,
                                           max_iter=max_iter, tol=tol, iterations=i, converged=converged))
@@ -114,10 +114,15 @@ class PerUserPosterior:
     weights = torch.ones(1, dtype=torch.float64)
     sample_stats: dict = {}  # no sampler: an optimisation route
 
-    def __init__(self, model, setup, data, means, covs, s, s_shape, s_rate, trace, settings):
+    def __init__(self, model, setup, data, means, covs, s_shape, s_rate, trace, settings):
         self.model, self.setup, self.data = model, setup, data
-        self.means, self.covs, self.s, self.s_shape, self.s_rate = means, covs, s, s_shape, s_rate
+        self.means, self.covs, self.s_shape, self.s_rate = means, covs, s_shape, s_rate
         self.trace, self.settings = trace, settings
+
+    @property
+    def s(self) -> torch.Tensor:
+        """E[s_j] of every user."""
+        return self.s_shape / self.s_rate
 
     def to_arviz(self, n_draws: int = 500, seed: int = 0):
         """An ArviZ ``DataTree``; see :func:`crowdzoo.diagnostics.arviz.per_user_to_arviz`."""
@@ -159,12 +164,7 @@ class PerUserPosterior:
 
     def utilities(self, users=None):
         """Consensus (Series of mean, variance by item) or personal (DataFrames items × users)."""
-        st = self.setup
-        K_mx = st.kernel(st.Z, st.X)
-        A = cho_solve(st.L_mm, K_mx).T  # (N, M)
-        # s · Var[f_i | f_m] (Eq. 19), 0 for the exact model
-        c = torch.zeros(st.X.shape[0], dtype=DTYPE) if st.exact else (
-            1.0 - (solve_lower(st.L_mm, K_mx) ** 2).sum(0)).clamp_min(0.0)
+        A, c = self.setup.item_terms()  # (N, M) and s · Var[f_i | f_m] (Eq. 19)
         index = pd.Index(self.data.item_ids, name="item")
         if users is None:
             m, S, s = self._consensus()

@@ -33,14 +33,19 @@ class CrowdBTGP:
     name = "crowdbt-gp"
 
 
-def crowdbt_log_lik(s: torch.Tensor, logit_eta: torch.Tensor, a, b, k, y) -> torch.Tensor:
-    """Σ_p log P(y_p | s, η) of the crowdBT likelihood, vectorised over labels; η_k =
-    σ(logit_eta_k), the mixture computed by logsumexp so that it stays finite as η → 0 or 1."""
-    d = (s[a] - s[b]) * (2.0 * y - 1.0)  # the said winner's score minus the loser's
+def crowdbt_label_log_lik(s: torch.Tensor, logit_eta: torch.Tensor, a, b, k, y) -> torch.Tensor:
+    """log P(y_p | s, η) of each label (the last dimension; s may carry leading draw dimensions);
+    η_k = σ(logit_eta_k), the mixture computed by logsumexp so that it stays finite as η → 0 or 1."""
+    d = (s[..., a] - s[..., b]) * (2.0 * y - 1.0)  # the said winner's score minus the loser's
     ls = torch.nn.functional.logsigmoid
     right = ls(logit_eta[k]) + ls(d)
     wrong = ls(-logit_eta[k]) + ls(-d)
-    return torch.logaddexp(right, wrong).sum()
+    return torch.logaddexp(right, wrong)
+
+
+def crowdbt_log_lik(s: torch.Tensor, logit_eta: torch.Tensor, a, b, k, y) -> torch.Tensor:
+    """Σ_p log P(y_p | s, η) of the crowdBT likelihood, vectorised over labels."""
+    return crowdbt_label_log_lik(s, logit_eta, a, b, k, y).sum(-1)
 
 
 def crowdbt_log_prior(s, logit_eta, model: CrowdBTGP) -> torch.Tensor:
@@ -50,4 +55,4 @@ def crowdbt_log_prior(s, logit_eta, model: CrowdBTGP) -> torch.Tensor:
     return (-0.5 * (s / model.score_sd) ** 2).sum() + (a * ls(logit_eta) + b * ls(-logit_eta)).sum()
 
 
-__all__ = ["CrowdBTGP", "crowdbt_log_lik", "crowdbt_log_prior"]
+__all__ = ["CrowdBTGP", "crowdbt_label_log_lik", "crowdbt_log_lik", "crowdbt_log_prior"]

@@ -104,6 +104,14 @@ class GPPLSetup:
     def M(self) -> int:
         return self.Z.shape[0]
 
+    def item_terms(self):
+        """For the items X: A (N, M) with E[f | f_m] = A f_m (A = K_nm K_mm⁻¹, Eq. 19) and the
+        conditional variance c (N,) of f given f_m, times s (0 for the exact model)."""
+        A = torch.linalg.solve_triangular(self.L_mm.T, self.B, upper=True).T
+        if self.exact:
+            return A, torch.zeros(A.shape[0], dtype=DTYPE)
+        return A, (1.0 - (self.B * self.B).sum(0)).clamp_min(0.0)
+
     def pair_terms(self, a: torch.Tensor, b: torch.Tensor):
         """For pairs (a, b): d (P, M) with f_a − f_b | u = d·u (whitened, times 1/√s) and the
         conditional variance c (P,) of f_a − f_b given f_m, times s (0 for the exact model)."""
