@@ -7,3 +7,8 @@ class DataError(ValueError):
 
 class NumericalError(RuntimeError):
     """A numerical failure (indefinite matrix, NaN bound) with advice on what to try."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative fit stopped before its convergence rule was met, or had to shrink its steps;
+    the message says which setting to change."""

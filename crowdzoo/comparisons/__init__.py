@@ -5,12 +5,22 @@ import concurrent.futures as cf
 
 import pandas as pd
 
-from . import collabgp, crowd_routes, gppl_routes, simulation, sushi, ukpconvarg, ukpconvarg_diagnostics
+from . import (
+    collabgp,
+    crowd_routes,
+    gppl_routes,
+    simulation,
+    sushi,
+    synthetic_sushi,
+    ukpconvarg,
+    ukpconvarg_diagnostics,
+)
 
 REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
             "simulation-components": simulation.components, "sushi-a-small": sushi.sushi_a_small,
             "sushi-a": sushi.sushi_a, "sushi-b": sushi.sushi_b,
+            "synthetic-sushi": synthetic_sushi, "synthetic-sushi-nuts": synthetic_sushi.nuts,
             "ukpconvarg-consensus": ukpconvarg.consensus, "ukpconvarg-personal": ukpconvarg.personal,
             "collabgp-synthetic": collabgp.synthetic, "collabgp-sushi": collabgp.sushi,
             "collabgp-active-synthetic": collabgp.active_synthetic,

@@ -251,6 +251,10 @@ def k_threshold(n_draws: int) -> float:
     return min(1.0 - 1.0 / np.log10(max(n_draws, 11)), K_GOOD)
 
 
+def _keep_labels(dt, ll, keep):
+    return dt if keep.all() else dt.isel({ll.dims[-1]: np.flatnonzero(keep)}, missing_dims="ignore")
+
+
 def loo(dt) -> Check:
     """PSIS-LOO over the labels (arviz-stats ``loo``): elpd_loo ± se and the Pareto k̂.
 
@@ -266,9 +270,14 @@ def loo(dt) -> Check:
     span = np.ptp(flat, 0)
     # labels whose log-likelihood hardly varies have elpd_i = that value and k̂ = 0; PSIS's Pareto
     # fit divides by their spread, so they are left out of it
-    const = span < 1e-8
-    sub = dt if not const.any() else dt.isel({ll.dims[-1]: np.flatnonzero(~const)}, missing_dims="ignore")
-    res = azs.loo(sub)
+    # … and so are labels whose largest importance ratios 1/p(y|θ) are one repeated value (log Φ(z)
+    # rounds to the same float in most draws): PSIS's Pareto fit of that tail is undefined
+    # (arviz-stats raises), and the importance weights of such a label are flat over its tail
+    S = flat.shape[0]
+    n_tail = max(2, int(min(0.2 * S, 3 * np.sqrt(S))))
+    flat_tail = np.ptp(np.sort(-flat, 0)[-n_tail:], 0) == 0
+    const = (span < 1e-8) | flat_tail
+    res = azs.loo(_keep_labels(dt, ll, ~const))
     k = np.zeros(const.size)
     k[~const] = np.ravel(res.pareto_k.values)
     elpd = float(res.elpd) + float(flat[:, const].mean(0).sum())

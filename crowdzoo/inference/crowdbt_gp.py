@@ -12,6 +12,7 @@ All GP algebra in float64 with Cholesky solves; whitened inducing values u (g_m 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +20,7 @@ import pandas as pd
 import torch
 from torch.special import ndtr
 
-from ..errors import DataError, NumericalError
+from ..errors import ConvergenceWarning, DataError, NumericalError
 from ..linalg import DTYPE, cholesky, logdet_from_chol, solve_lower
 from ..lookup import positions
 from ..models.crowdbt_gp import CrowdBTGP, crowdbt_log_lik, crowdbt_log_prior
@@ -118,10 +119,17 @@ def fit_crowdbt_gp(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
         return loss
 
     loss = opt.step(closure)
-    converged = opt.state[opt._params[0]]["n_iter"] < max_iter  # L-BFGS stopped on its tolerances
+    # converged: L-BFGS stopped on its tolerances (gradient or change), not on max_iter / max_eval
+    grad = torch.cat([s.grad.reshape(-1), logit_eta.grad.reshape(-1)])
+    converged = float(grad.abs().max()) <= 1e-5 or (
+        len(losses) >= 2 and abs(losses[-1] - losses[-2]) <= 1e-10 * max(1.0, abs(losses[-1])))
     if not torch.isfinite(loss):
         raise NumericalError("crowdBT: the MAP objective is NaN. Try: a smaller score_sd or a "
                              "stronger reliability_prior.")
+    if not converged:
+        warnings.warn(f"crowdBT MAP: L-BFGS ran all max_iter={max_iter} iterations without meeting its "
+                      f"tolerances (last loss {losses[-1]:.6g}). Try a larger max_iter.", ConvergenceWarning,
+                      stacklevel=3)
     s_hat = s.detach()
     eta = torch.sigmoid(logit_eta.detach())
     seen = torch.zeros(N, dtype=torch.bool)

@@ -24,15 +24,17 @@ by less than ``tol`` (relative) between two evaluations, or after ``max_iter`` i
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch.special import ndtr
 
-from ..errors import DataError, NumericalError
+from ..errors import ConvergenceWarning, DataError, NumericalError
 from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
-from ..models.likelihoods import expected_log_probit, gauss_hermite
+from ..models.likelihoods import expected_log_probit, probit_var_gap
 from ..posterior import GPPLPosterior
 from ._common import check_finite, label_tensors, progress
 
@@ -51,6 +53,80 @@ def rho(i: int, delay: float, forgetting_rate: float) -> float:
     return (i + delay) ** (-forgetting_rate)
 
 
+@dataclass
+class StopRule:
+    """The stop rule of every natural-gradient loop, fed the bound each time it is evaluated.
+
+    * **converged** when the bound changes by less than ``tol`` (relative) between two evaluations,
+      once ``min_iter`` iterations have run;
+    * **falling**: a bound that falls at ``patience`` evaluations in a row means the steps overshoot
+      (e.g. full natural-gradient steps, ρ = 1, on a non-conjugate likelihood). The step size is then
+      halved for the rest of the fit (:attr:`scale` multiplies ρ_i) and a :class:`ConvergenceWarning`
+      says so; after ``max_halvings`` halvings that did not stop the fall the fit stops, with a warning.
+
+    :meth:`finish` warns when the fit ran out of iterations unconverged, naming the settings to change.
+    """
+
+    tol: float
+    min_iter: int
+    what: str
+    patience: int = 3
+    max_halvings: int = 5
+    bounds: list = field(default_factory=list)
+    iterations: list = field(default_factory=list)
+    scale: float = 1.0
+    falls: int = 0
+    halvings: int = 0
+    converged: bool = False
+    reason: str = "max_iter"
+
+    def rho(self, i: int, delay: float, forgetting_rate: float) -> float:
+        """This iteration's step size: ``scale`` × ρ_i of Eq. 18."""
+        return self.scale * rho(i, delay, forgetting_rate)
+
+    def update(self, i: int, bound: float, iterations_run: int) -> bool:
+        """Record the bound of iteration ``i``; True when the fit should stop."""
+        prev = self.bounds[-1] if self.bounds else None
+        self.bounds.append(bound)
+        self.iterations.append(i)
+        if prev is None:
+            return False
+        if iterations_run >= self.min_iter and abs(bound - prev) < self.tol * abs(prev):
+            self.converged, self.reason = True, "converged"
+            return True
+        self.falls = self.falls + 1 if bound < prev else 0
+        if self.falls < self.patience:
+            return False
+        self.falls = 0
+        if self.halvings == self.max_halvings:
+            self.reason = "falling"
+            warnings.warn(f"{self.what}: the lower bound fell at {self.patience} evaluations in a row "
+                          f"(to {bound:.4g} at iteration {i}) even after halving the step size "
+                          f"{self.halvings} times; stopped unconverged. Try a larger delay ε, a larger "
+                          "forgetting_rate r, or a larger batch_size.", ConvergenceWarning, stacklevel=4)
+            return True
+        self.halvings += 1
+        self.scale *= 0.5
+        warnings.warn(f"{self.what}: the lower bound fell at {self.patience} evaluations in a row "
+                      f"(to {bound:.4g} at iteration {i}); step size halved (ρ_i × {self.scale:g}) for the "
+                      "rest of the fit. A larger delay ε or forgetting_rate r avoids this.",
+                      ConvergenceWarning, stacklevel=4)
+        return False
+
+    def finish(self, max_iter: int) -> None:
+        """Warn if the fit ran out of iterations before the rule was met."""
+        if self.reason == "max_iter" and self.tol > 0:  # tol = 0: a fixed number of iterations asked for
+            last = (f"; the bound last changed by {abs(self.bounds[-1] - self.bounds[-2]):.3g} "
+                    f"(relative {abs(self.bounds[-1] - self.bounds[-2]) / abs(self.bounds[-2]):.2g})"
+                    if len(self.bounds) >= 2 else "")
+            warnings.warn(f"{self.what}: stopped after max_iter={max_iter} iterations without meeting "
+                          f"the stop rule (relative change of the bound < tol={self.tol:g}){last}. "
+                          "Try a larger max_iter, or a larger tol.", ConvergenceWarning, stacklevel=3)
+
+    def settings(self) -> dict:
+        return dict(converged=self.converged, stop_reason=self.reason, step_scale=self.scale)
+
+
 def pair_rows(setup, a, b):
     """A_d (P, M): rows A_a − A_b with A = K_nm K_mm⁻¹, and c (P,): s · Var[f_a − f_b | f_m]."""
     d, c = setup.pair_terms(a, b)
@@ -58,16 +134,22 @@ def pair_rows(setup, a, b):
     return A_d, c
 
 
-def beta_bernoulli_Q(prior_var_z: torch.Tensor, y: torch.Tensor, n_gh: int = 40) -> torch.Tensor:
+def beta_bernoulli_Q(prior_var_z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Q_pp of Eq. 8: variance of the posterior beta-Bernoulli over Φ(z_p).
 
-    The beta prior (γ, λ) matches the prior mean and variance of Φ(z_p), z_p ~ N(0, v_p), found
-    by Gauss–Hermite quadrature; the mean is ½ by symmetry, so γ = λ.
+    The beta prior Beta(γ, λ) matches the prior mean and variance of Φ(z_p), z_p ~ N(0, v_p): the
+    mean is ½ by symmetry, so γ = λ, and Var[Φ(z_p)] = ¼ / (2γ + 1) gives
+    γ = ½ (¼ / Var − 1) = ½ (¼ − Var) / Var with Var[Φ(z_p)] = arcsin(v_p / (1 + v_p)) / (2π) in
+    closed form (:func:`~crowdzoo.models.likelihoods.var_of_probit`). After one label y_p the
+    posterior Beta(γ + y, λ + 1 − y) has variance Q_pp.
+
+    (A quadrature of Var[Φ(z)] breaks down for a wide prior: past v ≈ 50 every Gauss–Hermite node
+    sits where Φ is 0 or 1, the estimate is exactly ¼ and Q collapses to ~0, weighting each label
+    ~10⁶ times too much. crowdGPPL's prior variance of z is in the thousands.)
     """
-    x, w = gauss_hermite(n_gh)
-    phi = ndtr(prior_var_z.sqrt()[:, None] * x)
-    var = ((phi - 0.5) ** 2 * w).sum(-1).clamp(1e-8, 0.25 - 1e-8)
-    gamma = 0.5 * (0.25 / var - 1.0)
+    gap = probit_var_gap(prior_var_z)
+    var = (0.25 - gap).clamp_min(1e-300)
+    gamma = 0.5 * gap / var
     lam = gamma
     return (gamma + y) * (lam + 1.0 - y) / (gamma + lam + 1.0) ** 2
 
@@ -86,13 +168,15 @@ def _marginals(A_d, c, m, S, Es):
     return mu, v
 
 
-def _bound(ell_sum, m, S, L_S, K_inv, logdet_K, shape, rate, alpha0, beta0):
-    """Eq. 30: likelihood term + E_q(s)[ln p(f_m|s)] − E[ln q(f_m)] + E[ln p(s) − ln q(s)]."""
+def _bound(ell_sum, m, S, L_Lam, K_inv, logdet_K, shape, rate, alpha0, beta0):
+    """Eq. 30: likelihood term + E_q(s)[ln p(f_m|s)] − E[ln q(f_m)] + E[ln p(s) − ln q(s)].
+
+    ``L_Lam``: Cholesky factor of S⁻¹, so −log|S| = log|S⁻¹| = ``logdet_from_chol(L_Lam)``."""
     M = m.shape[0]
     Es = shape / rate
     Elog_s = torch.digamma(torch.tensor(shape, dtype=DTYPE)) - math.log(rate)
     kl_f = 0.5 * (Es * (torch.trace(K_inv @ S) + m @ K_inv @ m) - M - M * Elog_s
-                  + logdet_K - logdet_from_chol(L_S))
+                  + logdet_K + logdet_from_chol(L_Lam))
     kl_s = ((shape - alpha0) * torch.digamma(torch.tensor(shape, dtype=DTYPE))
             - math.lgamma(shape) + math.lgamma(alpha0)
             + alpha0 * (math.log(rate) - math.log(beta0)) + shape * (beta0 - rate) / rate)
@@ -136,7 +220,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
     Es0 = alpha0 / beta0
     state = NatGradState(Lam=Es0 * K_inv, eta=torch.zeros(M, dtype=DTYPE), shape=alpha0,
                          rate=beta0)
-    bounds, bound_iters, start = [], [], 0
+    stop = StopRule(tol=tol, min_iter=min_iter, what=f"natgrad GPPL ({likelihood})")
+    start = 0
     ev = torch.randperm(P, generator=gen)[:eval_size] if P > eval_size else torch.arange(P)
     A_ev, c_ev = pair_rows(setup, a[ev], b[ev])
     y_ev, pi_ev = y[ev], P / ev.shape[0]
@@ -147,9 +232,10 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
         Lam = cho_solve(L_S, eye)
         state = NatGradState(Lam=Lam, eta=Lam @ resume.means[0], shape=resume.s_shape,
                              rate=resume.s_rate)
-        bounds, bound_iters = list(resume.trace["bound"]), list(resume.trace["bound_iteration"])
+        stop.bounds = list(resume.trace["bound"])
+        stop.iterations = list(resume.trace["bound_iteration"])
+        stop.scale = float(resume.settings.get("step_scale", 1.0))
         start = int(resume.settings["iterations"])
-    converged = False
     with progress(max_iter, f"natgrad ({likelihood})", progress_bar) as bar:
         for i in range(start + 1, start + max_iter + 1):
             # sampled with replacement: O(P_i) work and memory per step, whatever P is
@@ -158,7 +244,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
             yb = y[idx]
             Es = state.shape / state.rate
             m, S, _ = _moments(state)
-            r_i = rho(i, delay, forgetting_rate)
+            r_i = stop.rho(i, delay, forgetting_rate)
             if likelihood == "linearised":
                 state = _linearised_step(state, A_d, yb, m, Es, Es0, K_inv, r_i, pi, inner_iter)
             else:
@@ -169,7 +255,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
                 state = state._replace(Lam=sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + Lam_lik)),
                                        eta=(1 - r_i) * state.eta + r_i * eta_lik)
             # q(s), Eq. 15
-            m, S, L_S = _moments(state)
+            m, S, L_Lam = _moments(state)
             shape = alpha0 + 0.5 * M
             rate = beta0 + 0.5 * float(torch.trace(K_inv @ (S + torch.outer(m, m))))
             if likelihood == "exact" and c.any():  # the likelihood's pull through c / E[s] (scale_rate)
@@ -182,27 +268,25 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
             # the bound of Eq. 30 on the fixed evaluation subset
             mu, v = _marginals(A_ev, c_ev, m, S, shape / rate)
             ell, _, _ = expected_log_probit(y_ev, mu, v, n_gh)
-            bound = _bound(pi_ev * ell.sum(), m, S, L_S, K_inv, logdet_K, shape, rate, alpha0, beta0)
+            bound = _bound(pi_ev * ell.sum(), m, S, L_Lam, K_inv, logdet_K, shape, rate, alpha0, beta0)
             check_finite(bound, "the lower bound (Eq. 30)", i,
                          "a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                          "or fewer inducing points")
-            bounds.append(bound)
-            bound_iters.append(i)
             bar.set_postfix(bound=f"{bound:.2f}", E_s=f"{shape / rate:.3g}")
-            if i - start >= min_iter and len(bounds) >= 2 and \
-                    abs(bounds[-1] - bounds[-2]) < tol * abs(bounds[-2]):
-                converged = True
+            if stop.update(i, bound, i - start):
                 break
+    stop.finish(max_iter)
     m, S, _ = _moments(state)
     Es = state.shape / state.rate
     return GPPLPosterior(
         model=model, setup=setup, data=data, method="natgrad", weights=torch.ones(1, dtype=DTYPE),
         means=m[None], covs=S[None], s=torch.tensor([Es], dtype=DTYPE), s_shape=state.shape,
-        s_rate=state.rate, trace={"bound": np.asarray(bounds), "bound_iteration": np.asarray(bound_iters)},
+        s_rate=state.rate,
+        trace={"bound": np.asarray(stop.bounds), "bound_iteration": np.asarray(stop.iterations)},
         settings=dict(seed=seed, likelihood=likelihood, batch_size=P_i, delay=delay,
                       forgetting_rate=forgetting_rate, max_iter=max_iter, tol=tol, eval_every=eval_every,
                       eval_size=int(ev.shape[0]), inner_iter=inner_iter, iterations=i,
-                      converged=converged))
+                      **stop.settings()))
 
 
 def scale_rate(B, shape, X):

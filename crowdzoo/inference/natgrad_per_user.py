@@ -22,7 +22,7 @@ from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol
 from ..lookup import positions
 from ..models.likelihoods import expected_log_probit
 from ._common import check_finite, label_tensors, progress
-from .natgrad import pair_rows, rho, scale_rate
+from .natgrad import StopRule, pair_rows, scale_rate
 
 _CHUNK = 2**20
 
@@ -61,7 +61,7 @@ def fit_natgrad_per_user(model, data, seed: int = 0, delay: float = 1.0, forgett
     rate = torch.full((U,), beta0, dtype=DTYPE)
     Lam = (alpha0 / beta0) * K_inv.expand(U, M, M).clone()
     eta = torch.zeros(U, M, dtype=DTYPE)
-    bounds, converged = [], False
+    stop = StopRule(tol=tol, min_iter=min_iter, what="natgrad GPPL-per-user")
     with progress(max_iter, "natgrad GPPL-per-user", progress_bar) as bar:
         for i in range(1, max_iter + 1):
             L = cholesky(Lam, what="S⁻¹ of a user")
@@ -81,12 +81,10 @@ def fit_natgrad_per_user(model, data, seed: int = 0, delay: float = 1.0, forgett
                 bound = float(ell.sum() - kl_f.sum() - kl_s.sum())
                 check_finite(bound, "the lower bound (Eq. 30, summed over users)", i,
                              "a larger delay ε or forgetting rate r (smaller steps)")
-                bounds.append(bound)
                 bar.set_postfix(bound=f"{bound:.2f}")
-                if i > min_iter and abs(bounds[-1] - bounds[-2]) < tol * abs(bounds[-2]):
-                    converged = True
+                if stop.update(i, bound, i - 1):
                     break
-            r_i = rho(i, delay, forgetting_rate)
+            r_i = stop.rho(i, delay, forgetting_rate)
             Lam_lik, eta_lik = _accumulate(U, j, rows, -2.0 * g_v, g_mu - 2.0 * g_v * mu)
             Lam = (1 - r_i) * Lam + r_i * (Es[:, None, None] * K_inv + Lam_lik)
             Lam = 0.5 * (Lam + Lam.transpose(-1, -2))
@@ -100,10 +98,11 @@ def fit_natgrad_per_user(model, data, seed: int = 0, delay: float = 1.0, forgett
             # the same at the fixed point)
             rate = scale_rate(rate, shape, torch.zeros(U, dtype=DTYPE).index_add_(0, j, -g_v * c))
             bar.update()
+    stop.finish(max_iter)
     return PerUserPosterior(model=model, setup=setup, data=data, means=m, covs=S,
-                            s_shape=shape, s_rate=rate, trace={"bound": np.asarray(bounds)},
+                            s_shape=shape, s_rate=rate, trace={"bound": np.asarray(stop.bounds)},
                             settings=dict(seed=seed, delay=delay, forgetting_rate=forgetting_rate,
-                                          max_iter=max_iter, tol=tol, iterations=i, converged=converged))
+                                          max_iter=max_iter, tol=tol, iterations=i, **stop.settings()))
 
 
 class PerUserPosterior:

@@ -26,6 +26,24 @@ def predictive_prob(mean_diff: torch.Tensor, var_diff: torch.Tensor) -> torch.Te
     return ndtr(mean_diff / torch.sqrt(1.0 + var_diff))
 
 
+def var_of_probit(v: torch.Tensor) -> torch.Tensor:
+    """Var[Φ(z)] for z ~ N(0, v), in closed form: arcsin(v / (1 + v)) / (2π).
+
+    E[Φ(z)²] = P(ε₁ ≤ z, ε₂ ≤ z) for independent standard normals ε₁, ε₂: the orthant probability of
+    a bivariate normal with correlation ρ = v / (1 + v), ¼ + arcsin(ρ) / (2π) (Sheppard's formula).
+    Written as ¼ − atan2(√(1 + 2v), v) / (2π) so that ¼ − Var keeps its relative precision as
+    v → ∞ (where Var → ¼); see :func:`probit_var_gap`.
+    """
+    return 0.25 - probit_var_gap(v)
+
+
+def probit_var_gap(v: torch.Tensor) -> torch.Tensor:
+    """¼ − Var[Φ(z)] = arccos(v / (1 + v)) / (2π) for z ~ N(0, v), accurate for any v ≥ 0
+    (≈ 1 / (2π √(v/2)) for large v, where ¼ − Var computed by subtraction loses every digit)."""
+    v = torch.as_tensor(v, dtype=torch.float64).clamp_min(0.0)
+    return torch.atan2(torch.sqrt(1.0 + 2.0 * v), v) / (2.0 * math.pi)
+
+
 def gauss_hermite(n: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
     """Nodes x and weights w with Σ w g(x) ≈ E[g(ε)], ε ~ N(0, 1)."""
     if n not in _GH_CACHE:
@@ -53,6 +71,11 @@ def expected_log_probit(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, n:
 
     Gauss–Hermite quadrature of each pair's 1-D marginal (Hensman et al. 2015). Returns
     (ell, dμ, dv), each shaped like μ. Derivatives use dE/dμ = E[g'], dE/dv = ½ E[g''].
+
+    Accuracy with n = 20, against adaptive quadrature (tests/test_natgrad_numerics.py): 10⁻⁶ for
+    v ≤ 1, within 1 % at v = 10; for v from 10² to 10⁴ (a label z that is nearly unconstrained,
+    as at the prior) the value within 0.5 %, dμ within 3 %, dv within 15 %: log Φ bends on a unit
+    scale that the nodes, spread over ±7.6 √v, do not resolve. No closed form exists to use instead.
     """
     x, w = gauss_hermite(n)
     sgn = 2.0 * y.to(mu.dtype) - 1.0
