@@ -2,6 +2,7 @@
 Gaussian expectation of the probit against a closed form or an independent quadrature, and the
 stop rule on the bound."""
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -206,3 +207,22 @@ def test_gppl_bound_matches_an_independent_monte_carlo_elbo():
     se = (ll.std() / np.sqrt(ll.numel())) + kl_f.std() / np.sqrt(kl_f.numel())
     assert bound < 0
     assert abs(bound - float(elbo)) < 4 * float(se) + 0.02, (bound, float(elbo), float(se))
+
+
+SCRIPT = Path(__file__).resolve().parents[2] / "shared/data/synthetic-sushi/make_synthetic_sushi.py"
+
+
+@pytest.mark.skipif(not SCRIPT.is_file(), reason="the shared synthetic-Sushi script is not beside the repo")
+@pytest.mark.parametrize("seed, n_train", [(0, 5), (2, 20)])
+def test_synthetic_sushi_is_the_shared_generator(seed, n_train):
+    """The authors' numbers quoted in comparisons/synthetic_sushi.py are for the files this script
+    writes; the package's port must give the same labels, features and rankings."""
+    import runpy
+
+    ref, _ = runpy.run_path(str(SCRIPT))["make"](seed, n_train)
+    d = synthetic_sushi(seed, n_train)
+    for part, data in (("train", d.train), ("test", d.test)):
+        for k in ("users", "a", "b", "y"):
+            np.testing.assert_array_equal(getattr(data, k), ref[f"{part}_{k}"])
+    np.testing.assert_array_equal(d.train.item_features, ref["item_features"])
+    np.testing.assert_array_equal(np.argsort(ref["gold_rank"], axis=1), d.gold_order)

@@ -131,6 +131,8 @@ NUTS_ROUTES = {
 def run_one_nuts(seed: int, quick: bool = False) -> pd.DataFrame:
     from crowdzoo.data.synthetic_sushi import synthetic_sushi
 
+    from .. import metrics
+
     sushi = synthetic_sushi(seed, 5, n_users=40)
     model = crowd_model(n_components=5)
     rows = []
@@ -143,8 +145,6 @@ def run_one_nuts(seed: int, quick: bool = False) -> pd.DataFrame:
         p = post.predict_proba(te.a, te.b, users=te.users)
         ev = _evaluate(post, sushi)
         p_train = post.predict_proba(tr.a, tr.b, users=tr.users)
-        from .. import metrics
-
         rows.append({"seed": seed, "route": name, "test acc": ev["acc"], "test CEE": ev["CEE"],
                      "train CEE": metrics.cross_entropy(tr.y, p_train),
                      "share of test P outside [.01, .99]": float(np.mean((p < 0.01) | (p > 0.99))),

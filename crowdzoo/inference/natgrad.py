@@ -34,7 +34,7 @@ from torch.special import ndtr
 
 from ..errors import ConvergenceWarning, DataError, NumericalError
 from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
-from ..models.likelihoods import expected_log_probit, probit_var_gap
+from ..models.likelihoods import expected_log_probit, probit_var_gap, var_of_probit
 from ..posterior import GPPLPosterior
 from ._common import check_finite, label_tensors, progress
 
@@ -147,8 +147,8 @@ def beta_bernoulli_Q(prior_var_z: torch.Tensor, y: torch.Tensor) -> torch.Tensor
     sits where Φ is 0 or 1, the estimate is exactly ¼ and Q collapses to ~0, weighting each label
     ~10⁶ times too much. crowdGPPL's prior variance of z is in the thousands.)
     """
-    gap = probit_var_gap(prior_var_z)
-    var = (0.25 - gap).clamp_min(1e-300)
+    gap = probit_var_gap(prior_var_z)  # ¼ − Var, to full precision however wide the prior
+    var = var_of_probit(prior_var_z).clamp_min(1e-300)
     gamma = 0.5 * gap / var
     lam = gamma
     return (gamma + y) * (lam + 1.0 - y) / (gamma + lam + 1.0) ** 2

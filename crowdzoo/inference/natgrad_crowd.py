@@ -195,19 +195,18 @@ def fit_natgrad_crowd(model, data, seed: int = 0, likelihood: str = "linearised"
 
     ``forgetting_rate`` r of ρ_i = (i + ε)^(−r): the paper's 0.9 by default; for the ``"exact"``
     likelihood on full batches (P ≤ P_i), where no gradient noise needs averaging out, r = 0 (full
-    natural-gradient steps, ρ = 1): on the tiny crowd of tests/test_crowdgppl.py it converges in 15
-    iterations to within 0.019 of NUTS (r = 0.9: 415 iterations at tol 10⁻⁴, 0.028). Full steps can
-    overshoot where the data are sparse (5 pairs per user: the bound peaked, then fell, and a user
+    natural-gradient steps, ρ = 1), which reaches the optimum in a few tens of iterations and is
+    then as close to NUTS as Pyro SVI (tests/test_crowdgppl.py, docs/crowdgppl-routes.md). Full steps
+    can overshoot where the data are sparse (5 pairs per user: the bound peaked, then fell, and a user
     weight ran to ~10⁶); the stop rule then halves ρ and says so
     (:class:`~crowdzoo.inference.natgrad.StopRule`).
 
     ``tol``: stop when the bound (Eq. 31) changes by less than this fraction between evaluations
     ``eval_every`` iterations apart. 10⁻³ by default: with ρ_i decaying as i^−0.9 the bound keeps
-    creeping up long after the predictions have settled (10⁻⁴ ran all 500 iterations on Sushi-A-small
-    while test accuracy and CEE were fixed to ±0.005 from iteration ~100; the authors' code stops
-    after ~40). On sparse personal data the mean-field optimum itself is over-confident
-    (docs/crowdgppl.md, "How many iterations"), so a much smaller tol trades calibration for
-    bound."""
+    creeping up long after the predictions have settled (10⁻⁴ ran out of 500 iterations on the
+    synthetic Sushi-A-small files, where the authors' code stops after ~40). On sparse personal data
+    the mean-field optimum itself is over-confident (docs/crowdgppl.md, "Sparse personal data"), so
+    a much smaller tol trades calibration for bound."""
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
     if init_var is None:
