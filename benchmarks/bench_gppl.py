@@ -49,7 +49,7 @@ def one_size(n_pairs, M, batch, iters, likelihood):
     torch.set_num_threads(2)
     data, _ = _problem(1000, n_pairs)
     model = cz.GPPL(n_inducing=M)
-    setup = model.setup(data.item_features)
+    setup = model.setup(data)
     cz.fit(model, data, method="natgrad", setup=setup, max_iter=3, tol=0, batch_size=batch,
            likelihood=likelihood, progress_bar=False)  # warm-up
     with open("/proc/self/clear_refs", "w") as fh:

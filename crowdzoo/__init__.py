@@ -9,9 +9,8 @@ from .data import (
                    split_users,
 )
 from .errors import DataError, NumericalError
-from .inference import fit
-from .io import load
-from .models import GPPL, CollabGP, CrowdBTGP, CrowdGPPL, GPPLPerUser
+from .models import GPPL, BradleyTerry, CollabGP, CrowdBTGP, CrowdGPPL, GPPLPerUser
+from .zoo import ZOO, fit, load
 
 __version__ = "0.1.0"
 
@@ -27,4 +26,4 @@ def report(posterior, path, **kwargs):
 
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
            "NumericalError", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser", "CrowdBTGP",
-           "CollabGP", "simulate_collab", "split_each_user", "report"]
+           "CollabGP", "BradleyTerry", "ZOO", "simulate_collab", "split_each_user", "report"]

@@ -86,7 +86,7 @@ def active_learning(model, data, train, pool, test, strategy: str = "bald", n_qu
     pool pair (by ``strategy``) into the training rows. Returns one row per round: queries made so
     far, test error, fit seconds, training size."""
     from .data import PairwiseData
-    from .inference import fit
+    from .zoo import fit
 
     train, pool = np.asarray(train), np.asarray(pool)
     ids, uids = data.item_ids, data.user_ids

@@ -1,5 +1,6 @@
 """The ``crowdzoo`` command line: ``fit``, ``demo``, ``compare``.
 
+    crowdzoo models                       the zoo's models, their data and routes (from crowdzoo.zoo)
     crowdzoo fit gppl --pairs PAIRS.csv --items ITEMS.csv --method natgrad --out DIR
     crowdzoo fit crowdgppl --pairs PAIRS.csv --items ITEMS.csv [--users USERS.csv] --out DIR
     crowdzoo demo --out runs/demo
@@ -12,6 +13,7 @@ with its advice and status 3.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -20,14 +22,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import zoo
 from .errors import DataError, NumericalError
 
-MODELS = ("gppl", "crowdgppl")
+MODELS = tuple(e.name for e in zoo.ZOO)
+METHODS = tuple(sorted({m for e in zoo.ZOO for m in e.routes}))
+#: CLI option → the model setting it fills (only models with that setting receive it)
+MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "n_components",
+                 "n_inducing_users": "n_inducing_users"}
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="crowdzoo", description="Bayesian models of pairwise crowd labels")
     sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("models", help="list the zoo's models, the data each takes and its routes")
     fit = sub.add_parser("fit", help="fit a model to CSV files")
     fit.add_argument("model", choices=MODELS)
     fit.add_argument("--pairs", required=True, help="CSV with one row per label (a, b, y)")
@@ -61,11 +69,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fit_options(p, out_default=None):
-    p.add_argument("--method", default="natgrad", choices=("natgrad", "svi", "nuts", "ep"))
+    p.add_argument("--method", default=None, choices=METHODS,
+                   help="the route (default: the model's first in `crowdzoo models`)")
     p.add_argument("--out", required=out_default is None, default=out_default)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-inducing", type=int, default=None, help="M inducing items (default: exact)")
-    p.add_argument("--kernel", default="matern32", choices=("matern32", "se"))
+    p.add_argument("--kernel", default=None, choices=("matern32", "se"),
+                   help="the item kernel (default: the model's; matern32 for gppl and crowdgppl)")
     p.add_argument("--likelihood", default=None, choices=("linearised", "exact"),
                    help="natgrad only: the paper's linearisation or the exact expected probit")
     p.add_argument("--id-col", default="id")
@@ -92,7 +102,7 @@ def load_csvs(pairs_path, items_path, args):
                         "set --id-col")
     items = items.set_index(args.id_col)
     pairs = _read_csv(pairs_path, "pairs")
-    if getattr(args, "model", "gppl") != "crowdgppl":
+    if zoo.entry(getattr(args, "model", "gppl")).data != "crowd pairs":
         return PairwiseData.from_frame(pairs, items, a=args.a_col, b=args.b_col, y=args.y_col)
     users = None
     if args.users:
@@ -113,25 +123,36 @@ def run_fit(data, args, out: Path, f_true=None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     train, test = (cz.split_pairs(data, args.test_fraction, seed=args.seed)
                    if args.test_fraction else (data, None))
-    settings = {"progress_bar": not args.no_progress}
+    e = zoo.entry(getattr(args, "model", "gppl"))
+    args.method = args.method or e.default
+    e.route(args.method)  # a DataError naming the model's routes if it has not this one
+    accepted = zoo.route_settings(e.route(args.method))
+    settings = {"progress_bar": not args.no_progress} if "progress_bar" in accepted else {}
     if args.likelihood:
+        if "likelihood" not in accepted:
+            raise DataError(f"--likelihood: the {args.method!r} route of {e.name} has no likelihood "
+                            "setting (it is natgrad's)")
         settings["likelihood"] = args.likelihood
     if args.method == "natgrad" and getattr(args, "quick", False):
         settings["max_iter"] = 200
-    crowd = getattr(args, "model", "gppl") == "crowdgppl"
-    if crowd:
-        if args.method == "ep":
-            raise DataError("--method: crowdgppl has no EP route; choose natgrad, svi or nuts")
-        model = cz.CrowdGPPL(n_components=args.components, n_inducing=args.n_inducing,
-                             n_inducing_users=args.n_inducing_users, kernel=args.kernel)
-    else:
-        model = cz.GPPL(n_inducing=args.n_inducing, kernel=args.kernel)
+    crowd = e.data == "crowd pairs"
+    cls = e.model_class()
+    fields = {f.name for f in dataclasses.fields(cls)}
+    kw = {field: getattr(args, opt) for opt, field in MODEL_OPTIONS.items()
+          if field in fields and hasattr(args, opt)
+          and (getattr(args, opt) is not None or opt == "n_inducing")}
+    model = cls(**kw)
     t0 = time.perf_counter()
     post = cz.fit(model, train, method=args.method, seed=args.seed, **settings)
     seconds = time.perf_counter() - t0
-    mean, var = post.utilities()
-    table = pd.DataFrame({"item": mean.index, "mean": mean.values, "variance": var.values})
-    table.sort_values("mean", ascending=False).to_csv(out / "utilities.csv", index=False)
+    mean = None
+    try:
+        mean, var = post.utilities()
+    except (NotImplementedError, DataError):  # collabGP has no utility per item
+        pass
+    if mean is not None:
+        table = pd.DataFrame({"item": mean.index, "mean": mean.values, "variance": var.values})
+        table.sort_values("mean", ascending=False).to_csv(out / "utilities.csv", index=False)
     preds, metrics = [], {"method": args.method, "seconds": seconds, "n_pairs": train.n_pairs}
     for split, part in (("train", train), ("test", test)):
         if part is None:
@@ -144,11 +165,11 @@ def run_fit(data, args, out: Path, f_true=None) -> dict:
         metrics[f"{split}_accuracy"] = accuracy(frame["y"], frame["p"])
         metrics[f"{split}_cee"] = cross_entropy(frame["y"], frame["p"])
     pd.concat(preds).to_csv(out / "predictions.csv", index=False)
-    if f_true is not None:
+    if f_true is not None and mean is not None:
         metrics["kendall_tau_vs_truth"] = kendall_tau(f_true, mean.values)
-    if args.method == "natgrad":
-        metrics["iterations"] = post.settings["iterations"]
-        metrics["converged"] = post.settings["converged"]
+    for k in ("iterations", "converged"):
+        if k in post.settings:
+            metrics[k] = post.settings[k]
     post.save(out / "posterior.pt")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     (out / "run.json").write_text(json.dumps({k: v for k, v in vars(args).items()}, indent=2))
@@ -282,9 +303,15 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_models(args) -> int:
+    print(zoo.route_table(markdown=False))
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"fit": cmd_fit, "demo": cmd_demo, "compare": cmd_compare, "report": cmd_report}[args.command]
+    handler = {"fit": cmd_fit, "demo": cmd_demo, "compare": cmd_compare, "report": cmd_report,
+               "models": cmd_models}[args.command]
     try:
         return handler(args)
     except DataError as err:

@@ -76,7 +76,7 @@ def test_per_user_to_arviz_draws_match_the_posterior_moments(tmp_path, monkeypat
     from scipy.stats import norm
     np.testing.assert_allclose(dt.log_likelihood["y"].values.reshape(-1, data.n_pairs)[:, i], norm.logcdf(z))
     # past the size limit f is left out; the labels' log-likelihood is the same draws
-    import crowdzoo.diagnostics.arviz as cza
+    import crowdzoo.models.baselines.gppl_per_user as cza
     monkeypatch.setattr(cza, "_MAX_NUMBERS", 0)
     small = post.to_arviz(n_draws=4000, seed=3)
     assert "f" not in small.posterior and "f_omitted" in small.attrs

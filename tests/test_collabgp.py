@@ -11,8 +11,8 @@ from torch.special import ndtr
 
 import crowdzoo as cz
 from crowdzoo.active import active_learning, bald_score, binary_entropy, next_queries, query_scores
+from crowdzoo.gp.kernels import Kernel
 from crowdzoo.models.collabgp import canonical_pairs, pref_kernel
-from crowdzoo.models.kernels import Kernel
 
 
 def all_pairs(n_items, users):

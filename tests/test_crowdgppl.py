@@ -159,7 +159,7 @@ def test_clear_errors(crowd):
         CrowdGPPL(n_components=0)
     with pytest.raises(cz.DataError, match="rate_v0"):
         CrowdGPPL(rate_v0=-1)
-    with pytest.raises(cz.DataError, match="EP"):
+    with pytest.raises(cz.DataError, match="no route 'ep'"):
         cz.fit(CrowdGPPL(), train, method="ep")
     post = cz.fit(CrowdGPPL(n_components=2), train, method="natgrad", max_iter=5, progress_bar=False)
     with pytest.raises(cz.DataError, match="users: row 0: user id 'nobody'"):

@@ -88,7 +88,7 @@ def test_clear_errors(small):
 def test_indefinite_kernel_gives_advice():
     # duplicated feature rows with tiny jitter and an exact model: still solvable thanks to the
     # escalating jitter; an all-NaN kernel is reported with advice rather than a torch trace
-    from crowdzoo.linalg import cholesky
+    from crowdzoo.gp.linalg import cholesky
 
     K = torch.full((3, 3), float("nan"), dtype=torch.float64)
     with pytest.raises(cz.NumericalError, match="Try|check"):

@@ -58,7 +58,7 @@ def test_nuts_has_no_divergences_and_mixes(fits):
 def test_ep_evidence_matches_monte_carlo():
     """log p(y | s) from EP against a brute-force prior Monte Carlo estimate (5 items)."""
     data, _ = cz.simulate_gppl(n_items=5, n_pairs=8, seed=11)
-    setup = cz.GPPL().setup(data.item_features)
+    setup = cz.GPPL().setup(data)
     a, b = torch.tensor(data.a), torch.tensor(data.b)
     sgn = 2.0 * torch.tensor(data.y) - 1.0
     s = 0.7
@@ -79,7 +79,7 @@ def test_sparse_with_all_items_equals_exact(problem):
     exact = cz.fit(cz.GPPL(), d, method="ep", s_mode="max")
     model = cz.GPPL()
     # inducing inputs = the training items, but through the sparse code path (c_p computed)
-    setup = model.setup(d.item_features, inducing=d.item_features.copy())
+    setup = model.setup(d, inducing=d.item_features.copy())
     sparse = cz.fit(model, d, method="ep", s_mode="max", setup=setup)
     assert not sparse.setup.exact
     t = problem["test"]
@@ -161,7 +161,8 @@ def test_natgrad_resume_continues_the_run(problem, tmp_path):
     whole = cz.fit(model, d, method="natgrad", max_iter=40, tol=0, seed=4)
     first = cz.fit(model, d, method="natgrad", max_iter=20, tol=0, seed=4)
     first.save(tmp_path / "ckpt.pt")
-    resumed = cz.fit(model, d, method="natgrad", max_iter=20, tol=0, seed=5,
+    # max_iter counts the whole run, resumed or not; the seed comes from the checkpoint
+    resumed = cz.fit(model, d, method="natgrad", max_iter=40, tol=0, seed=5,
                      resume=cz.load(tmp_path / "ckpt.pt"))
     assert resumed.settings["iterations"] == 40
     t = problem["test"]

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import crowdzoo as cz
-from crowdzoo.linalg import cholesky
-from crowdzoo.models.kernels import Kernel, median_heuristic
-from crowdzoo.models.sparse import kmeanspp_inducing
+from crowdzoo.gp.inducing import kmeanspp_inducing
+from crowdzoo.gp.kernels import Kernel, median_heuristic
+from crowdzoo.gp.linalg import cholesky
 
 rng = np.random.default_rng(0)
 X = torch.tensor(rng.uniform(0, 5, size=(25, 3)))

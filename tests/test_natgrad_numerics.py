@@ -13,8 +13,8 @@ import crowdzoo as cz
 from crowdzoo import metrics
 from crowdzoo.data.synthetic_sushi import synthetic_sushi
 from crowdzoo.errors import ConvergenceWarning
-from crowdzoo.inference.natgrad import StopRule, beta_bernoulli_Q
-from crowdzoo.models.likelihoods import expected_log_probit, predictive_prob, var_of_probit
+from crowdzoo.gp.probit import beta_bernoulli_Q, expected_log_probit, predictive_prob, var_of_probit
+from crowdzoo.inference.natgrad import StopRule
 
 VARIANCES = np.logspace(-2, 4, 13)
 

@@ -121,9 +121,7 @@ def run_components(seed, quick=False):
 
 
 def _item_rows(post):
-    from ..posterior_crowd import _rows
-
-    A, _ = _rows(post.setup.items, post.setup.items.X, True)
+    A, _ = post.setup.items.item_terms()
     return A
 
 

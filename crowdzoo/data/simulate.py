@@ -5,8 +5,8 @@ import numpy as np
 import torch
 from torch.special import ndtr
 
-from ..linalg import cholesky
-from ..models.kernels import Kernel, median_heuristic
+from ..gp.kernels import Kernel, median_heuristic
+from ..gp.linalg import cholesky
 from .pairwise import PairwiseData
 
 

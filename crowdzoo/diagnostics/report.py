@@ -55,7 +55,7 @@ def _held_out(post, test):
 
 def _settings(post, dt, extra):
     model = post.model
-    out = {"model": getattr(model, "name", type(model).__name__), "route": post.method,
+    out = {"model": post.name, "route": post.method,
            "draws": f"{dt.posterior.sizes['chain']} chain(s) × {dt.posterior.sizes['draw']}"
            + ("" if ck.is_mcmc(dt) else " (independent draws of the approximate posterior)")}
     d = post.data

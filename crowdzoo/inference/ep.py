@@ -1,4 +1,5 @@
-"""Expectation propagation for GPPL with exact probit pairwise sites.
+"""Expectation propagation with probit sites on directions of a Gaussian: the site algebra every
+EP route of the zoo shares (GPPL's, and the DPM communities').
 
 Each label p is a probit factor of one direction of the inducing utilities,
 Φ(y'_p h_pᵀ f_m) with y' = 2y − 1 and h_p = (A_a − A_b) / √(1 + c_p / s) (A = K_nm K_mm⁻¹,
@@ -17,22 +18,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch.special import log_ndtr
 
 from ..errors import NumericalError
-from ..linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, solve_lower
-from ..posterior import GPPLPosterior
-from ._common import label_tensors
-
-
-def _directions(setup, a, b, s):
-    """H (P, M): rows h_p in f_m space, scaled by 1/√(1 + c_p/s)."""
-    d, c = setup.pair_terms(a, b)  # d: whitened differences; f-space rows are d L_mm⁻¹
-    # rows of (A_a − A_b) = (L_mm⁻ᵀ d_p)ᵀ
-    H = torch.linalg.solve_triangular(setup.L_mm.T, d.T, upper=True).T
-    return H / torch.sqrt(1.0 + c / s)[:, None]
+from ..gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, solve_lower
 
 
 def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6):
@@ -92,56 +82,3 @@ def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6
              - 0.5 * (nu + m_cav / v_cav) ** 2 / (tau + 1.0 / v_cav) + 0.5 * m_cav ** 2 / v_cav)
     log_Z = log_C.sum() - 0.5 * logdet_from_chol(C) + 0.5 * eta @ mu
     return mu, Sigma, tau, nu, float(log_Z), it
-
-
-def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 25,
-           s_range=None, damping: float = 0.5, max_iter: int = 200, tol: float = 1e-6,
-           min_weight: float = 1e-6, setup=None, progress_bar=None) -> GPPLPosterior:
-    """Fit GPPL by EP, integrating s over ``n_grid`` log-spaced values (``s_mode="integrate"``)
-    or keeping the evidence-maximising one (``s_mode="max"``).
-
-    ``s_range=(lo, hi)`` sets the grid; by default it spans the prior's 0.1 % – 99.9 % quantiles
-    (estimated from 20 000 prior draws, so any prior works).
-    """
-    if s_mode not in ("integrate", "max"):
-        raise ValueError(f"s_mode: expected 'integrate' or 'max', got {s_mode!r}")
-    setup = setup or model.setup(data.item_features, seed=seed)
-    a, b, y = label_tensors(data)
-    sgn = 2.0 * y - 1.0
-    prior = setup.s_prior
-    if s_range is None:
-        torch.manual_seed(seed)
-        draws = prior.sample((20000,)).to(DTYPE)
-        lo, hi = torch.quantile(draws, torch.tensor([0.001, 0.999], dtype=DTYPE)).tolist()
-    else:
-        lo, hi = s_range
-    grid = torch.logspace(math.log10(lo), math.log10(hi), n_grid, dtype=DTYPE)
-    means, covs, logw, logZs, iters = [], [], [], [], []
-    tau = nu = None
-    for s in grid.flip(0):  # from large s (tight prior) to small: warm starts stay stable
-        H = _directions(setup, a, b, s)
-        mu, Sigma, tau, nu, log_Z, it = ep_fixed_s(setup.K_mm / s, H, sgn, tau, nu, damping,
-                                                   max_iter, tol)
-        means.append(mu)
-        covs.append(Sigma)
-        logZs.append(log_Z)
-        iters.append(it)
-        # ∫ p(s) Z(s) ds on a log grid: weight ∝ p(s) Z(s) s
-        logw.append(log_Z + float(prior.log_prob(s)) + math.log(float(s)))
-    grid = grid.flip(0)
-    logw_t = torch.tensor(logw, dtype=DTYPE)
-    logZ_t = torch.tensor(logZs, dtype=DTYPE)
-    if s_mode == "max":
-        keep = torch.tensor([int(torch.argmax(logZ_t))])
-        w = torch.ones(1, dtype=DTYPE)
-    else:
-        w_all = torch.softmax(logw_t, 0)
-        keep = torch.nonzero(w_all > min_weight).reshape(-1)
-        w = w_all[keep] / w_all[keep].sum()
-    return GPPLPosterior(
-        model=model, setup=setup, data=data, method="ep", weights=w,
-        means=torch.stack(means)[keep], covs=torch.stack(covs)[keep], s=grid[keep],
-        trace={"s_grid": grid.numpy(), "log_evidence": logZ_t.numpy(),
-               "log_weight": logw_t.numpy(), "iterations": np.asarray(iters)},
-        settings=dict(seed=seed, s_mode=s_mode, n_grid=n_grid, s_range=(lo, hi), damping=damping,
-                      max_iter=max_iter, tol=tol))

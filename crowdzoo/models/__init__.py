@@ -1,12 +1,12 @@
-"""Generative stories, one module per model, plus the shared kernels, likelihoods and inducing points."""
-from .collabgp import CollabGP, collabgp_model
-from .crowdbt_gp import CrowdBTGP
-from .crowdgppl import CrowdGPPL, CrowdSetup, crowdgppl_model
-from .gppl import GPPL, GPPLSetup, gppl_model
-from .gppl_per_user import GPPLPerUser
-from .kernels import Kernel, matern32, median_heuristic, squared_exponential
+"""The zoo's models, one package each: ``<name>/model.py`` holds the generative story, beside it its
+posterior, its own routes and its ArviZ converter. ``crowdzoo.zoo`` is the table that ties them to
+``crowdzoo.fit``."""
+from .baselines.crowdbt_gp import CrowdBTGP
+from .baselines.gppl_per_user import GPPLPerUser
+from .bradley_terry.model import BradleyTerry
+from .collabgp.model import CollabGP, collabgp_model
+from .crowdgppl.model import CrowdGPPL, CrowdSetup, crowdgppl_model
+from .gppl.model import GPPL, GPPLSetup, gppl_model
 
-__all__ = ["CollabGP", "collabgp_model", "CrowdBTGP", "GPPL", "GPPLPerUser", "GPPLSetup", "gppl_model",
-           "CrowdGPPL", "CrowdSetup",
-           "crowdgppl_model", "Kernel",
-           "matern32", "squared_exponential", "median_heuristic"]
+__all__ = ["BradleyTerry", "CollabGP", "collabgp_model", "CrowdBTGP", "GPPL", "GPPLPerUser", "GPPLSetup",
+           "gppl_model", "CrowdGPPL", "CrowdSetup", "crowdgppl_model"]

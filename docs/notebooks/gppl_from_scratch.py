@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 import crowdzoo as cz
-from crowdzoo.models.kernels import Kernel
+from crowdzoo.gp.kernels import Kernel
 
 FAST = os.environ.get("CROWDZOO_FAST") == "1"
 torch.manual_seed(0)

@@ -1,0 +1,82 @@
+"""The base of every fitted posterior: the fields every route fills in, and save.
+
+A model's posterior subclasses :class:`Posterior` (a dataclass) with its own tensors and implements
+``predict_proba``, ``utilities`` (where the model has utilities), ``sample`` and ``to_arviz``. Every
+posterior is written by :meth:`Posterior.save` and read by :func:`crowdzoo.load` with no code of its
+own (:mod:`crowdzoo.core.io` stores any dataclass of tensors, arrays and plain values).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+def _one():
+    return torch.ones(1, dtype=torch.float64)
+
+
+@dataclass(kw_only=True)
+class Posterior:
+    """Shared fields.
+
+    ``model``, ``setup`` (what was fixed before inference), ``data`` (the training data),
+    ``method`` (the route), ``weights`` (G,) of the G components a route returns (one for a Gaussian
+    approximation, one per draw for samplers), ``n_chains`` (draws come in chain order), ``trace``
+    (the loss, bound or change per iteration), ``sample_stats`` (NUTS), ``settings`` (the route's
+    settings and how it stopped), ``checkpoint`` (natgrad: the loop's state, to resume from).
+    """
+
+    model: object
+    setup: object
+    data: object
+    method: str
+    weights: torch.Tensor = field(default_factory=_one)
+    n_chains: int = 1
+    trace: dict = field(default_factory=dict)
+    sample_stats: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    checkpoint: dict | None = None
+
+    # what a model's posterior implements
+    def predict_proba(self, a, b, **kwargs):
+        """P(a ≻ b) per pair."""
+        raise NotImplementedError
+
+    def utilities(self, *args, **kwargs):
+        """Posterior mean and variance of utilities."""
+        raise NotImplementedError(f"{type(self).__name__} has no utilities")
+
+    def sample(self, n: int = 500, seed: int = 0) -> dict:
+        """Draws of the posterior's variables at the training items (and users)."""
+        raise NotImplementedError
+
+    def to_arviz(self, n_draws: int = 500, seed: int = 0):
+        """An ArviZ ``DataTree`` with the groups of :mod:`crowdzoo.diagnostics.arviz`."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_draws(cls, model, setup, data, sites: dict, method: str, **kwargs):
+        """The posterior whose components are the draws ``sites`` (name → (S, ...) tensors of the
+        Pyro model's latent sites), each with weight 1/S: what the generic svi, nuts and map
+        engines return. Models without a Pyro program need not implement it."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built from Pyro draws")
+
+    # shared
+    @property
+    def name(self) -> str:
+        """The model's name in the zoo's table."""
+        from ..zoo import entry_for
+
+        return entry_for(self.model).name
+
+    def save(self, path) -> None:
+        """Write to ``path`` (tensors and plain values only; read back by :func:`crowdzoo.load`
+        through ``torch.load(weights_only=True)``, with identical predictions)."""
+        from .io import save
+
+        save(self, path)
+
+
+def uniform_weights(S: int) -> torch.Tensor:
+    return torch.full((S,), 1.0 / S, dtype=torch.float64)

@@ -1,0 +1,88 @@
+"""The sparse GP conditional, written once for every model (Simpson & Gurevych 2020, Eq. 19).
+
+With M inducing inputs Z and f_m = f(Z) ~ N(0, K_mm / s), the values at any inputs X satisfy
+
+    f(X) | f_m, s ~ N(A f_m, diag(c) / s),   A = K_xm K_mm⁻¹,   c = k(x, x) − ‖L_mm⁻¹ k_m(x)‖²,
+
+and a difference f_a − f_b has rows A_a − A_b and conditional variance
+k(a, a) + k(b, b) − 2 k(a, b) − ‖L_mm⁻¹ (k_m(a) − k_m(b))‖². With the training items as inducing
+inputs (``exact``) c = 0 at the training items. Non-centred models work in whitened coordinates
+u = L_mm⁻¹ f_m √s, whose rows are B = L_mm⁻¹ K_mx; :meth:`SparseGP.pair_terms` returns those.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .linalg import DTYPE, cholesky, solve_lower
+
+
+@dataclass
+class SparseGP:
+    """One side of a sparse GP: kernel, inputs X (N, D), inducing inputs Z (M, D), K_mm and its
+    Cholesky factor L_mm, and B = L_mm⁻¹ K_mn (M, N); ``exact`` when Z are the inputs themselves."""
+
+    kernel: object
+    X: torch.Tensor
+    Z: torch.Tensor
+    K_mm: torch.Tensor
+    L_mm: torch.Tensor
+    B: torch.Tensor
+    exact: bool
+    jitter: float
+
+    @classmethod
+    def build(cls, kernel, X, Z, jitter, exact, **extra):
+        K_mm = kernel(Z, Z)
+        L_mm = cholesky(K_mm, jitter=jitter, what="K_mm (inducing-input kernel)")
+        B = solve_lower(L_mm, kernel(Z, X))
+        return cls(kernel=kernel, X=X, Z=Z, K_mm=K_mm, L_mm=L_mm, B=B, exact=exact, jitter=jitter, **extra)
+
+    @property
+    def M(self) -> int:
+        return self.Z.shape[0]
+
+    def _whitened(self, X):
+        """B = L_mm⁻¹ K_mx for new inputs X (or the stored B for the training inputs)."""
+        return self.B if X is None else solve_lower(self.L_mm, self.kernel(self.Z, X))
+
+    def item_terms(self, X=None):
+        """For inputs X (default: the training inputs): A (n, M) with E[f | f_m] = A f_m and the
+        conditional variance c (n,) of f given f_m, times s (Eq. 19)."""
+        B = self._whitened(X)
+        A = torch.linalg.solve_triangular(self.L_mm.T, B, upper=True).T
+        if X is None and self.exact:
+            return A, torch.zeros(A.shape[0], dtype=DTYPE)
+        Xs = self.X if X is None else X
+        return A, (self.kernel.diag(Xs) - (B * B).sum(0)).clamp_min(0.0)
+
+    def pair_terms(self, a: torch.Tensor, b: torch.Tensor, X=None):
+        """For pairs (a, b) of rows of X (default: the training inputs): whitened rows d (P, M)
+        with f_a − f_b | u = d·u / √s, and the conditional variance c (P,) of f_a − f_b given f_m,
+        times s (0 for training pairs of an exact model)."""
+        Xs = self.X if X is None else X
+        if X is None:
+            d = (self.B[:, a] - self.B[:, b]).T
+        else:
+            d = solve_lower(self.L_mm, self.kernel(self.Z, Xs[a]) - self.kernel(self.Z, Xs[b])).T
+        if X is None and self.exact:
+            return d, torch.zeros(d.shape[0], dtype=DTYPE)
+        xa, xb = Xs[a], Xs[b]
+        k_d = self.kernel.diag(xa) + self.kernel.diag(xb) - 2.0 * self.kernel.pairs(xa, xb)
+        return d, (k_d - (d * d).sum(-1)).clamp_min(0.0)
+
+    def pair_rows(self, a: torch.Tensor, b: torch.Tensor, X=None):
+        """Rows A_d (P, M) = A_a − A_b (f_a − f_b = A_d f_m + noise) and c (P,) as in
+        :meth:`pair_terms`."""
+        d, c = self.pair_terms(a, b, X)
+        return torch.linalg.solve_triangular(self.L_mm.T, d.T, upper=True).T, c
+
+
+def identity_gp(n: int, jitter: float = 1e-6) -> SparseGP:
+    """K = I over n items (row index as the only input), every item inducing: independent values
+    per item (crowdGPPL's variants without features, and models of items without features)."""
+    from .kernels import Kernel
+
+    X = torch.arange(n, dtype=DTYPE)[:, None]
+    return SparseGP.build(Kernel("identity", torch.ones(1, dtype=DTYPE)), X, X, jitter, exact=True)

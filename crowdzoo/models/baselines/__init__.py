@@ -1,0 +1,1 @@
+"""The papers' baselines: GPPL per user, crowdBT–GP."""

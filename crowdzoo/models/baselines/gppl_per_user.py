@@ -1,0 +1,268 @@
+"""GPPL-per-user: an independent GPPL for every user (the baseline of Simpson & Gurevych 2020, §5).
+
+Generative story, for each user j independently (Eq. 4 per user, sparse as in §4.2):
+
+    s_j   ~ Gamma(α₀, β₀)
+    f_m,j ~ N(0, K_mm / s_j)                    user j's utilities at the M inducing items
+    y_p   ~ Bernoulli(Φ(f_j,a − f_j,b))          for every label p of user j = u_p
+
+No information is shared between users. The consensus of the crowd is the mean of the users'
+utilities (as the paper defines it for this baseline). The item side (kernel, inducing items)
+is GPPL's, shared by all users; the fit is batched over users, not a loop over them
+(below).
+
+Fitting (natural-gradient VI, batched over users): every user j has q(f_m,j) = N(m_j, S_j) and
+q(s_j) = Gamma(α_j, β_j) (Eq. 12–15 per user). All users are updated at once: each label adds its
+rank-one term to its own user's natural parameters (an ``index_add`` over labels, in chunks), then
+one batched Cholesky solves every user. Steps are full-batch — each user's data are few, so no user
+is left out of an iteration — with the exact expected probit log-likelihood by Gauss–Hermite
+quadrature (the ``"exact"`` natgrad of GPPL), run by the shared loop of
+:mod:`crowdzoo.inference.natgrad`; the bound is Eq. 30 summed over users. Memory is O(U M²) plus a
+chunk of labels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...core.ids import positions
+from ...core.posterior import Posterior
+from ...data.tensors import label_tensors, user_tensor
+from ...diagnostics.arviz import chain_shape, finish, probit_labels
+from ...gp.conjugate import (
+    gamma_moments,
+    kl_gamma,
+    kl_gaussian,
+    q_s,
+    require_gamma,
+    scale_rate,
+    second_moment,
+)
+from ...gp.linalg import DTYPE, cho_solve, cholesky, gamma_draws, logdet_from_chol
+from ...gp.probit import expected_log_probit, predictive_prob
+from ...inference import natgrad as loop
+from ..gppl.model import GPPL
+
+_CHUNK = 2**20
+
+
+@dataclass
+class GPPLPerUser(GPPL):
+    """One GPPL per user; parameters as for :class:`~crowdzoo.models.gppl.model.GPPL` (the same
+    prior for every user)."""
+
+
+def _accumulate(U, j, rows, lam, nu):
+    """Σ_p∈user λ_p r_p r_pᵀ (U, M, M) and Σ_p ν_p r_p (U, M), chunked over labels."""
+    M = rows.shape[1]
+    Lam = torch.zeros(U, M, M, dtype=DTYPE)
+    eta = torch.zeros(U, M, dtype=DTYPE).index_add_(0, j, rows * nu[:, None])
+    step = max(1, _CHUNK // (M * M))
+    for lo in range(0, rows.shape[0], step):
+        r = rows[lo:lo + step]
+        Lam.index_add_(0, j[lo:lo + step], lam[lo:lo + step, None, None] * r[:, :, None] * r[:, None, :])
+    return Lam, eta
+
+
+class PerUserState(NamedTuple):
+    """Natural parameters of every user's q(f_m,j) and the Gammas q(s_j)."""
+
+    Lam: torch.Tensor  # (U, M, M)
+    eta: torch.Tensor  # (U, M)
+    shape: torch.Tensor  # (U,)
+    rate: torch.Tensor  # (U,)
+
+
+def _moments(state):
+    L = cholesky(state.Lam, what="S⁻¹ of a user")
+    S = torch.cholesky_inverse(L)
+    return (S @ state.eta[..., None])[..., 0], S, L
+
+
+def fit_natgrad(model, data, seed: int = 0, delay: float = 1.0, forgetting_rate: float = 0.9,
+                max_iter: int = 300, min_iter: int = 10, tol: float = 1e-4, eval_every: int = 1,
+                n_gh: int = 20, progress_bar: bool | None = None, setup=None, resume=None,
+                checkpoint=None, checkpoint_every: int = 0, callback=None):
+    """Fit one GPPL per user (module docstring); returns a :class:`PerUserPosterior`."""
+    alpha0, beta0 = require_gamma(model.prior_s(), "s_prior")
+    resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
+    a, b, y = label_tensors(data)
+    j = user_tensor(data)
+    U, M = data.n_users, setup.M
+    rows, c = setup.pair_rows(a, b)
+    K_inv = cho_solve(setup.L_mm, torch.eye(M, dtype=DTYPE))
+    logdet_K = logdet_from_chol(setup.L_mm)
+
+    def marginals(state, m, S, idx):
+        Es = state.shape / state.rate
+        r, jj = rows[idx], j[idx]
+        mu = (r * m[jj]).sum(-1)
+        var = ((r[:, None, :] @ S[jj])[:, 0, :] * r).sum(-1) + c[idx] / Es[jj]
+        return mu, var
+
+    def init(gen):
+        return PerUserState(Lam=(alpha0 / beta0) * K_inv.expand(U, M, M).clone(),
+                            eta=torch.zeros(U, M, dtype=DTYPE), shape=torch.full((U,), alpha0, dtype=DTYPE),
+                            rate=torch.full((U,), beta0, dtype=DTYPE))
+
+    def step(state, idx, r_i, pi):  # full batches: idx is every label
+        m, S, _ = _moments(state)
+        mu, var = marginals(state, m, S, idx)
+        _, g_mu, g_v = expected_log_probit(y, mu, var, n_gh)
+        Es = state.shape / state.rate
+        Lam_lik, eta_lik = _accumulate(U, j, rows, -2.0 * g_v, g_mu - 2.0 * g_v * mu)
+        Lam = (1 - r_i) * state.Lam + r_i * (Es[:, None, None] * K_inv + Lam_lik)
+        Lam = 0.5 * (Lam + Lam.transpose(-1, -2))
+        eta = (1 - r_i) * state.eta + r_i * eta_lik
+        state = state._replace(Lam=Lam, eta=eta)
+        m, S, _ = _moments(state)
+        shape, rate = q_s(alpha0, beta0, M, second_moment(K_inv, m, S))  # Eq. 15 per user
+        # the likelihood's pull on q(s) through c / E[s] (g_v from this iteration's start, the same
+        # at the fixed point)
+        rate = scale_rate(rate, shape, torch.zeros(U, dtype=DTYPE).index_add_(0, j, -g_v * c))
+        return state._replace(shape=shape, rate=rate)
+
+    def bound(state, idx, scale):  # Eq. 30 summed over users
+        m, S, L = _moments(state)
+        ell, _, _ = expected_log_probit(y[idx], *marginals(state, m, S, idx), n_gh)
+        Es, Elog = gamma_moments(state.shape, state.rate)
+        kl_f = kl_gaussian(second_moment(K_inv, m, S), M, logdet_K, -logdet_from_chol(L), Es, Elog)
+        return float(scale * ell.sum() - kl_f.sum() - kl_gamma(state.shape, state.rate, alpha0, beta0).sum())
+
+    P = a.shape[0]
+    settings = loop.Settings(P, delay, forgetting_rate, max_iter, min_iter, tol, eval_every, P)
+    res = loop.run(loop.Problem(init, step, bound, P), settings, seed=seed, what="natgrad GPPL-per-user",
+                   advice="a larger delay ε or forgetting rate r (smaller steps)", progress_bar=progress_bar,
+                   resume=resume, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                   callback=callback, meta=dict(model=model, method="natgrad"), setup=setup)
+    m, S, _ = _moments(res.state)
+    return PerUserPosterior(model=model, setup=setup, data=data, method="natgrad", means=m, covs=S,
+                            s_shape=res.state.shape, s_rate=res.state.rate,
+                            trace={"bound": np.asarray(res.stop.bounds),
+                                   "bound_iteration": np.asarray(res.stop.iterations)},
+                            settings=res.settings, checkpoint=res.checkpoint)
+
+
+@dataclass(kw_only=True)
+class PerUserPosterior(Posterior):
+    """q(f_m,j) = N(``means[j]``, ``covs[j]``) and q(s_j) = Gamma(``s_shape[j]``, ``s_rate[j]``),
+    E[s_j] = ``s[j]``, for every user j."""
+
+    means: torch.Tensor
+    covs: torch.Tensor
+    s_shape: torch.Tensor
+    s_rate: torch.Tensor
+
+    @property
+    def s(self) -> torch.Tensor:
+        """E[s_j] of every user."""
+        return self.s_shape / self.s_rate
+
+    def to_arviz(self, n_draws: int = 500, seed: int = 0):
+        """An ArviZ ``DataTree``; see :func:`to_arviz`."""
+        return to_arviz(self, n_draws=n_draws, seed=seed)
+
+    def __repr__(self) -> str:
+        return (f"PerUserPosterior(users={self.means.shape[0]}, items={self.data.n_items}, "
+                f"pairs={self.data.n_pairs}, inducing={self.setup.M})")
+
+    def _rows(self, ids):
+        return positions("a, b", ids, self.data.item_ids, hint=False)
+
+    def _users(self, users):
+        return positions("users", users, self.data.user_ids, what="user", hint=False)
+
+    def _consensus(self):
+        """Mean of the users' utilities at the inducing items: N(mean m_j, Σ S_j / U²)."""
+        U = self.means.shape[0]
+        return self.means.mean(0), self.covs.sum(0) / U**2, 1.0 / (self.s.reciprocal().mean())
+
+    def latent_moments(self, a, b, users=None):
+        """Mean and variance (1, n) of f_a − f_b under each pair's user's GPPL (or the consensus
+        for users=None): what :func:`predict_proba` and the query strategies of
+        :mod:`crowdzoo.active` use."""
+        a, b = self._rows(a), self._rows(b)
+        rows, c = self.setup.pair_rows(a, b)
+        if users is None:
+            m, S, s = self._consensus()
+            mu = rows @ m
+            var = ((rows @ S) * rows).sum(-1) + c / s / self.means.shape[0]
+        else:
+            j = self._users(users)
+            mu = (rows * self.means[j]).sum(-1)
+            var = ((rows[:, None, :] @ self.covs[j])[:, 0, :] * rows).sum(-1) + c / self.s[j]
+        return mu[None], var[None]
+
+    def predict_proba(self, a, b, users=None) -> np.ndarray:
+        """P(a ≻ b): each pair's user's own GPPL, or the consensus (mean utility) for users=None."""
+        mu, var = self.latent_moments(a, b, users)
+        return predictive_prob(mu, var)[0].numpy()
+
+    def utilities(self, users=None):
+        """Consensus (Series of mean, variance by item) or personal (DataFrames items × users)."""
+        A, c = self.setup.item_terms()  # (N, M) and s · Var[f_i | f_m] (Eq. 19)
+        index = pd.Index(self.data.item_ids, name="item")
+        if users is None:
+            m, S, s = self._consensus()
+            var = ((A @ S) * A).sum(-1) + c / s / self.means.shape[0]
+            return (pd.Series((A @ m).numpy(), index=index, name="mean"),
+                    pd.Series(var.numpy(), index=index, name="variance"))
+        j = self._users(users)
+        mean = A @ self.means[j].T
+        var = torch.einsum("nm,umk,nk->nu", A, self.covs[j], A) + c[:, None] / self.s[j]
+        cols = pd.Index(np.asarray(users).reshape(-1), name="user")
+        return pd.DataFrame(mean.numpy(), index=index, columns=cols), pd.DataFrame(var.numpy(), index=index,
+                                                                                  columns=cols)
+
+
+_MAX_NUMBERS = 2**24  # per_user_to_arviz keeps f (draw, user, item) only up to this size
+
+
+def to_arviz(post, n_draws: int = 500, seed: int = 0):
+    """GPPL-per-user: posterior f (user, item), each user's utilities, s (user) and f_mean
+    (item), the users' mean utility (the consensus this baseline predicts with); log-likelihood
+    and replicated labels per label from the label's user's f. Draws of f_m,j ~ N(m_j, S_j) and
+    s_j ~ q(s_j) map to the items as for GPPL (Eq. 19, the sparse conditional added per item),
+    a block of users at a time; f itself is kept only while draws × users × items ≤ 2²⁴ (the root
+    attribute ``f_omitted`` says when it is not)."""
+    d, st = post.data, post.setup
+    U, N, n = post.means.shape[0], st.X.shape[0], int(n_draws)
+    g = torch.Generator().manual_seed(seed)
+    L = cholesky(post.covs, what="S_j, a user's posterior covariance")
+    s = gamma_draws(post.s_shape, post.s_rate, n, g)  # (n, U)
+    A, c = st.item_terms()
+    A_T = A.T  # (M, N)
+    a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
+    keep = n * U * N <= _MAX_NUMBERS
+    z = torch.empty(n, d.n_pairs, dtype=A_T.dtype)
+    f_sum = torch.zeros(n, N, dtype=A_T.dtype)
+    blocks = []
+    step = max(1, 2**22 // (n * N))
+    for lo in range(0, U, step):  # blocks of users bound memory; vectorised within
+        hi = min(U, lo + step)
+        eps = torch.randn(n, hi - lo, st.M, 1, dtype=A_T.dtype, generator=g)
+        f = (post.means[lo:hi] + (L[lo:hi] @ eps)[..., 0]) @ A_T  # (n, users, N)
+        f = f + torch.randn(f.shape, dtype=f.dtype, generator=g) * torch.sqrt(c / s[:, lo:hi, None])
+        f_sum += f.sum(1)
+        rows = torch.nonzero((j >= lo) & (j < hi)).ravel()
+        jj = j[rows] - lo
+        z[:, rows] = f[:, jj, a[rows]] - f[:, jj, b[rows]]
+        if keep:
+            blocks.append(f)
+    loglik, y_rep = probit_labels(z, d.y, seed)
+    coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "pair": np.arange(d.n_pairs)}
+    dims = {"f": ["user", "item"], "f_mean": ["item"], "s": ["user"], "y": ["pair"]}
+    posterior = {"f_mean": chain_shape(f_sum / U), "s": chain_shape(s)}
+    if keep:
+        posterior["f"] = chain_shape(torch.cat(blocks, 1))
+    groups = {"posterior": posterior, "posterior_predictive": {"y": chain_shape(y_rep)},
+              "log_likelihood": {"y": chain_shape(loglik)},
+              "observed_data": {"y": d.y.astype(np.int64)}}
+    dt = finish(post, groups, coords, dims, "pair", identified="f_mean s")
+    if not keep:
+        dt.attrs["f_omitted"] = f"draws × users × items = {n * U * N} > 2^24: f left out"
+    return dt

@@ -1,0 +1,28 @@
+"""Bradley–Terry's ArviZ converter: posterior f (item); per-pair log-likelihood and replicated labels."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...diagnostics.arviz import chain_shape, finish
+from .model import logits
+
+
+def to_arviz(post, n_draws: int = 500, seed: int = 0):
+    n = post.weights.shape[0] if post.method == "nuts" else n_draws
+    chains = post.n_chains if post.method == "nuts" else 1
+    f = post.sample(n, seed=seed)["f"]
+    d = post.data
+    a, b = torch.as_tensor(d.a), torch.as_tensor(d.b)
+    lg = logits(post.setup, f[:, a] - f[:, b])
+    y = torch.as_tensor(d.y)
+    loglik = -torch.nn.functional.binary_cross_entropy_with_logits(lg, y.expand_as(lg), reduction="none")
+    g = torch.Generator().manual_seed(seed + 1)
+    y_rep = (torch.rand(lg.shape, generator=g, dtype=lg.dtype) < torch.sigmoid(lg)).to(torch.int64)
+    coords = {"item": np.asarray(d.item_ids), "pair": np.arange(d.n_pairs)}
+    dims = {"f": ["item"], "y": ["pair"]}
+    groups = {"posterior": {"f": chain_shape(f, chains)},
+              "posterior_predictive": {"y": chain_shape(y_rep, chains)},
+              "log_likelihood": {"y": chain_shape(loglik, chains)},
+              "observed_data": {"y": d.y.astype(np.int64)}}
+    return finish(post, groups, coords, dims, "pair", identified="f")

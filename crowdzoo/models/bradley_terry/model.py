@@ -1,0 +1,69 @@
+"""Bradley–Terry (logit link; Bradley & Terry 1952) or Thurstone case V (probit link; Thurstone 1927).
+
+Generative story, for N items and P labelled pairs:
+
+    f_i ~ N(0, σ²)                         i = 1..N, independent utilities (no features)
+    y_p ~ Bernoulli(g(f_a − f_b))          g = logistic σ (Bradley–Terry) or Φ (Thurstone)
+
+With the probit link this is GPPL with the identity kernel and a fixed scale s = 1/σ². It is the
+zoo's worked example of adding a model (docs/guides/add-a-model.md): this file, a posterior, an
+ArviZ converter and one line in ``crowdzoo/zoo.py``; its routes (map, svi, nuts) are the generic
+engines.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyro
+import pyro.distributions as dist
+import torch
+
+from ...data.tensors import label_tensors
+from ...errors import DataError
+from ...gp.probit import probit_logits
+
+LINKS = ("logit", "probit")
+
+
+@dataclass
+class BradleyTerry:
+    """``link``: "logit" (Bradley–Terry) or "probit" (Thurstone); ``prior_sd``: σ of each utility."""
+
+    link: str = "logit"
+    prior_sd: float = 2.0
+
+    def __post_init__(self):
+        if self.link not in LINKS:
+            raise DataError(f"link: expected one of {list(LINKS)}, got {self.link!r}")
+        if not float(self.prior_sd) > 0:
+            raise DataError(f"prior_sd: must be positive, got {self.prior_sd}")
+
+    def setup(self, data, seed: int = 0) -> BTSetup:
+        """Nothing to precompute but the number of items and the link."""
+        return BTSetup(n_items=data.n_items, link=self.link, prior_sd=float(self.prior_sd))
+
+    def program(self, setup: BTSetup, data, subsample_size=None):
+        """The Pyro model and its arguments (what the generic map, svi and nuts engines run)."""
+        a, b, y = label_tensors(data)
+        return bradley_terry_model, (setup, a, b, y, subsample_size)
+
+
+@dataclass
+class BTSetup:
+    n_items: int
+    link: str
+    prior_sd: float
+
+
+def logits(setup: BTSetup, z: torch.Tensor) -> torch.Tensor:
+    """Logits of P(a ≻ b) for utility differences z."""
+    return z if setup.link == "logit" else probit_logits(z)
+
+
+def bradley_terry_model(setup: BTSetup, a, b, y, subsample_size=None):
+    """The Pyro model (module docstring). ``a``, ``b``, ``y``: (P,) tensors."""
+    loc = torch.zeros(setup.n_items, dtype=torch.float64)
+    f = pyro.sample("f", dist.Normal(loc, setup.prior_sd).to_event(1))
+    with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size) as idx:
+        pyro.sample("y", dist.Bernoulli(logits=logits(setup, f[a[idx]] - f[b[idx]])),
+                    obs=None if y is None else y[idx])

@@ -1,0 +1,57 @@
+"""The posterior of a Bradley–Terry model: draws (or the MAP point) of the utilities f."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...core.ids import positions
+from ...core.posterior import Posterior, uniform_weights
+from ...errors import DataError
+from .model import logits
+
+
+@dataclass(kw_only=True)
+class BradleyTerryPosterior(Posterior):
+    """``f`` (G, N): one utility vector per component (a draw, or the MAP point)."""
+
+    f: torch.Tensor
+
+    @classmethod
+    def from_draws(cls, model, setup, data, sites, method, **kw):
+        f = sites["f"].to(torch.float64)
+        return cls(model=model, setup=setup, data=data, method=method, weights=uniform_weights(f.shape[0]),
+                   f=f, **kw)
+
+    def predict_proba(self, a, b) -> np.ndarray:
+        """P(a ≻ b) per pair (item ids), averaged over the components."""
+        ia = positions("a", a, self.data.item_ids, hint=False)
+        ib = positions("b", b, self.data.item_ids, hint=False)
+        if ia.shape != ib.shape:
+            raise DataError(f"a, b: mismatched lengths {ia.shape[0]} and {ib.shape[0]}")
+        p = torch.sigmoid(logits(self.setup, self.f[:, ia] - self.f[:, ib]))
+        return (self.weights[:, None] * p).sum(0).numpy()
+
+    def utilities(self):
+        """Posterior mean and variance of each item's utility (Series by item id)."""
+        w = self.weights[:, None]
+        mean = (w * self.f).sum(0)
+        var = (w * (self.f - mean) ** 2).sum(0)
+        index = pd.Index(self.data.item_ids, name="item")
+        return (pd.Series(mean.numpy(), index=index, name="mean"),
+                pd.Series(var.numpy(), index=index, name="variance"))
+
+    def sample(self, n: int = 500, seed: int = 0) -> dict:
+        """{"f": (n, N)}: the draws themselves when n is their number, else components by weight."""
+        G = self.weights.shape[0]
+        g = torch.Generator().manual_seed(seed)
+        comp = (torch.arange(n) if G == n
+                else torch.multinomial(self.weights, n, replacement=True, generator=g))
+        return {"f": self.f[comp]}
+
+    def to_arviz(self, n_draws: int = 500, seed: int = 0):
+        from .arviz import to_arviz
+
+        return to_arviz(self, n_draws=n_draws, seed=seed)

@@ -1,0 +1,36 @@
+"""crowdGPPL's ArviZ converter."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from ...diagnostics.arviz import chain_shape, finish, probit_labels
+
+
+def to_arviz(post, n_draws: int = 500, seed: int = 0):
+    """crowdGPPL: posterior t (item), V (component, item), W (component, user) and the inverse
+    scales; log-likelihood and replicated labels per pair from the personal utilities. V and W
+    are identified only up to sign and rotation (read diagnostics on t, F and predictions)."""
+    sample_based = post.t_cov is None and post.v_cov is None
+    n = post.weights.shape[0] if sample_based else n_draws
+    chains = post.n_chains if sample_based else 1
+    dr = post.sample(n, seed=seed)
+    d = post.data
+    a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
+    zf = (dr["V"][:, :, a] - dr["V"][:, :, b]) * dr["W"][:, :, j]
+    z = zf.sum(1) + (dr["t"][:, a] - dr["t"][:, b] if "t" in dr else 0.0)
+    loglik, y_rep = probit_labels(z, d.y, seed)
+
+    shape = functools.partial(chain_shape, chains=chains)
+
+    C = post.setup.C
+    coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "component": np.arange(C),
+              "pair": np.arange(d.n_pairs)}
+    dims = {"t": ["item"], "V": ["component", "item"], "W": ["component", "user"],
+            "s_v": ["component"], "s_w": ["component"], "y": ["pair"]}
+    posterior = {k: shape(v) for k, v in dr.items()}
+    groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
+              "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
+    return finish(post, groups, coords, dims, "pair", identified="t s_t" if "t" in dr else "")

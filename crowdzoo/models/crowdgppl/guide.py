@@ -1,0 +1,62 @@
+"""Hand-written Pyro guides for the zoo's models.
+
+:func:`crowdgppl_meanfield` is the structured mean-field family of Eq. 20 (Simpson & Gurevych
+2020) written over the model's whitened sites: q(u_t) q(s_t) Π_c q(u_v,c) q(u_w,c) q(s_v,c) q(s_w,c),
+a full-covariance Gaussian per function (diagonal for independent users, whose prior is diagonal)
+and a log-normal per inverse scale. The user-component means start at small random values to break
+the V = W = 0 symmetry.
+"""
+from __future__ import annotations
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+
+from ...gp.linalg import DTYPE
+
+
+def _lognormal(name, shape, prior):
+    mean = prior.mean
+    if not torch.isfinite(mean).all():  # a heavy-tailed prior (e.g. HalfCauchy): start at its median
+        mean = prior.icdf(torch.tensor(0.5, dtype=DTYPE)) if hasattr(prior, "icdf") else torch.ones(())
+    loc0 = torch.log(torch.as_tensor(mean, dtype=DTYPE)).expand(shape).clone()
+    loc = pyro.param(f"{name}_loc", loc0)
+    scale = pyro.param(f"{name}_scale", torch.full(shape, 0.1, dtype=DTYPE), constraint=constraints.positive)
+    return pyro.sample(name, dist.LogNormal(loc, scale))
+
+
+def crowdgppl_meanfield(setup, a, b, j, y, subsample_size=None, init_scale: float = 0.1, seed: int = 0):
+    """Structured mean-field guide of Eq. 20 for :func:`~crowdzoo.models.crowdgppl.crowdgppl_model`."""
+    C, M, M_u = setup.C, setup.M, setup.M_u
+    eye = torch.eye(M, dtype=DTYPE)
+    if setup.consensus:
+        _lognormal("s_t", (), setup.priors["t"])
+        loc = pyro.param("u_t_loc", torch.zeros(M, dtype=DTYPE))
+        tril = pyro.param("u_t_tril", init_scale * eye, constraint=constraints.lower_cholesky)
+        pyro.sample("u_t", dist.MultivariateNormal(loc, scale_tril=tril))
+    with pyro.plate("components", C, dim=-1):
+        _lognormal("s_v", (C,), setup.priors["v"])
+        _lognormal("s_w", (C,), setup.priors["w"])
+        loc = pyro.param("u_v_loc", torch.zeros(C, M, dtype=DTYPE))
+        tril = pyro.param("u_v_tril", init_scale * eye.expand(C, M, M).clone(),
+                          constraint=constraints.lower_cholesky)
+        pyro.sample("u_v", dist.MultivariateNormal(loc, scale_tril=tril))
+        g = torch.Generator().manual_seed(seed)
+        loc = pyro.param("u_w_loc", lambda: torch.randn(C, M_u, generator=g, dtype=DTYPE))
+        if setup.users is None:
+            sd = pyro.param("u_w_scale", torch.full((C, M_u), init_scale, dtype=DTYPE),
+                            constraint=constraints.positive)
+            pyro.sample("u_w", dist.Normal(loc, sd).to_event(1))
+        else:
+            eye_u = torch.eye(M_u, dtype=DTYPE)
+            tril = pyro.param("u_w_tril", init_scale * eye_u.expand(C, M_u, M_u).clone(),
+                              constraint=constraints.lower_cholesky)
+            pyro.sample("u_w", dist.MultivariateNormal(loc, scale_tril=tril))
+
+
+def default_guide(model_fn, args, seed: int = 0):
+    """The default svi guide of crowdGPPL: :func:`crowdgppl_meanfield` over the model's arguments."""
+    import functools
+
+    return functools.partial(crowdgppl_meanfield, *args, seed=seed)

@@ -1,0 +1,240 @@
+"""crowdGPPL: consensus and personal preferences of a crowd (Simpson & Gurevych 2020, §3.2).
+
+Generative story (Eq. 5–6, sparse as in §4.3), for C components, M inducing items, M_u
+inducing users, and label p by user j = u_p on items a = a_p, b = b_p:
+
+    s_t   ~ Gamma(α₀ᵗ, β₀ᵗ),   t_m   ~ N(0, K_mm / s_t)              consensus at inducing items
+    s_v,c ~ Gamma(α₀ᵛ, β₀ᵛ),   v_m,c ~ N(0, K_mm / s_v,c)    c=1..C   item components
+    s_w,c ~ Gamma(α₀ʷ, β₀ʷ),   w_m,c ~ N(0, L_mm / s_w,c)    c=1..C   user components
+    z_p   = (t_a − t_b) + Σ_c (v_c,a − v_c,b) w_c,j                   F = VᵀW + t1ᵀ (Eq. 5)
+    y_p   ~ Bernoulli(Φ(z_p))                                         probit, Eq. 2 with σ² = ½
+
+Item and user values are GP conditionals of the inducing values (t = A t_m + noise with
+A = K_nm K_mm⁻¹, and likewise w with A_w = L_um L_mm⁻¹). As in GPPL, the conditional noise is
+integrated into the probit: given the inducing values, z_p has mean z̄_p (the projected values)
+and variance σ²_p = c_p/s_t + Σ_c [c_p/s_v,c (w̄²_c,j + d_j/s_w,c) + Δv̄²_c d_j/s_w,c] (the
+same second moments as Eq. 25), and p(y_p = 1 | inducing) = Φ(z̄_p / √(1 + σ²_p)) — exact for the
+``\\inducing`` variant (c_p = d_j = 0), the Gaussian closure of Eq. 25 otherwise. Inducing values
+are written non-centred (t_m = L_mm u_t / √s_t, ...), which is what NUTS and Pyro's guides see.
+
+Variants of Table 2: ``n_inducing=None`` (``\\inducing``), ``user_features=False`` (``\\u``: L = I,
+one independent w per user), ``item_features=False`` (``\\u\\x``: K = I too), ``consensus=False``
+(``\\u\\t``). Without user features q(w) is kept diagonal per user, so memory is O(C·U).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import partial
+
+import pyro
+import pyro.distributions as dist
+import torch
+
+from ...data.tensors import label_tensors, user_tensor
+from ...errors import DataError
+from ...gp.conditional import SparseGP, identity_gp
+from ...gp.linalg import DTYPE
+from ...gp.probit import probit_logits
+from ..gppl.model import GPPL
+
+
+class _class_or_instance:
+    """A method that gets (cls, instance-or-None): callable on the class and on an instance."""
+
+    def __init__(self, f):
+        self.f = f
+        self.__doc__ = f.__doc__
+
+    def __get__(self, obj, cls):
+        return partial(self.f, cls, obj)
+
+
+@dataclass
+class CrowdGPPL:
+    """GP matrix factorisation for crowds of preference labellers (Eq. 5–6).
+
+    Parameters
+    ----------
+    n_components : C latent components (extra ones are shrunk away by their scales, §3.2).
+    n_inducing : M inducing items by k-means++ (None: every item, the ``\\inducing`` variant).
+    n_inducing_users : M_u inducing users (None: every user).
+    item_features, user_features : use the features (False: identity kernel, the ``\\u\\x`` and
+        ``\\u`` variants). Without user features in the data, users are always independent.
+    consensus : include the consensus t (False: the ``\\t`` variant).
+    kernel, user_kernel, lengthscale, user_lengthscale, scaled_lengthscale : as for :class:`GPPL`
+        (a name, a kernel object or a callable; ``user_kernel`` None: the item kernel if it is a
+        name, else "matern32"); the
+        length-scales default to the median heuristic (Eq. 26) per feature set.
+    shape_t0, rate_t0, shape_v0, rate_v0, shape_w0, rate_w0 : Gamma priors (shape, rate) on the
+        inverse scales s_t, s_v,c, s_w,c (Eq. 6); defaults are the paper's Sushi settings (§5.2).
+    prior_t, prior_v, prior_w : any positive Pyro distribution replacing those Gammas (svi and
+        nuts; natgrad's conjugate updates of Eq. 15 need Gammas and say so).
+    """
+
+    n_components: int = 20
+    n_inducing: int | None = 25
+    n_inducing_users: int | None = 25
+    item_features: bool = True
+    user_features: bool = True
+    consensus: bool = True
+    kernel: object = "matern32"
+    user_kernel: object = None
+    lengthscale: object = None
+    user_lengthscale: object = None
+    scaled_lengthscale: bool = False
+    shape_t0: float = 1.0
+    rate_t0: float = 100.0
+    shape_v0: float = 1.0
+    rate_v0: float = 10.0
+    shape_w0: float = 1.0
+    rate_w0: float = 10.0
+    prior_t: object = None
+    prior_v: object = None
+    prior_w: object = None
+    jitter: float = 1e-6
+
+    def __post_init__(self):
+        if int(self.n_components) < 1:
+            raise DataError(f"n_components: must be at least 1, got {self.n_components} "
+                            "(for the consensus alone fit GPPL to the pooled labels)")
+        for name in ("shape_t0", "rate_t0", "shape_v0", "rate_v0", "shape_w0", "rate_w0"):
+            if not float(getattr(self, name)) > 0:
+                raise DataError(f"{name}: must be positive, got {getattr(self, name)}")
+
+    def priors(self) -> dict:
+        def g(a, b):
+            return dist.Gamma(torch.tensor(float(a), dtype=DTYPE), torch.tensor(float(b), dtype=DTYPE))
+
+        return {"t": self.prior_t if self.prior_t is not None else g(self.shape_t0, self.rate_t0),
+                "v": self.prior_v if self.prior_v is not None else g(self.shape_v0, self.rate_v0),
+                "w": self.prior_w if self.prior_w is not None else g(self.shape_w0, self.rate_w0)}
+
+    def setup(self, data, seed: int = 0) -> CrowdSetup:
+        """Fix kernels, inducing items/users and projections for ``data`` (a PairwiseData)."""
+        if data.users is None:
+            raise DataError("users: crowdGPPL needs a user per label (PairwiseData(..., users=...)); "
+                            "use GPPL for single-user data")
+        N = data.n_items
+        if self.item_features:
+            items = GPPL(n_inducing=self.n_inducing, kernel=self.kernel, lengthscale=self.lengthscale,
+                         scaled_lengthscale=self.scaled_lengthscale, jitter=self.jitter
+                         ).setup_features(data.item_features, seed=seed)
+        else:
+            items = identity_gp(N, self.jitter)
+        users = None
+        if self.user_features and data.user_features is not None:
+            user_kernel = self.kernel if self.user_kernel is None else self.user_kernel
+            if not isinstance(user_kernel, str) and self.user_kernel is None:
+                user_kernel = "matern32"  # a kernel object is built for the item features' dimensions
+            users = GPPL(n_inducing=self.n_inducing_users, kernel=user_kernel,
+                         lengthscale=self.user_lengthscale, jitter=self.jitter
+                         ).setup_features(data.user_features, seed=seed + 1)
+        return CrowdSetup(items=items, users=users, n_users=data.n_users, C=int(self.n_components),
+                          consensus=bool(self.consensus), priors=self.priors())
+
+    def program(self, setup: CrowdSetup, data, subsample_size=None):
+        """The Pyro model and its arguments for ``data`` (for the generic svi/nuts engines)."""
+        a, b, y = label_tensors(data)
+        return crowdgppl_model, (setup, a, b, user_tensor(data), y, subsample_size)
+
+    @_class_or_instance
+    def variant(cls, self, name: str, **kw) -> CrowdGPPL:
+        """The Table 2 variants by name: "", "\\inducing", "\\u", "\\u\\x", "\\u\\t".
+
+        ``CrowdGPPL.variant("\\u", n_components=5)`` starts from the defaults;
+        ``model.variant("\\u")`` keeps every other setting of ``model`` (priors, C, M, ...)."""
+        table = {"": {}, "\\inducing": {"n_inducing": None, "n_inducing_users": None},
+                 "\\u": {"user_features": False},
+                 "\\u\\x": {"user_features": False, "item_features": False, "n_inducing": None},
+                 "\\u\\t": {"user_features": False, "consensus": False}}
+        if name not in table:
+            raise DataError(f"variant: unknown crowdGPPL variant {name!r}; choose one of {list(table)}")
+        base = {} if self is None else {f.name: getattr(self, f.name) for f in fields(self)}
+        return cls(**{**base, **table[name], **kw})
+
+
+@dataclass
+class CrowdSetup:
+    """Fixed before inference: the item side (kernel, inducing items, projections; see
+    :class:`~crowdzoo.gp.SparseGP`), the user side (the same, or None for independent
+    users), C, whether there is a consensus, and the Gamma priors."""
+
+    items: SparseGP
+    users: SparseGP | None
+    n_users: int
+    C: int
+    consensus: bool
+    priors: dict
+
+    @property
+    def M(self) -> int:
+        return self.items.M
+
+    @property
+    def M_u(self) -> int:
+        """Size of each user component's q: inducing users, or every user when independent."""
+        return self.n_users if self.users is None else self.users.M
+
+    def user_terms(self, j: torch.Tensor):
+        """Whitened user rows e (P, M_u) with w_c,j = e·u_w,c / √s_w,c and conditional variances
+        d (P,) (× 1/s_w,c); None for independent users (then w_c,j = u_w,c[j] / √s_w,c, d = 0)."""
+        if self.users is None:
+            return None, torch.zeros(j.shape[0], dtype=DTYPE)
+        e = self.users.B[:, j].T
+        if self.users.exact:
+            return e, torch.zeros(j.shape[0], dtype=DTYPE)
+        return e, (1.0 - (e * e).sum(-1)).clamp_min(0.0)
+
+
+def z_moments(dt, dv, w, c, d, s_t, s_v, s_w):
+    """Mean and conditional variance of z_p given the inducing values (module docstring).
+
+    dt (..., P) consensus difference or None; dv, w (..., P, C) component differences and user
+    weights; c (P,), d (P,) conditional variances (× 1/s); s_t (...), s_v, s_w (..., C).
+    """
+    cross = (dv * w).sum(-1)
+    var_w = d[:, None] / s_w[..., None, :]
+    var = (c[:, None] / s_v[..., None, :] * (w * w + var_w) + dv * dv * var_w).sum(-1)
+    if dt is None:
+        return cross, var
+    return dt + cross, var + c / s_t[..., None]
+
+
+def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = None):
+    """The Pyro model of crowdGPPL (module docstring). ``a``, ``b``, ``j`` (users), ``y``: (P,)."""
+    C, M, M_u = setup.C, setup.M, setup.M_u
+    one = torch.ones((), dtype=DTYPE)
+    u_t = s_t = None
+    if setup.consensus:
+        s_t = pyro.sample("s_t", setup.priors["t"])
+        u_t = pyro.sample("u_t", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
+    with pyro.plate("components", C, dim=-1):
+        s_v = pyro.sample("s_v", setup.priors["v"])
+        s_w = pyro.sample("s_w", setup.priors["w"])
+        u_v = pyro.sample("u_v", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
+        u_w = pyro.sample("u_w", dist.Normal(torch.zeros(M_u, dtype=DTYPE), one).to_event(1))
+    with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size, dim=-1) as idx:
+        dd, c = setup.items.pair_terms(a[idx], b[idx])  # (P, M), (P,)
+        dv = (dd @ u_v.T) / s_v.sqrt()  # (P, C)
+        e, d = setup.user_terms(j[idx])
+        w = (u_w[:, j[idx]].T if e is None else e @ u_w.T) / s_w.sqrt()  # (P, C)
+        dt = None if u_t is None else (dd @ u_t) / s_t.sqrt()
+        zbar, var = z_moments(dt, dv, w, c, d, s_t, s_v, s_w)
+        pyro.sample("y", dist.Bernoulli(logits=probit_logits(zbar / torch.sqrt(1.0 + var))),
+                    obs=None if y is None else y[idx])
+
+
+def inducing_values(setup: CrowdSetup, sites: dict) -> dict:
+    """Map whitened draws {"u_t", "s_t", "u_v", "s_v", "u_w", "s_w"} with a leading draw
+    dimension to inducing values t_m (G, M), v_m (G, C, M), w_m (G, C, M_u) and scales."""
+    L = setup.items.L_mm
+    out = {"s_v": sites["s_v"], "s_w": sites["s_w"]}
+    out["v_m"] = (sites["u_v"] @ L.T) / sites["s_v"].sqrt()[..., None]
+    Lu = None if setup.users is None else setup.users.L_mm
+    uw = sites["u_w"] if Lu is None else sites["u_w"] @ Lu.T
+    out["w_m"] = uw / sites["s_w"].sqrt()[..., None]
+    if setup.consensus:
+        out["s_t"] = sites["s_t"]
+        out["t_m"] = (sites["u_t"] @ L.T) / sites["s_t"].sqrt()[..., None]
+    return out
+

@@ -1,0 +1,33 @@
+"""GPPL's ArviZ converter: posterior f (item) and s; per-pair log-likelihood and replicated labels."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from ...diagnostics.arviz import chain_shape, finish, probit_labels
+
+
+def to_arviz(post, n_draws: int = 1000, seed: int = 0):
+    sample_based = post.covs is None and post.s_shape is None
+    n = post.weights.shape[0] if sample_based else n_draws
+    chains = post.n_chains if sample_based else 1
+    draws = post.sample(n, seed=seed)
+    f, s = draws["f"], draws["s"]
+    a = torch.as_tensor(post.data.a)
+    b = torch.as_tensor(post.data.b)
+    loglik, y_rep = probit_labels(f[:, a] - f[:, b], post.data.y, seed)
+
+    shape = functools.partial(chain_shape, chains=chains)
+
+    items = np.asarray(post.data.item_ids)
+    coords = {"item": items, "pair": np.arange(post.data.n_pairs)}
+    dims = {"f": ["item"], "y": ["pair"]}
+    groups = {
+        "posterior": {"f": shape(f), "s": shape(s)},
+        "posterior_predictive": {"y": shape(y_rep)},
+        "log_likelihood": {"y": shape(loglik)},
+        "observed_data": {"y": post.data.y.astype(np.int64)},
+    }
+    return finish(post, groups, coords, dims, "pair", identified="f s")

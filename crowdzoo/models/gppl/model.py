@@ -1,0 +1,109 @@
+"""GPPL: Gaussian-process preference learning for one user (Simpson & Gurevych 2020, §3.1).
+
+Generative story (Eq. 4, with the sparse approximation of §4.2):
+
+    s            ~ Gamma(α₀, β₀)                       inverse function scale (shape, rate)
+    f_m          ~ N(0, K_mm / s)                      utilities of M inducing items
+    f_a − f_b    | f_m, s ~ N(d_pᵀ f_m, c_p / s)        each pair's utility difference
+    y_p          ~ Bernoulli(Φ(f_a − f_b))             probit likelihood, Eq. 2 with σ² = ½
+
+Integrating each pair's difference over its conditional Gaussian gives the likelihood used
+below, p(y_p = 1 | f_m, s) = Φ(d_pᵀ f_m / √(1 + c_p / s)) (the probit–Gaussian identity behind
+Eq. 3). With ``n_inducing=None`` the inducing items are the training items, c_p = 0 and the model
+is the exact GPPL of Eq. 4. f_m is written non-centred, f_m = L_mm u / √s with u ~ N(0, I), which
+is what NUTS and Pyro's guides see.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+
+from ...data.tensors import label_tensors
+from ...gp.conditional import SparseGP
+from ...gp.inducing import kmeanspp_inducing
+from ...gp.kernels import as_kernel, median_heuristic
+from ...gp.linalg import DTYPE
+from ...gp.probit import probit_logits
+
+
+@dataclass
+class GPPL:
+    """Single-user GP preference model.
+
+    Parameters
+    ----------
+    n_inducing : M inducing items chosen by k-means++ (None: exact, every item is inducing).
+    kernel : "matern32" (default, as in the paper), "se", a kernel object (``Kernel("se") +
+        Kernel("matern32")``, see :mod:`crowdzoo.gp.kernels`) or any callable ``k(X1, X2)``.
+    lengthscale : (D,) length-scales for the kernel's unset ones; None uses the median heuristic (Eq. 26).
+    scaled_lengthscale : use the high-dimensional variant 20√D · ℓ_MH (§5.3).
+    shape_s0, rate_s0 : α₀, β₀ of the Gamma prior on the inverse scale s (Eq. 4, 15).
+    s_prior : any positive Pyro distribution replacing Gamma(α₀, β₀) (not for ``natgrad``,
+        whose q(s) update of Eq. 15 needs the conjugate Gamma).
+    jitter : relative jitter added to K_mm.
+    """
+
+    n_inducing: int | None = None
+    kernel: object = "matern32"
+    lengthscale: object = None
+    scaled_lengthscale: bool = False
+    shape_s0: float = 2.0
+    rate_s0: float = 2.0
+    s_prior: object = None
+    jitter: float = 1e-6
+
+    def prior_s(self) -> dist.Distribution:
+        if self.s_prior is not None:
+            return self.s_prior
+        return dist.Gamma(torch.tensor(float(self.shape_s0), dtype=DTYPE),
+                          torch.tensor(float(self.rate_s0), dtype=DTYPE))
+
+    def setup(self, data, seed: int = 0, inducing=None) -> GPPLSetup:
+        """Fix the kernel, inducing inputs and the projections every route shares."""
+        return self.setup_features(data.item_features, seed=seed, inducing=inducing)
+
+    def setup_features(self, item_features, seed: int = 0, inducing=None) -> GPPLSetup:
+        """:meth:`setup` from a feature matrix (N, D) alone (crowdGPPL's sides, crowdBT–GP)."""
+        X = torch.as_tensor(np.asarray(item_features), dtype=DTYPE)
+        ell = self.lengthscale
+        if ell is None:
+            ell = median_heuristic(X, scaled=self.scaled_lengthscale)
+        ell = torch.as_tensor(ell, dtype=DTYPE).reshape(-1).expand(X.shape[1]).clone()
+        kern = as_kernel(self.kernel, ell)
+        if inducing is not None:
+            Z = torch.as_tensor(np.asarray(inducing), dtype=DTYPE)
+        elif self.n_inducing is None or self.n_inducing >= X.shape[0]:
+            Z = X
+        else:
+            Z = kmeanspp_inducing(X.numpy(), self.n_inducing, seed=seed)
+        return GPPLSetup.build(kern, X, Z, self.jitter, exact=Z is X, s_prior=self.prior_s())
+
+    def program(self, setup: GPPLSetup, data, subsample_size=None):
+        """The Pyro model and its arguments for ``data`` (what the generic svi/nuts/map engines run)."""
+        a, b, y = label_tensors(data)
+        return gppl_model, (setup, a, b, y, subsample_size)
+
+
+@dataclass
+class GPPLSetup(SparseGP):
+    """What is fixed before inference: the sparse GP over items (kernel, items X (N, D), inducing
+    inputs Z (M, D), K_mm, L_mm, B = L_mm⁻¹ K_mn; :class:`~crowdzoo.gp.SparseGP`) and the prior of s."""
+
+    s_prior: object = None
+
+
+def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,
+               subsample_size: int | None = None):
+    """The Pyro model of GPPL (module docstring). ``a``, ``b``, ``y``: (P,) tensors."""
+    s = pyro.sample("s", setup.s_prior)
+    u = pyro.sample("u", dist.Normal(torch.zeros(setup.M, dtype=DTYPE), 1.0).to_event(1))
+    pyro.deterministic("f_m", setup.L_mm @ u / s.sqrt())
+    with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size) as idx:
+        d, c = setup.pair_terms(a[idx], b[idx])
+        z = (d @ u) / torch.sqrt(s * (1.0 + c / s))
+        pyro.sample("y", dist.Bernoulli(logits=probit_logits(z)),
+                    obs=None if y is None else y[idx])

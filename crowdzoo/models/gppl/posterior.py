@@ -1,0 +1,135 @@
+"""The fitted posterior of GPPL, shared by every inference route.
+
+Every route returns the posterior over the inducing utilities f_m as a mixture of Gaussians,
+
+    q(f_m) = Σ_g w_g N(f_m; m_g, S_g),   with inverse scale s_g in component g,
+
+which covers all of them without special cases: ``natgrad`` is one component (S from Eq. 17,
+s_g = E[s] from Eq. 15), ``ep`` one component per grid value of s (weights ∝ EP evidence ×
+prior), and ``nuts``/``svi`` one zero-covariance component per posterior draw. Test utilities
+follow from the GP conditional (Eq. 19): f* | f_m, s ~ N(A f_m, (K** − A K_m*) / s) with
+A = K*m K_mm⁻¹, so the predictive probability of a pair is the mixture of Eq. 3.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...core.ids import check_features, positions
+from ...core.posterior import Posterior, uniform_weights
+from ...errors import DataError
+from ...gp.linalg import DTYPE, cholesky, gamma_draws
+from ...gp.probit import mixture_moments, mixture_prob
+
+_CHUNK = 2**22
+
+
+@dataclass(kw_only=True)
+class GPPLPosterior(Posterior):
+    """Posterior of a fitted GPPL. Build it with :func:`crowdzoo.fit`.
+
+    Attributes (besides :class:`~crowdzoo.core.posterior.Posterior`'s): ``means`` (G, M), ``covs``
+    (G, M, M) or None, ``s`` (G,), optional q(s) = Gamma(``s_shape``, ``s_rate``).
+    """
+
+    means: torch.Tensor
+    covs: torch.Tensor | None
+    s: torch.Tensor
+    s_shape: float | None = None
+    s_rate: float | None = None
+
+    @classmethod
+    def from_draws(cls, model, setup, data, sites, method, **kw):
+        """Draws of the non-centred sites u, s: f_m = L_mm u / √s per draw."""
+        s = sites["s"].to(DTYPE)
+        f_m = (sites["u"].to(DTYPE) @ setup.L_mm.T) / s.sqrt()[:, None]
+        return cls(model=model, setup=setup, data=data, method=method, weights=uniform_weights(s.shape[0]),
+                   means=f_m, covs=None, s=s, **kw)
+
+    # ------------------------------------------------------------------ helpers
+    def _items(self, item_features):
+        if item_features is None:
+            return None, self.setup.X
+        X = check_features("item_features", item_features, self.setup.X.shape[1])
+        return X, X
+
+    def _positions(self, name, ids, X, n: int) -> torch.Tensor:
+        return positions(name, ids, self.data.item_ids if X is None else None, n)
+
+    # ------------------------------------------------------------------ predictions
+    def utilities(self, item_features=None):
+        """Posterior mean and variance of the utility of each item: (mean, variance) as
+        pandas Series labelled by item id (or by position for new ``item_features``)."""
+        X, Xs = self._items(item_features)
+        A, c = self.setup.item_terms(X)  # Eq. 19
+        mu = self.means @ A.T  # (G, N*)
+        var = c / self.s[:, None]
+        if self.covs is not None:
+            var = var + torch.einsum("im,gmn,in->gi", A, self.covs, A)
+        mean, variance = mixture_moments(self.weights, mu, var)
+        index = pd.Index(self.data.item_ids if X is None else np.arange(Xs.shape[0]), name="item")
+        return (pd.Series(mean.numpy(), index=index, name="mean"),
+                pd.Series(variance.numpy(), index=index, name="variance"))
+
+    def predict_proba(self, a, b, item_features=None) -> np.ndarray:
+        """P(a ≻ b) for each pair (Eq. 3, mixed over the posterior components).
+
+        ``a``, ``b`` are item ids of the training data, or row positions in ``item_features``
+        when it is given (new items)."""
+        X, Xs = self._items(item_features)
+        a = self._positions("a", a, X, Xs.shape[0])
+        b = self._positions("b", b, X, Xs.shape[0])
+        if a.shape != b.shape:
+            raise DataError(f"a, b: mismatched lengths {a.shape[0]} and {b.shape[0]}")
+        out = torch.empty(a.shape[0], dtype=DTYPE)
+        chunk = max(64, _CHUNK // self.weights.shape[0])  # ≤ _CHUNK numbers per (component, pair)
+        for lo in range(0, a.shape[0], chunk):  # chunks bound memory; vectorised within
+            sl = slice(lo, lo + chunk)
+            dA, c = self.setup.pair_rows(a[sl], b[sl], X)
+            mu = self.means @ dA.T  # (G, P)
+            var = c[None, :] / self.s[:, None]
+            if self.covs is not None:
+                var = var + torch.einsum("pm,gmn,pn->gp", dA, self.covs, dA)
+            out[sl] = mixture_prob(self.weights, mu, var)
+        return out.numpy()
+
+    # ------------------------------------------------------------------ draws
+    def sample(self, n: int = 1000, seed: int = 0) -> dict:
+        """Posterior draws: {"f": (n, N) utilities of the training items, "s": (n,)}.
+
+        For approximate routes these are draws from the approximation. For a sparse model the
+        conditional variance of f given f_m is added independently per item (FITC-style)."""
+        g = torch.Generator().manual_seed(seed)
+        comp = torch.multinomial(self.weights, n, replacement=True, generator=g)
+        if self.covs is None and self.weights.shape[0] == n and torch.allclose(
+                self.weights, torch.full_like(self.weights, 1.0 / n)):
+            comp = torch.arange(n)  # the draws themselves, in chain order
+        f_m = self.means[comp]
+        if self.covs is not None:
+            L = cholesky(self.covs, what="posterior covariance S")
+            eps = torch.randn(n, self.setup.M, dtype=DTYPE, generator=g)
+            f_m = f_m + torch.einsum("nij,nj->ni", L[comp], eps)
+        if self.s_shape is not None:
+            s = gamma_draws(self.s_shape, self.s_rate, n, g)
+        else:
+            s = self.s[comp]
+        A, c = self.setup.item_terms()
+        f = f_m @ A.T
+        if not self.setup.exact:
+            f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(c / self.s[comp][:, None])
+        return {"f": f, "s": s}
+
+    # ------------------------------------------------------------------ output
+    def to_arviz(self, n_draws: int = 1000, seed: int = 0):
+        """An ArviZ ``DataTree`` (posterior, posterior_predictive, observed_data,
+        log_likelihood, sample_stats); see :mod:`crowdzoo.models.gppl.arviz`."""
+        from .arviz import to_arviz
+
+        return to_arviz(self, n_draws=n_draws, seed=seed)
+
+    def __repr__(self) -> str:
+        return (f"GPPLPosterior(method={self.method!r}, items={self.data.n_items}, "
+                f"pairs={self.data.n_pairs}, inducing={self.setup.M}, components={self.weights.shape[0]})")

@@ -1,0 +1,196 @@
+"""The zoo's one table: every model, the data it takes, its routes and its posterior.
+
+``crowdzoo.fit``, ``crowdzoo.load``, the CLI (``crowdzoo fit``, ``crowdzoo models``) and the docs'
+route table read :data:`ZOO`; nothing else in the package names a model. Adding a model is its
+package under ``crowdzoo/models/`` plus one :class:`Entry` here (docs/guides/add-a-model.md).
+
+Entries name their classes and functions by import path ("module:name"), so reading the table
+imports nothing heavy (the CLI answers ``--help`` without torch). Routes are either a model's own
+(``crowdzoo.models.<name>.<route>:fit_<route>``) or one of the generic engines, which run any
+model that offers ``setup(data, seed)`` and ``program(setup, data, subsample_size)`` and whose
+posterior class offers ``from_draws``: :data:`SVI`, :data:`NUTS`, :data:`MAP`.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+
+from .errors import DataError
+
+SVI = "crowdzoo.inference.svi:fit_svi"
+NUTS = "crowdzoo.inference.nuts:fit_nuts"
+MAP = "crowdzoo.inference.map:fit_map"
+GENERIC = (SVI, NUTS, MAP)
+
+#: what each data kind needs: a PairwiseData, with a user per label for "crowd pairs"
+DATA_KINDS = {"pairs": "PairwiseData (users, if any, are pooled)",
+              "crowd pairs": "PairwiseData with a user per label (users=...)"}
+
+
+def _load(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One model of the zoo.
+
+    ``name`` (as the CLI and saved files spell it), ``model`` (its class), ``data`` (a key of
+    :data:`DATA_KINDS`), ``routes`` (method → fit function; the first is the default),
+    ``posterior`` (its posterior class), ``guide`` (default guide factory for :data:`SVI`),
+    ``n_draws`` (draws an svi fit keeps), ``paper`` and ``summary`` (for ``crowdzoo models``).
+    """
+
+    name: str
+    model: str
+    data: str
+    routes: dict
+    posterior: str
+    guide: str | None = None
+    n_draws: int = 300
+    paper: str = ""
+    summary: str = ""
+    baseline: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def default(self) -> str:
+        return next(iter(self.routes))
+
+    def model_class(self):
+        return _load(self.model)
+
+    def posterior_class(self):
+        return _load(self.posterior)
+
+    def default_guide(self):
+        return None if self.guide is None else _load(self.guide)
+
+    def route(self, method: str):
+        """The fit function of ``method``, or a DataError naming the routes this model has."""
+        if method not in self.routes:
+            raise DataError(f"method: {self.name} has no route {method!r}; its routes are "
+                            f"{list(self.routes)} (default {self.default!r})")
+        return _load(self.routes[method])
+
+    def is_generic(self, method: str) -> bool:
+        return self.routes[method] in GENERIC
+
+
+ZOO: tuple[Entry, ...] = (
+    Entry("gppl", "crowdzoo.models.gppl.model:GPPL", "pairs",
+          {"natgrad": "crowdzoo.models.gppl.natgrad:fit_natgrad", "ep": "crowdzoo.models.gppl.ep:fit_ep",
+           "svi": SVI, "nuts": NUTS},
+          "crowdzoo.models.gppl.posterior:GPPLPosterior", n_draws=1000,
+          paper="Chu & Ghahramani 2005; Simpson & Gurevych 2020 §3.1",
+          summary="GP preference learning for one user (or a pooled crowd)"),
+    Entry("crowdgppl", "crowdzoo.models.crowdgppl.model:CrowdGPPL", "crowd pairs",
+          {"natgrad": "crowdzoo.models.crowdgppl.natgrad:fit_natgrad", "svi": SVI, "nuts": NUTS},
+          "crowdzoo.models.crowdgppl.posterior:CrowdGPPLPosterior",
+          guide="crowdzoo.models.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
+          summary="consensus and personal preferences: GP matrix factorisation"),
+    Entry("collabgp", "crowdzoo.models.collabgp.model:CollabGP", "crowd pairs",
+          {"ep": "crowdzoo.models.collabgp.ep_vb:fit_ep", "svi": SVI, "nuts": NUTS},
+          "crowdzoo.models.collabgp.posterior:CollabGPPosterior",
+          guide="crowdzoo.models.collabgp.guide:default_guide", paper="Houlsby et al. 2012",
+          summary="collaborative GP preference learning over item pairs (EP + VB)"),
+    Entry("bradley-terry", "crowdzoo.models.bradley_terry.model:BradleyTerry", "pairs",
+          {"map": MAP, "svi": SVI, "nuts": NUTS},
+          "crowdzoo.models.bradley_terry.posterior:BradleyTerryPosterior", n_draws=1000,
+          paper="Bradley & Terry 1952; Thurstone 1927",
+          summary="independent utilities without features (logit or probit link); the worked "
+                  "example of docs/guides/add-a-model.md"),
+    Entry("gppl-per-user", "crowdzoo.models.baselines.gppl_per_user:GPPLPerUser", "crowd pairs",
+          {"natgrad": "crowdzoo.models.baselines.gppl_per_user:fit_natgrad"},
+          "crowdzoo.models.baselines.gppl_per_user:PerUserPosterior", baseline=True,
+          paper="Simpson & Gurevych 2020 §5", summary="an independent GPPL per user (baseline)"),
+    Entry("crowdbt-gp", "crowdzoo.models.baselines.crowdbt_gp:CrowdBTGP", "pairs",
+          {"map": "crowdzoo.models.baselines.crowdbt_gp:fit_map"},
+          "crowdzoo.models.baselines.crowdbt_gp:CrowdBTGPPosterior", baseline=True,
+          paper="Chen et al. 2013; Simpson & Gurevych 2020 Table 3",
+          summary="crowdBT scores regressed on features by a sparse GP (baseline)"),
+)
+
+
+def entry(name: str) -> Entry:
+    """The entry called ``name``."""
+    for e in ZOO:
+        if e.name == name:
+            return e
+    raise DataError(f"model: unknown model {name!r}; the zoo has {[e.name for e in ZOO]}")
+
+
+def entry_for(model) -> Entry:
+    """The entry of a model instance (its class or the nearest base class in the table)."""
+    paths = {e.model: e for e in ZOO}
+    for cls in type(model).__mro__:
+        e = paths.get(f"{cls.__module__}:{cls.__qualname__}")
+        if e is not None:
+            return e
+    raise DataError(f"model: {type(model).__name__} is not a model of the zoo; build one of "
+                    f"{[e.model.split(':')[1] for e in ZOO]} (crowdzoo.models)")
+
+
+def _check_data(e: Entry, data) -> None:
+    from .data import PairwiseData
+
+    if not isinstance(data, PairwiseData):
+        raise DataError(f"data: expected a crowdzoo.PairwiseData, got {type(data).__name__} "
+                        "(build one with PairwiseData.from_arrays or .from_frame)")
+    if e.data == "crowd pairs" and data.users is None:
+        raise DataError(f"users: {e.name} needs a user per label (PairwiseData(..., users=...)); "
+                        "for one user's labels fit gppl")
+
+
+def route_settings(fn) -> dict:
+    """The settings a route accepts (its keyword arguments after model, data and seed), with defaults."""
+    out = {}
+    for p in list(inspect.signature(fn).parameters.values())[2:]:
+        if p.name in ("seed", "entry") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        out[p.name] = p.default
+    return out
+
+
+def fit(model, data, method: str | None = None, seed: int = 0, **settings):
+    """Fit ``model`` to ``data`` by ``method`` (default: the model's first route in :data:`ZOO`) and
+    return its posterior.
+
+    ``crowdzoo models`` lists every model's routes. ``settings`` go to the route (see its
+    ``fit_<route>`` function, e.g. :func:`crowdzoo.models.gppl.natgrad.fit_natgrad`); an unknown
+    setting is a DataError that lists the accepted ones. ``seed`` makes the fit reproducible bit for
+    bit, without touching the caller's random state.
+    """
+    e = entry_for(model)
+    method = e.default if method is None else method
+    fn = e.route(method)
+    _check_data(e, data)
+    accepted = route_settings(fn)
+    unknown = [k for k in settings if k not in accepted]
+    if unknown:
+        raise DataError(f"{unknown[0]}: not a setting of {e.name}'s {method!r} route; it accepts "
+                        f"{sorted(accepted)}")
+    if e.is_generic(method):
+        return fn(model, data, seed=seed, entry=e, **settings)
+    return fn(model, data, seed=seed, **settings)
+
+
+def load(path):
+    """Load any posterior written by ``posterior.save(path)``; predictions are identical."""
+    from .core.io import load as _load_posterior
+
+    return _load_posterior(path)
+
+
+def route_table(markdown: bool = True) -> str:
+    """The table of models and routes (``crowdzoo models``; the docs embed its Markdown)."""
+    rows = [(e.name, e.model.split(":")[1], e.data, ", ".join(
+        f"**{m}**" if m == e.default else m for m in e.routes), e.summary) for e in ZOO]
+    if not markdown:
+        w = [max(len(r[i].replace("**", "")) for r in rows) for i in range(3)]
+        return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3].replace('**', '')}"
+                         f" (default {r[3].split('**')[1]})" for r in rows)
+    head = "| model | class | data | routes (default in bold) | what it is |\n|---|---|---|---|---|\n"
+    return head + "\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n"
