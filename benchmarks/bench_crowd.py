@@ -140,7 +140,9 @@ def main(argv=None):
          "50 items and 20 users with 2-D features (simulated crowdGPPL, 3 true components), 1000 training "
          "labels and 250 held out; C = 20, M = 25 inducing items (every user inducing), P_i = 1000, "
          "defaults otherwise. Pooled GPPL (exact-likelihood natgrad, M = 25) for reference. The authors' "
-         "reference implementation needs about 200 s on this machine and stops at its 200-iteration cap.",
+         "reference implementation took about 200 s on this machine when it was measured (an earlier "
+         "session, not rerun by this script; the zoo's own timings here fell about 3× between sessions, "
+         "so compare with care) and stops at its 200-iteration cap.",
          "", "| likelihood | seed | seconds | iterations | converged | held-out acc | pooled GPPL acc |",
          "|---|---:|---:|---:|---|---:|---:|"]
     for r in target:
