@@ -52,10 +52,17 @@ class SparseGP:
         conditional variance c (n,) of f given f_m, times s (Eq. 19)."""
         B = self._whitened(X)
         A = torch.linalg.solve_triangular(self.L_mm.T, B, upper=True).T
+        return A, self._cond_var(B, X)
+
+    def conditional_variance(self, X=None):
+        """c (n,) of :meth:`item_terms` alone."""
+        return self._cond_var(self._whitened(X), X)
+
+    def _cond_var(self, B, X):
         if X is None and self.exact:
-            return A, torch.zeros(A.shape[0], dtype=DTYPE)
+            return torch.zeros(B.shape[1], dtype=DTYPE)
         Xs = self.X if X is None else X
-        return A, (self.kernel.diag(Xs) - (B * B).sum(0)).clamp_min(0.0)
+        return (self.kernel.diag(Xs) - (B * B).sum(0)).clamp_min(0.0)
 
     def pair_terms(self, a: torch.Tensor, b: torch.Tensor, X=None):
         """For pairs (a, b) of rows of X (default: the training inputs): whitened rows d (P, M)

@@ -180,10 +180,7 @@ class CrowdSetup:
         d (P,) (× 1/s_w,c); None for independent users (then w_c,j = u_w,c[j] / √s_w,c, d = 0)."""
         if self.users is None:
             return None, torch.zeros(j.shape[0], dtype=DTYPE)
-        e = self.users.B[:, j].T
-        if self.users.exact:
-            return e, torch.zeros(j.shape[0], dtype=DTYPE)
-        return e, (1.0 - (e * e).sum(-1)).clamp_min(0.0)
+        return self.users.B[:, j].T, self.users.conditional_variance()[j]  # Eq. 19 per user
 
 
 def z_moments(dt, dv, w, c, d, s_t, s_v, s_w):
