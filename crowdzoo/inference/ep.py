@@ -1,18 +1,11 @@
 """Expectation propagation with probit sites on directions of a Gaussian: the site algebra every
-EP route of the zoo shares (GPPL's, and the DPM communities').
+EP route of the zoo shares (GPPL's; the DPM communities' next).
 
-Each label p is a probit factor of one direction of the inducing utilities,
-Φ(y'_p h_pᵀ f_m) with y' = 2y − 1 and h_p = (A_a − A_b) / √(1 + c_p / s) (A = K_nm K_mm⁻¹,
-c_p the conditional variance of f_a − f_b given f_m; for the exact model h_p = e_a − e_b and
-c_p = 0). EP replaces each factor by a rank-one Gaussian site exp(−½ τ_p z² + ν_p z) in
-z = h_pᵀ f_m (Minka 2001; Chu & Ghahramani 2005 use the same pairwise probit; Rasmussen &
-Williams 2006, §3.6 for the moments). Sites are updated in parallel with damping, so one sweep
-costs O(M³ + P M²) and is vectorised over pairs.
-
-The inverse scale s is **integrated over a grid** by default: the EP evidence Z_EP(s) (R&W
-Eq. 3.65 generalised to rank-one sites) times the prior p(s) weights one Gaussian per grid value,
-and the posterior is their mixture. ``s_mode="max"`` instead keeps the single grid value that
-maximises the EP evidence (type-II maximum likelihood).
+Prior f ~ N(0, K); each label p is a factor Φ(sgn_p h_pᵀ f) of one direction h_p, replaced by a
+rank-one Gaussian site exp(−½ τ_p z² + ν_p z) in z = h_pᵀ f (Minka 2001; Rasmussen & Williams
+2006, §3.6 for the moments). Sites are updated in parallel with damping, in natural parameters, so
+one sweep costs O(M³ + P M²), vectorised over labels; the EP evidence (R&W Eq. 3.65 with rank-one
+sites) comes with the result.
 """
 from __future__ import annotations
 
