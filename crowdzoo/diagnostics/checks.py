@@ -277,6 +277,10 @@ def loo(dt) -> Check:
     n_tail = max(2, int(min(0.2 * S, 3 * np.sqrt(S))))
     flat_tail = np.ptp(np.sort(-flat, 0)[-n_tail:], 0) == 0
     const = (span < 1e-8) | flat_tail
+    if const.all():  # a point estimate (MAP) or draws that agree on every label
+        return Check("PSIS-LOO", "skip", "no label's log-likelihood varies over the draws",
+                     "needs draws of a posterior",
+                     "a point estimate (e.g. a MAP route) has no spread to reweight: PSIS-LOO does not apply")
     res = azs.loo(_keep_labels(dt, ll, ~const))
     k = np.zeros(const.size)
     k[~const] = np.ravel(res.pareto_k.values)
