@@ -1,18 +1,55 @@
-"""crowdzoo: a Pyro model zoo of Bayesian models of what crowds say about pairs of things."""
-from .data import (
-                   PairwiseData,
-                   simulate_collab,
-                   simulate_crowd,
-                   simulate_gppl,
-                   split_each_user,
-                   split_pairs,
-                   split_users,
-)
-from .errors import DataError, NumericalError
-from .models import GPPL, BradleyTerry, CollabGP, CrowdBTGP, CrowdGPPL, GPPLPerUser
-from .zoo import ZOO, fit, load
+"""crowdzoo: a Pyro model zoo of Bayesian models of what crowds say about pairs of things.
+
+Names are imported on first use (PEP 562), so ``import crowdzoo`` and the command line's ``--help``
+do not pay for torch and Pyro until a model or a fit is asked for.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .errors import ConvergenceWarning, DataError, NumericalError
+
+if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and the API docs)
+    from .data import (
+        PairwiseData,
+        simulate_collab,
+        simulate_crowd,
+        simulate_gppl,
+        split_each_user,
+        split_pairs,
+        split_users,
+    )
+    from .models import GPPL, BradleyTerry, CollabGP, CrowdBTGP, CrowdGPPL, GPPLPerUser
+    from .zoo import ZOO, fit, load
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "PairwiseData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",
+    "simulate_gppl": ".data", "split_each_user": ".data", "split_pairs": ".data", "split_users": ".data",
+    "GPPL": ".models", "BradleyTerry": ".models", "CollabGP": ".models", "CrowdBTGP": ".models",
+    "CrowdGPPL": ".models", "GPPLPerUser": ".models",
+    "ZOO": ".zoo", "fit": ".zoo", "load": ".zoo",
+}
+
+
+_SUBPACKAGES = ("active", "cli", "comparisons", "core", "data", "diagnostics", "gp", "inference", "metrics",
+                "models", "zoo")
+
+
+def __getattr__(name):
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'crowdzoo' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def report(posterior, path, **kwargs):
@@ -25,5 +62,5 @@ def report(posterior, path, **kwargs):
 
 
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
-           "NumericalError", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser", "CrowdBTGP",
-           "CollabGP", "BradleyTerry", "ZOO", "simulate_collab", "split_each_user", "report"]
+           "NumericalError", "ConvergenceWarning", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser",
+           "CrowdBTGP", "CollabGP", "BradleyTerry", "ZOO", "simulate_collab", "split_each_user", "report"]
