@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .errors import ConvergenceWarning, DataError, NumericalError
+from .errors import ConvergenceWarning, DataError, DataWarning, NumericalError
 
 if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and the API docs)
     from .data import (
@@ -62,5 +62,6 @@ def report(posterior, path, **kwargs):
 
 
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
-           "NumericalError", "ConvergenceWarning", "fit", "load", "GPPL", "CrowdGPPL", "GPPLPerUser",
-           "CrowdBTGP", "CollabGP", "BradleyTerry", "ZOO", "simulate_collab", "split_each_user", "report"]
+           "NumericalError", "ConvergenceWarning", "DataWarning", "fit", "load", "GPPL", "CrowdGPPL",
+           "GPPLPerUser", "CrowdBTGP", "CollabGP", "BradleyTerry", "ZOO", "simulate_collab",
+           "split_each_user", "report"]

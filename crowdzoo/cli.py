@@ -3,20 +3,34 @@
     crowdzoo models                       the zoo's models, their data and routes (from crowdzoo.zoo)
     crowdzoo fit gppl --pairs PAIRS.csv --items ITEMS.csv --method natgrad --out DIR
     crowdzoo fit crowdgppl --pairs PAIRS.csv --items ITEMS.csv [--users USERS.csv] --out DIR
+    crowdzoo fit gppl --pairs PAIRS.csv --method natgrad --max-iter 200 --tol 1e-3 --out DIR
+    crowdzoo fit gppl ... --resume DIR/checkpoint.pt       continue a fit stopped by Ctrl-C
+    crowdzoo predict RUN_DIR --pairs NEW.csv -o NEW_P.csv    P(a ≻ b) for new pairs
     crowdzoo demo --out runs/demo
     crowdzoo compare gppl-routes --repeats 3 --jobs 2 --out docs/gppl-routes.md
     crowdzoo report RUN_DIR -o report.html [--reference NUTS_RUN_DIR]
 
-Bad input ends with one ``crowdzoo: error: ...`` line and exit status 2; a numerical failure
-with its advice and status 3.
+Bad input ends with one ``crowdzoo: error: ...`` line naming the flag and exit status 2; a numerical
+failure with its advice and status 3; Ctrl-C with one line naming the checkpoint and the command that
+continues the fit, status 130. Warnings of a fit come as ``crowdzoo: warning: ...`` lines.
+
+The route settings (``--max-iter``, ``--tol``, ``--batch-size``, ...) are generated from the
+routes' signatures, read from their source files (:func:`crowdzoo.zoo.route_signature_static`), so
+``--help`` answers without importing torch; a given flag that the chosen route does not take is
+refused, as is any option that does not apply to the chosen model.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
+import re
+import shlex
 import sys
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,25 +44,129 @@ METHODS = tuple(sorted({m for e in zoo.ZOO for m in e.routes}))
 #: CLI option → the model setting it fills (only models with that setting receive it)
 MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "n_components",
                  "n_inducing_users": "n_inducing_users"}
+#: route parameters that are not command-line flags (objects, or set by the CLI itself)
+NOT_FLAGS = frozenset({"setup", "callback", "resume", "checkpoint", "progress_bar", "guide", "entry", "seed"})
+#: the files a run folder holds; ``--overwrite`` removes them before the new run writes its own
+RUN_FILES = ("posterior.pt", "metrics.json", "run.json", "utilities.csv", "utilities_personal.csv",
+             "predictions.csv", "checkpoint.pt", "checkpoint.pt.tmp", "diagnostics.html", "diagnostics.md",
+             "report.html", "report.md")
+_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+def _setting_type(default, annotation):
+    """The CLI type of a route setting: from its default, else its annotation (``float | None``)."""
+    if isinstance(default, bool | int | float | str):
+        return type(default)
+    if default is None and annotation:
+        for name in (t.strip() for t in annotation.split("|")):
+            if name in _TYPES:
+                return _TYPES[name]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RouteFlag:
+    """One generated flag: the route setting ``name`` of every route that has it."""
+
+    name: str
+    flag: str
+    type: type
+    defaults: tuple  # ((default, (route, ...)), ...)
+
+    @property
+    def dest(self) -> str:
+        return f"route_{self.name}"
+
+    def help(self) -> str:
+        shown = "; ".join(f"{'unset' if d is None else repr(d)} ({', '.join(routes)})"
+                          for d, routes in self.defaults)
+        return f"route setting {self.name}; default {shown}"
+
+
+@functools.lru_cache(maxsize=1)
+def route_flags() -> dict:
+    """{setting: RouteFlag} over every route of the zoo, read from the routes' source (no torch)."""
+    found: dict = {}
+    for e in zoo.ZOO:
+        for method in e.routes:
+            where = method if e.is_generic(method) else f"{e.name} {method}"
+            for name, (default, ann) in zoo.route_signature_static(e, method).items():
+                t = _setting_type(default, ann)
+                if name in NOT_FLAGS or t is None:
+                    continue
+                types, defaults = found.setdefault(name, (set(), {}))
+                types.add(t)
+                routes = defaults.setdefault(default, [])
+                if where not in routes:
+                    routes.append(where)
+    out = {}
+    for name, (types, defaults) in found.items():
+        t = types.pop() if len(types) == 1 else float if types <= {int, float} else str
+        out[name] = RouteFlag(name, "--" + name.replace("_", "-"), t,
+                              tuple((d, tuple(r)) for d, r in defaults.items()))
+    return out
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, except where it is unset (None): those say theirs in words."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or not action.help:
+            return action.help
+        return super()._get_help_string(action)
+
+
+Y_HELP = ("y is 1 if a is preferred to b and 0 if b is preferred to a (0.5: a tie, see --ties); a file "
+          "that lists the preferred item first (winner, loser) needs no y: pass --winner-first")
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="crowdzoo", description="Bayesian models of pairwise crowd labels")
+    fmt = {"formatter_class": _HelpFormatter}
+    ap = argparse.ArgumentParser(prog="crowdzoo", description="Bayesian models of pairwise crowd labels",
+                                 **fmt)
     sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("models", help="list the zoo's models, the data each takes and its routes")
-    fit = sub.add_parser("fit", help="fit a model to CSV files")
+    sub.add_parser("models", help="list the zoo's models, the data each takes and its routes", **fmt)
+    fit = sub.add_parser("fit", help="fit a model to CSV files", description=(
+        "Fit a model to pairwise labels in CSV files and write utilities, predictions, metrics and the "
+        f"posterior to --out. --pairs has one row per label: item ids a and b, and {Y_HELP}."), **fmt)
     fit.add_argument("model", choices=MODELS)
-    fit.add_argument("--pairs", required=True, help="CSV with one row per label (a, b, y)")
-    fit.add_argument("--items", required=True, help="CSV of item features with an id column")
-    fit.add_argument("--users", default=None, help="crowdgppl: CSV of user features with an id column")
-    fit.add_argument("--user-col", default="user", help="crowdgppl: the user-id column of --pairs")
-    fit.add_argument("--components", type=int, default=20, help="crowdgppl: C latent components")
-    fit.add_argument("--n-inducing-users", type=int, default=25, help="crowdgppl: M_u inducing users")
+    fit.add_argument("--pairs", required=True,
+                     help="CSV with one row per label: columns --a-col, --b-col, --y-col (and a user column "
+                          "for crowd models)")
+    fit.add_argument("--items", default=None,
+                     help="CSV of item features with an id column (--id-col); without it the items are the "
+                          "ids seen in --pairs, with no features (independent utilities)")
+    fit.add_argument("--users", default=None,
+                     help="crowd models: CSV of user features with an id column (--user-id-col)")
+    fit.add_argument("--user-col", default=None,
+                     help="crowd models: the user-id column of --pairs (default: user)")
+    fit.add_argument("--user-id-col", default=None,
+                     help="the user-id column of --users (default: --id-col's)")
+    fit.add_argument("--components", type=int, default=None,
+                     help="models with latent components (crowdgppl): C (default: the model's, 20)")
+    fit.add_argument("--n-inducing-users", type=int, default=None,
+                     help="crowdgppl: M_u inducing users (default: the model's, 25)")
+    _csv_options(fit)
     _fit_options(fit)
-    demo = sub.add_parser("demo", help="simulate data, fit GPPL, evaluate and write a report")
+    demo = sub.add_parser("demo", help="simulate data, fit GPPL, evaluate and write a report", **fmt)
     demo.add_argument("--quick", action="store_true", help="a small problem (seconds)")
     _fit_options(demo, out_default="runs/demo")
-    cmp_ = sub.add_parser("compare", help="run a comparison of the zoo (tables beside the papers')")
+    pred = sub.add_parser("predict", help="P(a ≻ b) for new pairs from a fitted run", description=(
+        "Predict P(a ≻ b) for each row of a CSV of pairs from a run folder written by `crowdzoo fit` "
+        "(its posterior.pt), reading the columns the run used (its run.json): crowd models predict each "
+        "row's user's preference."), **fmt)
+    pred.add_argument("run_dir", help="a folder written by `crowdzoo fit` or `crowdzoo demo`")
+    pred.add_argument("--pairs", required=True,
+                      help="CSV of pairs with the run's --a-col and --b-col (and --user-col) columns; a "
+                           "label column is not needed")
+    pred.add_argument("-o", "--out", default=None,
+                      help="CSV to write: the rows of --pairs with a column p = P(a ≻ b) (default: standard "
+                           "output)")
+    pred.add_argument("--sep", default=None,
+                      help="the separator of --pairs and of --out (default: the run's)")
+    pred.add_argument("--consensus", action="store_true",
+                      help="crowd models: the consensus preference instead of each row's user's")
+    cmp_ = sub.add_parser("compare", help="run a comparison of the zoo (tables beside the papers')", **fmt)
     cmp_.add_argument("name")
     cmp_.add_argument("--repeats", type=int, default=1)
     cmp_.add_argument("--jobs", type=int, default=1)
@@ -58,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--data-dir", default=None,
                       help="sushi-*: folder with Kamishima's Sushi files (not shipped: not redistributable)")
     cmp_.add_argument("--out", default=None, help="markdown file (the tidy CSV goes beside it)")
-    rep = sub.add_parser("report", help="posterior diagnostic report of a run (HTML or Markdown)")
+    rep = sub.add_parser("report", help="posterior diagnostic report of a run (HTML or Markdown)", **fmt)
     rep.add_argument("run_dir", help="a folder written by `crowdzoo fit` or `crowdzoo demo`")
     rep.add_argument("-o", "--out", default=None, help="report.html (default) or report.md; "
                      "default RUN_DIR/diagnostics.html")
@@ -68,91 +186,404 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _csv_options(p):
+    """How the CSV files are laid out (``fit``; ``demo`` uses the defaults)."""
+    p.add_argument("--sep", default=",", help="the field separator of the CSV files (e.g. ';')")
+    p.add_argument("--id-col", default=None, help="the item-id column of --items (default: id)")
+    p.add_argument("--features", default=None, metavar="COL,...",
+                   help="the feature columns of --items to use (default: all but the id column)")
+    p.add_argument("--one-hot", default=None, metavar="COL,...",
+                   help="string (categorical) columns of --items to one-hot encode as features; any other "
+                        "string column is refused")
+    p.add_argument("--a-col", default="a", help="the column of --pairs holding the first item's id")
+    p.add_argument("--b-col", default="b", help="the column of --pairs holding the second item's id")
+    p.add_argument("--y-col", default="y", help=f"the label column of --pairs: {Y_HELP} (or --y-col '')")
+    p.add_argument("--winner-first", action="store_true",
+                   help="--a-col always holds the preferred item and --pairs has no label column "
+                        "(same as --y-col '')")
+    p.add_argument("--tie-col", default=None,
+                   help="a column of --pairs that is true (1) where the label is a tie")
+    p.add_argument("--ties", default=None, choices=("drop", "half"),
+                   help="ties (y = 0.5, or --tie-col true): drop them, or count each as half a preference "
+                        "each way (default: a tie is an error)")
+
+
 def _fit_options(p, out_default=None):
     p.add_argument("--method", default=None, choices=METHODS,
                    help="the route (default: the model's first in `crowdzoo models`)")
-    p.add_argument("--out", required=out_default is None, default=out_default)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-inducing", type=int, default=None, help="M inducing items (default: exact)")
+    p.add_argument("--out", required=out_default is None, default=out_default,
+                   help="the run folder to write: a new one, or an earlier run's with --overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run in --out (its files are removed before the new run writes its own)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="the random seed (fits with one seed are bit-identical)")
+    p.add_argument("--n-inducing", type=int, default=None,
+                   help="M inducing items, for models that have them (default: exact, every item)")
     p.add_argument("--kernel", default=None, choices=("matern32", "se"),
                    help="the item kernel (default: the model's; matern32 for gppl and crowdgppl)")
-    p.add_argument("--likelihood", default=None, choices=("linearised", "exact"),
-                   help="natgrad only: the paper's linearisation or the exact expected probit")
-    p.add_argument("--id-col", default="id")
-    p.add_argument("--a-col", default="a")
-    p.add_argument("--b-col", default="b")
-    p.add_argument("--y-col", default="y")
     p.add_argument("--test-fraction", type=float, default=None, help="hold out this share of pairs")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown only on a terminal)")
+    p.add_argument("--resume", default=None, metavar="CHECKPOINT",
+                   help="continue a fit stopped by Ctrl-C from the checkpoint it wrote (OUT/checkpoint.pt; "
+                        "routes with checkpoints only)")
+    group = p.add_argument_group(
+        "route settings", "generated from the routes' signatures; each route takes some of them (see "
+        "`crowdzoo models` for the routes) and a flag the chosen route does not take is refused")
+    taken = set(p._option_string_actions)
+    for spec in route_flags().values():
+        if spec.flag in taken:
+            continue
+        if spec.type is bool:
+            group.add_argument(spec.flag, dest=spec.dest, action=argparse.BooleanOptionalAction, default=None,
+                               help=spec.help())
+        else:
+            group.add_argument(spec.flag, dest=spec.dest, type=spec.type, default=None, help=spec.help(),
+                               metavar=spec.type.__name__.upper())
 
 
-def _read_csv(path: str, what: str) -> pd.DataFrame:
-    if not Path(path).is_file():
-        raise DataError(f"--{what}: file not found: {path}")
-    return pd.read_csv(path)
+def _read_csv(path, flag: str, sep: str = ",") -> pd.DataFrame:
+    """A CSV file, or a DataError naming ``flag`` (missing, empty, unreadable)."""
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"{flag}: file not found: {path}")
+    if not p.is_file():
+        raise DataError(f"{flag}: {path} is not a file")
+    if p.stat().st_size == 0:
+        raise DataError(f"{flag}: {path} is empty (0 bytes); expected a CSV file with a header row")
+    try:
+        return pd.read_csv(p, sep=sep)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{flag}: {path} has no header row and no data (blank lines only)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as err:
+        why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise DataError(f"{flag}: {path} is not a readable CSV file with separator {sep!r} ({why}); check "
+                        "the file, or set --sep") from None
+
+
+def _need_columns(frame: pd.DataFrame, path, flag: str, wanted: dict) -> None:
+    """Each column of ``wanted`` ({column: the option that names it}) is in ``frame``."""
+    for col, option in wanted.items():
+        if col not in frame.columns:
+            hint = ""
+            if len(frame.columns) == 1:
+                found = [s for s in (";", "\t", "|", ",") if s in str(frame.columns[0])]
+                if found:
+                    hint = f"; the file looks {found[0]!r}-separated: set --sep {found[0]!r}"
+            raise DataError(f"{flag}: column {col!r} ({option}) not found in {path} (columns: "
+                            f"{list(frame.columns)}); set {option}{hint}")
+
+
+def _names(value: str) -> list:
+    return [c.strip() for c in value.split(",") if c.strip()]
+
+
+def _item_features(items: pd.DataFrame, args, path) -> pd.DataFrame:
+    """The feature columns of the items CSV (``--features``), ``--one-hot`` columns encoded; a
+    string column not listed in ``--one-hot`` is refused, naming it."""
+    from .data.pairwise import _show
+
+    cols = list(items.columns)
+    chosen = _names(args.features) if args.features is not None else None
+    one_hot = _names(args.one_hot) if args.one_hot else []
+    for flag, names in (("--features", chosen or []), ("--one-hot", one_hot)):
+        for name in names:
+            if name not in cols:
+                raise DataError(f"{flag}: column {name!r} not in --items {path} (its feature columns: "
+                                f"{cols})")
+    chosen = cols if chosen is None else chosen + [c for c in one_hot if c not in chosen]
+    out: dict = {}
+    for name in chosen:
+        col = items[name]
+        if name in one_hot:
+            if col.isna().any():
+                r = int(np.flatnonzero(col.isna())[0])
+                raise DataError(f"--one-hot: column {name!r} of --items, row {r} (item "
+                                f"{_show(items.index[r])}): missing value; give every item a category")
+            dummies = pd.get_dummies(col.astype(str), prefix=name, prefix_sep="=", dtype=float)
+            out.update({c: dummies[c] for c in dummies.columns})
+        elif pd.api.types.is_bool_dtype(col):
+            out[name] = col.astype(float)
+        elif pd.api.types.is_numeric_dtype(col):
+            out[name] = col
+        else:
+            bad = np.flatnonzero(pd.to_numeric(col, errors="coerce").isna() & col.notna())
+            r = int(bad[0]) if bad.size else 0
+            numeric = [c for c in chosen if c != name and pd.api.types.is_numeric_dtype(items[c])]
+            raise DataError(
+                f"--items: column {cols.index(name)} ({name!r}) is not numeric (row {r}, item "
+                f"{_show(items.index[r])}: {_show(col.iloc[r])}); to use it as a category, one-hot encode "
+                f"it with --one-hot {name}; or leave it out with --features {','.join(numeric) or ''!r}")
+    return pd.DataFrame(out, index=items.index)
+
+
+def _cli_message(msg: str, cols: dict) -> str:
+    """A DataError of the data API rewritten to name the CLI's flags and the user's columns.
+    ``cols``: {API argument: (the user's column, its flag)}."""
+    msg = re.sub(r"^from_frame: ", "", msg)
+    a, b = cols.get("a"), cols.get("b")
+    rules = [(r"^df: ", "--pairs: "), (r"^(items|item_features|item_ids): ", "--items: "),
+             (r"^(user_features|user_ids): ", "--users: "), (r"^ties: ", "--ties: "),
+             (r"^tie: ", "--tie-col: ")]
+    if a and b:
+        rules.append((r"^a, b: ", f"--pairs, columns {a[0]!r} ({a[1]}) and {b[0]!r} ({b[1]}): "))
+    for arg in ("a", "b", "y", "tie", "user", "users"):
+        if cols.get(arg):
+            rules.append((rf"^{arg}: ", f"--pairs, column {cols[arg][0]!r} ({cols[arg][1]}): "))
+    rules += [(r"^users: ", "--users: "), (r"^column", "--pairs: column")]
+    for pattern, repl in rules:
+        new = re.sub(pattern, lambda m, r=repl: r, msg)
+        if new != msg:
+            msg = new
+            break
+    msg = re.sub(r"\bties=['\"](\w+)['\"]", r"--ties \1", msg)
+    msg = re.sub(r"\ba tie= column\b", "--tie-col", msg)
+    msg = re.sub(r"\bin (items|users) table\b", r"in --\1", msg)
+    return re.sub(r"\b(in|of) df\b", r"\1 --pairs", msg)
+
+
+def _flag_names(msg: str) -> str:
+    """Route settings named in a message (``max_iter``, ``tol=0.001``) written as the CLI's flags."""
+    for name, spec in route_flags().items():
+        msg = re.sub(rf"\b{name}=", spec.flag + "=", msg)
+        if "_" in name:
+            msg = re.sub(rf"(?<![-\w]){name}\b", spec.flag, msg)
+    return msg
 
 
 def load_csvs(pairs_path, items_path, args):
-    """PairwiseData from the two CSVs (item ids in the id column)."""
+    """PairwiseData from the CSVs: ``--pairs``, ``--items`` (optional: item ids in ``--id-col``,
+    features chosen by ``--features``/``--one-hot``) and, for crowd models, ``--users``."""
     from .data import PairwiseData
 
-    items = _read_csv(items_path, "items")
-    if args.id_col not in items.columns:
-        raise DataError(f"--items: column {args.id_col!r} not found (columns: {list(items.columns)}); "
-                        "set --id-col")
-    items = items.set_index(args.id_col)
-    pairs = _read_csv(pairs_path, "pairs")
-    if zoo.entry(getattr(args, "model", "gppl")).data != "crowd pairs":
-        return PairwiseData.from_frame(pairs, items, a=args.a_col, b=args.b_col, y=args.y_col)
-    users = None
-    if args.users:
-        users = _read_csv(args.users, "users")
-        if args.id_col not in users.columns:
-            raise DataError(f"--users: column {args.id_col!r} not found (columns: {list(users.columns)})")
-        users = users.set_index(args.id_col)
-    return PairwiseData.from_frame(pairs, items, a=args.a_col, b=args.b_col, y=args.y_col,
-                                   user=args.user_col, users=users)
+    sep = getattr(args, "sep", ",")
+    e = zoo.entry(getattr(args, "model", "gppl"))
+    crowd = zoo.takes_users(e)
+    user_col = ((getattr(args, "user_col", None) or "user") if e.data == "crowd pairs"
+                else getattr(args, "user_col", None))
+    y_col = None if getattr(args, "winner_first", False) or args.y_col == "" else args.y_col
+    tie_col = getattr(args, "tie_col", None)
+    pairs = _read_csv(pairs_path, "--pairs", sep)
+    need = {args.a_col: "--a-col", args.b_col: "--b-col"}
+    need.update({c: f for c, f in ((y_col, "--y-col"), (user_col, "--user-col"), (tie_col, "--tie-col"))
+                 if c})
+    _need_columns(pairs, pairs_path, "--pairs", need)
+    if len(pairs) == 0:
+        raise DataError(f"--pairs: {pairs_path} has a header but no rows (no labels)")
+    items = None
+    if items_path is not None:
+        raw = _read_csv(items_path, "--items", sep)
+        id_col = getattr(args, "id_col", None) or "id"
+        _need_columns(raw, items_path, "--items", {id_col: "--id-col"})
+        items = _item_features(raw.set_index(id_col), args, items_path)
+    # y=None: every row is a ≻ b (winner first); tie=: a column flagging ties; items=None: the ids
+    # seen in the pairs, without features
+    kw = {"a": args.a_col, "b": args.b_col, "y": y_col, "tie": tie_col}
+    if getattr(args, "ties", None):
+        kw["ties"] = args.ties
+    if crowd:
+        kw["user"] = user_col
+        if getattr(args, "users", None):
+            uid = args.user_id_col or getattr(args, "id_col", None) or "id"
+            users = _read_csv(args.users, "--users", sep)
+            _need_columns(users, args.users, "--users", {uid: "--user-id-col"})
+            kw["users"] = users.set_index(uid)
+    cols = {"a": (args.a_col, "--a-col"), "b": (args.b_col, "--b-col"), "user": (user_col, "--user-col"),
+            "y": (y_col, "--y-col") if y_col else None, "tie": (tie_col, "--tie-col") if tie_col else None}
+    try:
+        return PairwiseData.from_frame(pairs, items, **kw)
+    except DataError as err:
+        raise DataError(_cli_message(str(err), cols)) from None
 
 
-def run_fit(data, args, out: Path, f_true=None) -> dict:
-    """Fit, predict and write utilities.csv, predictions.csv, metrics.json, posterior.pt."""
+def _plan(args) -> dict:
+    """The model, route and settings a fit will use. Every option the user gave must apply to the
+    chosen model and route: one that does not is refused (a DataError naming the flag)."""
+    e = zoo.entry(getattr(args, "model", "gppl"))
+    args.method = args.method or e.default
+    if args.method not in e.routes:
+        raise DataError(f"--method: {e.name} has no route {args.method!r}; its routes are {list(e.routes)} "
+                        f"(default {e.default!r})")
+    static = zoo.route_signature_static(e, args.method)
+    where = f"{e.name}'s {args.method!r} route"
+    flags = route_flags()
+    settings = {}
+    for name, spec in flags.items():
+        value = getattr(args, spec.dest, None)
+        if value is None:
+            continue
+        if name not in static:
+            takes = sorted(flags[n].flag for n in static if n in flags)
+            raise DataError(f"{spec.flag}: not a setting of {where}; it takes {', '.join(takes) or 'none'}")
+        if _setting_type(*static[name]) is int and isinstance(value, float):
+            if not value.is_integer():
+                raise DataError(f"{spec.flag}: {where} takes a whole number, got {value}")
+            value = int(value)
+        settings[name] = value
+    if getattr(args, "resume", None):
+        if "resume" not in static:
+            can = [f"{x.name} {m}" for x in zoo.ZOO for m in x.routes
+                   if "resume" in zoo.route_signature_static(x, m)]
+            raise DataError(f"--resume: {where} keeps no checkpoint to resume from; the routes that do: "
+                            f"{', '.join(can)}")
+        if not Path(args.resume).is_file():
+            raise DataError(f"--resume: no checkpoint file {args.resume} (an interrupted fit writes "
+                            "OUT/checkpoint.pt)")
+        settings["resume"] = str(args.resume)
+    if "progress_bar" in static and args.no_progress:
+        settings["progress_bar"] = False
+    if getattr(args, "quick", False) and args.method == "natgrad" and "max_iter" not in settings:
+        settings["max_iter"] = 200
+    crowd_models = [x.name for x in zoo.ZOO if zoo.takes_users(x)]
+    if not zoo.takes_users(e):
+        for opt in ("users", "user_col", "user_id_col"):
+            if getattr(args, opt, None) is not None:
+                raise DataError(f"--{opt.replace('_', '-')}: {e.name} pools every user's labels into one "
+                                f"preference, so it takes no users; to model users fit one of {crowd_models}")
+    if getattr(args, "user_id_col", None) is not None and not getattr(args, "users", None):
+        raise DataError("--user-id-col: names the id column of --users, which was not given")
+    if getattr(args, "items", "") is None:
+        for opt in ("id_col", "features", "one_hot"):
+            if getattr(args, opt, None) is not None:
+                raise DataError(f"--{opt.replace('_', '-')}: applies to --items, which was not given")
+    if getattr(args, "winner_first", False) and args.y_col not in ("y", ""):
+        raise DataError(f"--winner-first: says --pairs has no label column, but --y-col names one "
+                        f"({args.y_col!r}); give one or the other")
+    cls = e.model_class()
+    fields = {f.name for f in dataclasses.fields(cls)}
+    model_kw = {}
+    for opt, name in MODEL_OPTIONS.items():
+        value = getattr(args, opt, None)
+        if value is None:
+            if opt == "n_inducing" and name in fields:
+                model_kw[name] = None  # exact (every item) unless --n-inducing says otherwise
+            continue
+        if name not in fields:
+            raise DataError(f"--{opt.replace('_', '-')}: {e.name} ({cls.__name__}) has no setting {name}")
+        model_kw[name] = value
+    return {"entry": e, "settings": settings, "model_kw": model_kw, "static": static}
+
+
+def _resume_file(args, out: Path):
+    """The resolved --resume path when it lies in ``out`` (kept by the out-folder checks)."""
+    resume = getattr(args, "resume", None)
+    if resume and Path(resume).resolve().parent == out.resolve():
+        return Path(resume).resolve()
+    return None
+
+
+def _check_out(out: Path, overwrite: bool, keep=None) -> None:
+    """``--out`` before anything is fitted: a folder (or a new one) that can be written, holding no
+    earlier run unless ``overwrite``. Creates nothing."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"--out: {out} is a file, not a folder; name a folder for the run")
+    if out.is_dir():
+        found = [f for f in RUN_FILES if (out / f).exists() and (out / f).resolve() != keep]
+        if found and not overwrite:
+            if found == ["checkpoint.pt"]:
+                raise DataError(f"--out: {out} holds the checkpoint of an interrupted fit; continue it with "
+                                f"--resume {out / 'checkpoint.pt'}, or pass --overwrite to start again")
+            raise DataError(f"--out: {out} already holds a run ({', '.join(found)}); name a new folder, or "
+                            "pass --overwrite to replace it")
+        base = out
+    else:
+        base = out.absolute().parent
+        while not base.exists():
+            base = base.parent
+        if not base.is_dir():
+            raise DataError(f"--out: cannot make the folder {out}: {base} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=base, prefix=".crowdzoo-")
+    except OSError as err:
+        raise DataError(f"--out: cannot write in {base} ({err.strerror or err}); choose a folder you can "
+                        "write to") from None
+    import os
+
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _prepare_out(out: Path, keep=None) -> list:
+    """Make ``out`` (returns the folders made, for :func:`_remove_empty`) and remove an earlier
+    run's files from it (``--overwrite`` was checked by :func:`_check_out`), except ``keep``."""
+    made = []
+    p = out.absolute()
+    while not p.exists():
+        made.append(p)
+        p = p.parent
+    out.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        f = out / name
+        if f.is_file() and f.resolve() != keep:
+            f.unlink()
+    return made
+
+
+def _remove_empty(made: list) -> None:
+    for p in made:  # deepest first
+        try:
+            p.rmdir()
+        except OSError:
+            return
+
+
+def _setting_message(msg: str) -> str:
+    """A route's DataError naming a setting, rewritten to name its flag."""
+    m = re.match(r"^(\w+): ", msg)
+    if m and m.group(1) in route_flags():
+        msg = route_flags()[m.group(1)].flag + msg[len(m.group(1)):]
+    elif m and m.group(1) in ("resume", "method"):
+        msg = "--" + msg
+    return _flag_names(msg)
+
+
+def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dict:
+    """Fit, predict and write utilities.csv (and utilities_personal.csv for crowd models),
+    predictions.csv, metrics.json, run.json, posterior.pt."""
     import crowdzoo as cz
 
     from .metrics import accuracy, cross_entropy, kendall_tau
 
-    out.mkdir(parents=True, exist_ok=True)
+    plan = plan or _plan(args)
+    e, settings = plan["entry"], dict(plan["settings"])
     train, test = (cz.split_pairs(data, args.test_fraction, seed=args.seed)
                    if args.test_fraction else (data, None))
-    e = zoo.entry(getattr(args, "model", "gppl"))
-    args.method = args.method or e.default
-    e.route(args.method)  # a DataError naming the model's routes if it has not this one
-    accepted = zoo.route_settings(e.route(args.method))
-    settings = {"progress_bar": not args.no_progress} if "progress_bar" in accepted else {}
-    if args.likelihood:
-        if "likelihood" not in accepted:
-            raise DataError(f"--likelihood: the {args.method!r} route of {e.name} has no likelihood "
-                            "setting (it is natgrad's)")
-        settings["likelihood"] = args.likelihood
-    if args.method == "natgrad" and getattr(args, "quick", False):
-        settings["max_iter"] = 200
     crowd = e.data == "crowd pairs"
-    cls = e.model_class()
-    fields = {f.name for f in dataclasses.fields(cls)}
-    kw = {field: getattr(args, opt) for opt, field in MODEL_OPTIONS.items()
-          if field in fields and hasattr(args, opt)
-          and (getattr(args, opt) is not None or opt == "n_inducing")}
-    model = cls(**kw)
+    model = e.model_class()(**plan["model_kw"])
+    made = _prepare_out(out, keep=_resume_file(args, out))
+    ckpt = out / "checkpoint.pt"
+    if "checkpoint" in plan["static"]:
+        settings["checkpoint"] = str(ckpt)
+        args.checkpoint_path = str(ckpt)  # for the message of an interrupted fit (main)
     t0 = time.perf_counter()
-    post = cz.fit(model, train, method=args.method, seed=args.seed, **settings)
+    try:
+        post = cz.fit(model, train, method=args.method, seed=args.seed, **settings)
+    except DataError as err:
+        _remove_empty(made)
+        raise DataError(_setting_message(str(err))) from None
+    except BaseException:
+        _remove_empty(made)
+        raise
     seconds = time.perf_counter() - t0
+    if ckpt.is_file() and not settings.get("checkpoint_every"):
+        ckpt.unlink()  # the fit finished: posterior.pt holds it (and its loop state)
     mean = None
     try:
         mean, var = post.utilities()
     except (NotImplementedError, DataError):  # collabGP has no utility per item
         pass
+    written = []
     if mean is not None:
         table = pd.DataFrame({"item": mean.index, "mean": mean.values, "variance": var.values})
         table.sort_values("mean", ascending=False).to_csv(out / "utilities.csv", index=False)
+        written.append("utilities.csv")
+    if crowd and train.user_ids is not None:
+        try:
+            personal, _ = post.utilities(users=train.user_ids)
+        except (TypeError, NotImplementedError, DataError):  # no personal utilities (collabGP)
+            personal = None
+        if isinstance(personal, pd.DataFrame):
+            personal.to_csv(out / "utilities_personal.csv")
+            written.append("utilities_personal.csv")
     preds, metrics = [], {"method": args.method, "seconds": seconds, "n_pairs": train.n_pairs}
     for split, part in (("train", train), ("test", test)):
         if part is None:
@@ -172,15 +603,62 @@ def run_fit(data, args, out: Path, f_true=None) -> dict:
             metrics[k] = post.settings[k]
     post.save(out / "posterior.pt")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    (out / "run.json").write_text(json.dumps({k: v for k, v in vars(args).items()}, indent=2))
+    run = {k: v for k, v in vars(args).items() if k not in ("func", "checkpoint_path")}
+    if crowd:
+        run["user_col"] = getattr(args, "user_col", None) or "user"
+    (out / "run.json").write_text(json.dumps(run, indent=2))
+    args.written = written + ["predictions.csv", "metrics.json", "run.json", "posterior.pt"]
     return metrics
 
 
 def cmd_fit(args) -> int:
+    out = Path(args.out)
+    plan = _plan(args)
+    _check_out(out, args.overwrite, keep=_resume_file(args, out))
     data = load_csvs(args.pairs, args.items, args)
-    metrics = run_fit(data, args, Path(args.out))
+    metrics = run_fit(data, args, out, plan=plan)
     print(json.dumps(metrics, indent=2))
-    print(f"wrote {args.out}/utilities.csv, predictions.csv, metrics.json, posterior.pt")
+    print(f"wrote {', '.join(str(out / f) for f in args.written)}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise DataError(f"run_dir: not a folder: {run_dir}")
+    run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    e = zoo.entry(run.get("model", "gppl"))
+    crowd = e.data == "crowd pairs" and not args.consensus
+    sep = args.sep or run.get("sep") or ","
+    a_col, b_col = run.get("a_col", "a"), run.get("b_col", "b")
+    user_col = run.get("user_col") or "user"
+    pairs = _read_csv(args.pairs, "--pairs", sep)
+    need = {a_col: "the run's --a-col", b_col: "the run's --b-col"}
+    if crowd:
+        need[user_col] = "the run's --user-col; or pass --consensus"
+    for col, what in need.items():
+        if col not in pairs.columns:
+            raise DataError(f"--pairs: column {col!r} ({what}) not found in {args.pairs} (columns: "
+                            f"{list(pairs.columns)})")
+    if args.out:
+        if Path(args.out).is_dir():
+            raise DataError(f"--out: {args.out} is a folder; name the CSV file to write")
+        if not Path(args.out).absolute().parent.is_dir():
+            raise DataError(f"--out: the folder of {args.out} does not exist")
+        _check_out(Path(args.out).absolute().parent, overwrite=True)
+    post = _load_run(run_dir, "run_dir")
+    kw = {"users": pairs[user_col].to_numpy()} if crowd else {}
+    cols = {"a": (a_col, "--a-col"), "b": (b_col, "--b-col"), "users": (user_col, "--user-col")}
+    try:
+        p = post.predict_proba(pairs[a_col].to_numpy(), pairs[b_col].to_numpy(), **kw)
+    except DataError as err:
+        raise DataError(_cli_message(str(err), cols)) from None
+    result = pairs.assign(p=p)
+    if args.out:
+        result.to_csv(args.out, sep=sep, index=False)
+        print(f"predict: P(a ≻ b) of {len(result)} pairs written to {args.out}", file=sys.stderr)
+    else:
+        result.to_csv(sys.stdout, sep=sep, index=False)
     return 0
 
 
@@ -188,6 +666,14 @@ def cmd_demo(args) -> int:
     import crowdzoo as cz
 
     out = Path(args.out)
+    csv = argparse.ArgumentParser()
+    _csv_options(csv)
+    for k, v in vars(csv.parse_args([])).items():
+        setattr(args, k, v)
+    plan = _plan(args)
+    # a demo folder is remade by the next demo; any other run in it needs --overwrite
+    earlier_demo = (out / "report.md").is_file() and (out / "data" / "pairs.csv").is_file()
+    _check_out(out, args.overwrite or earlier_demo)
     n_items, n_pairs = (40, 400) if args.quick else (100, 2000)
     data, f_true = cz.simulate_gppl(n_items=n_items, n_pairs=n_pairs, n_features=2, seed=args.seed)
     (out / "data").mkdir(parents=True, exist_ok=True)
@@ -195,7 +681,7 @@ def cmd_demo(args) -> int:
     data.items_frame().rename_axis("id").to_csv(out / "data" / "items.csv")
     args.test_fraction = args.test_fraction or 0.2
     data = load_csvs(out / "data" / "pairs.csv", out / "data" / "items.csv", args)
-    metrics = run_fit(data, args, out, f_true=f_true)
+    metrics = run_fit(data, args, out, f_true=f_true, plan=plan)
     top = pd.read_csv(out / "utilities.csv").head(10)
     quick = " --quick" if args.quick else ""
     report = [
@@ -308,18 +794,54 @@ def cmd_models(args) -> int:
     return 0
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning of a CLI command as one line on stderr."""
+    text = _flag_names(_cli_message(" ".join(str(message).split()), {}))
+    print(f"crowdzoo: warning: {text}", file=sys.stderr)
+
+
+def _interrupted(args, argv: list, err: BaseException) -> str:
+    """The one line for Ctrl-C: where the fit got to, its checkpoint, the command that continues it."""
+    m = re.search(r"after iteration (\d+)", str(err))
+    at = f" after iteration {m.group(1)}" if m else ""
+    ckpt = getattr(args, "checkpoint_path", None)
+    if ckpt and Path(ckpt).is_file():
+        rest, skip = [], False
+        for a in argv:
+            if skip or a == "--resume" or a.startswith("--resume="):
+                skip = a == "--resume"
+                continue
+            rest.append(a)
+        cmd = shlex.join(["crowdzoo", *rest, "--resume", ckpt])
+        return f"crowdzoo: interrupted{at}; the fit so far is in {ckpt}; continue it with: {cmd}"
+    if args.command in ("fit", "demo") and getattr(args, "method", None):
+        e = zoo.entry(getattr(args, "model", "gppl"))
+        if args.method in e.routes and "checkpoint" not in zoo.route_signature_static(e, args.method):
+            return (f"crowdzoo: interrupted{at}; the {args.method!r} route keeps no checkpoint, so nothing "
+                    "was kept")
+        return f"crowdzoo: interrupted{at}, before a checkpoint was written; nothing was kept"
+    return f"crowdzoo: interrupted{at}"
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = _parser().parse_args(argv)
     handler = {"fit": cmd_fit, "demo": cmd_demo, "compare": cmd_compare, "report": cmd_report,
-               "models": cmd_models}[args.command]
-    try:
-        return handler(args)
-    except DataError as err:
-        print(f"crowdzoo: error: {err}", file=sys.stderr)
-        return 2
-    except NumericalError as err:
-        print(f"crowdzoo: numerical failure: {err}", file=sys.stderr)
-        return 3
+               "models": cmd_models, "predict": cmd_predict}[args.command]
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", UserWarning)  # each once per command, as a line on stderr
+        warnings.showwarning = _show_warning
+        try:
+            return handler(args)
+        except DataError as err:
+            print(f"crowdzoo: error: {err}", file=sys.stderr)
+            return 2
+        except NumericalError as err:
+            print(f"crowdzoo: numerical failure: {err}", file=sys.stderr)
+            return 3
+        except KeyboardInterrupt as err:
+            print(_interrupted(args, argv, err), file=sys.stderr)
+            return 130
 
 
 def entry() -> None:

@@ -12,3 +12,9 @@ class NumericalError(RuntimeError):
 class ConvergenceWarning(UserWarning):
     """An iterative fit stopped before its convergence rule was met, or had to shrink its steps;
     the message says which setting to change."""
+
+
+class DataWarning(UserWarning):
+    """Input data that is valid but will likely give a poor or misleading fit (a constant or
+    duplicated feature column, items that share a feature vector); the message names the columns or
+    ids and says what to change."""

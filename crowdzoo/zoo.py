@@ -25,7 +25,13 @@ GENERIC = (SVI, NUTS, MAP)
 
 #: what each data kind needs: a PairwiseData, with a user per label for "crowd pairs"
 DATA_KINDS = {"pairs": "PairwiseData (users, if any, are pooled)",
-              "crowd pairs": "PairwiseData with a user per label (users=...)"}
+              "crowd pairs": "PairwiseData with a user per label (users=...)",
+              "worker pairs": "PairwiseData; a user per label, when given, is the worker who gave it"}
+
+
+def takes_users(e) -> bool:
+    """Whether the model reads the user of each label (required for "crowd pairs")."""
+    return e.data in ("crowd pairs", "worker pairs")
 
 
 def _load(path: str):
@@ -106,7 +112,7 @@ ZOO: tuple[Entry, ...] = (
           {"natgrad": "crowdzoo.models.baselines.gppl_per_user:fit_natgrad"},
           "crowdzoo.models.baselines.gppl_per_user:PerUserPosterior", baseline=True,
           paper="Simpson & Gurevych 2020 §5", summary="an independent GPPL per user (baseline)"),
-    Entry("crowdbt-gp", "crowdzoo.models.baselines.crowdbt_gp:CrowdBTGP", "pairs",
+    Entry("crowdbt-gp", "crowdzoo.models.baselines.crowdbt_gp:CrowdBTGP", "worker pairs",
           {"map": "crowdzoo.models.baselines.crowdbt_gp:fit_map"},
           "crowdzoo.models.baselines.crowdbt_gp:CrowdBTGPPosterior", baseline=True,
           paper="Chen et al. 2013; Simpson & Gurevych 2020 Table 3",
@@ -194,3 +200,86 @@ def route_table(markdown: bool = True) -> str:
                          f" (default {r[3].split('**')[1]})" for r in rows)
     head = "| model | class | data | routes (default in bold) | what it is |\n|---|---|---|---|---|\n"
     return head + "\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n"
+
+
+def _source_file(module: str):
+    """The source file of ``module`` without importing it (or its package's ``__init__``)."""
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    top, *rest = module.split(".")
+    spec = find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        return None if spec is None or spec.origin is None else Path(spec.origin)
+    base = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _static_function(module: str, name: str, depth: int = 0):
+    """The ``ast.FunctionDef`` of ``module:name``, following ``from X import name`` re-exports."""
+    import ast
+
+    path = _source_file(module)
+    if path is None or depth > 4:
+        return None
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            original = next(a.name for a in node.names if (a.asname or a.name) == name)
+            if node.level:
+                package = module.split(".")
+                package = package[:len(package) - node.level] if path.name != "__init__.py" else \
+                    package[:len(package) - node.level + 1]
+                source = ".".join(package + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            return _static_function(source, original, depth + 1)
+    return None
+
+
+_NO_DEFAULT = object()
+_STATIC_CACHE: dict = {}
+
+
+def route_signature_static(e: Entry, method: str) -> dict:
+    """{setting: (default, annotation)} of a route, read from its source with ``ast`` (nothing is
+    imported, so the CLI builds its flags without torch). Like :func:`route_settings`, the model,
+    data, ``seed`` and ``entry`` parameters are left out; a default that is not a Python literal is
+    ``_NO_DEFAULT``, a missing annotation ``None`` (annotations as written, e.g. ``"float | None"``)."""
+    import ast
+
+    if method not in e.routes:
+        e.route(method)  # the DataError naming the model's routes
+    path = e.routes[method]
+    if path not in _STATIC_CACHE:
+        module, _, name = path.partition(":")
+        fn = _static_function(module, name)
+        if fn is None:
+            raise DataError(f"method: cannot read the signature of {path} from its source")
+        args = fn.args
+        positional = args.posonlyargs + args.args
+        defaults = [_NO_DEFAULT] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        params = list(zip(positional, defaults))[2:] + list(zip(args.kwonlyargs, args.kw_defaults))
+        out = {}
+        for arg, default in params:
+            if arg.arg in ("seed", "entry"):
+                continue
+            if default is not _NO_DEFAULT and default is not None:
+                try:
+                    default = ast.literal_eval(default)
+                except ValueError:
+                    default = _NO_DEFAULT
+            out[arg.arg] = (default, None if arg.annotation is None else ast.unparse(arg.annotation))
+        _STATIC_CACHE[path] = out
+    return dict(_STATIC_CACHE[path])
+
+
+def route_settings_static(e: Entry, method: str) -> dict:
+    """{setting: default} of a route (as :func:`route_settings`), read from source without imports."""
+    return {k: d for k, (d, _) in route_signature_static(e, method).items()}

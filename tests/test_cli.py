@@ -85,3 +85,42 @@ def test_fit_crowdgppl_with_user_features(tmp_path):
     np.testing.assert_array_equal(post.predict_proba(preds["a"], preds["b"], users=preds["user"]), preds["p"])
     code = main(["fit", "crowdgppl", *files, "--user-col", "who", "--out", str(out), "--no-progress"])
     assert code == 2
+
+
+def test_demo_refuses_a_folder_holding_a_fit_run(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "posterior.pt").write_bytes(b"an earlier fit")
+    assert main(["demo", "--quick", "--out", str(run), "--no-progress"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["posterior.pt"]
+
+
+def test_api_messages_are_rewritten_with_the_cli_flags():
+    from crowdzoo.cli import _cli_message
+
+    cols = {"a": ("winner", "--a-col"), "b": ("loser", "--b-col"), "y": ("label", "--y-col")}
+    assert _cli_message("df: empty data (no labels)", cols) == "--pairs: empty data (no labels)"
+    assert _cli_message("y: row 3: label 2 is outside {0, 1}", cols) == \
+        "--pairs, column 'label' (--y-col): row 3: label 2 is outside {0, 1}"
+    msg = _cli_message("column 'label', row 1 (index 1): label 0.5 is a tie: pass ties='drop' to leave "
+                       "ties out", cols)
+    assert msg.startswith("--pairs: column 'label'") and "--ties drop" in msg and "ties=" not in msg
+    assert _cli_message("item_features: row 1, column 0: value nan", cols).startswith("--items:")
+    assert "in --pairs" in _cli_message("a: column 'winner' not found in df (columns: [])", cols)
+
+
+def test_a_bad_route_setting_names_its_flag(tmp_path, capsys):
+    _write(tmp_path, n_items=10, n_pairs=40)
+    files = ["--pairs", str(tmp_path / "pairs.csv"), "--items", str(tmp_path / "items.csv")]
+    code = main(["fit", "gppl", *files, "--method", "natgrad", "--likelihood", "exactly",
+                 "--out", str(tmp_path / "o"), "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("crowdzoo: error: --likelihood:") and "'exactly'" in err
+    assert not (tmp_path / "o").exists()
+    try:  # an argparse error: --max-iter is an integer
+        main(["fit", "gppl", *files, "--max-iter", "2.5", "--out", str(tmp_path / "o")])
+    except SystemExit as stop:
+        assert stop.code == 2
+    assert "--max-iter: invalid int value" in capsys.readouterr().err

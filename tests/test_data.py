@@ -44,7 +44,7 @@ def test_from_frame_missing_id_and_ties():
     df = pd.DataFrame({"a": ["p", "q", "r"], "b": ["q", "p", "p"], "y": [1, 0.5, 1]})
     with pytest.raises(DataError, match=r"column 'a', row 2 \(index 2\): item id 'r' not found"):
         PairwiseData.from_frame(df.assign(y=[1, 0, 1]), items)
-    with pytest.raises(DataError, match=r"column 'y': row 1: label 0.5 is outside"):
+    with pytest.raises(DataError, match=r"column 'y', row 1 \(index 1\): label 0.5 is a tie.*ties='drop'"):
         PairwiseData.from_frame(df.iloc[:2], items)
     data = PairwiseData.from_frame(df.iloc[:2], items, ties="drop")
     assert data.n_pairs == 1

@@ -7,6 +7,7 @@ import pandas as pd
 
 from . import (
     collabgp,
+    crowd_defaults,
     crowd_routes,
     gppl_routes,
     simulation,
@@ -17,6 +18,7 @@ from . import (
 )
 
 REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
+            "crowdgppl-defaults": crowd_defaults,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
             "simulation-components": simulation.components, "sushi-a-small": sushi.sushi_a_small,
             "sushi-a": sushi.sushi_a, "sushi-b": sushi.sushi_b,

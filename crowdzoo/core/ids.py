@@ -30,11 +30,31 @@ def positions(name: str, ids, table=None, n: int | None = None, what: str = "ite
 
 
 def check_features(name: str, X, D: int) -> torch.Tensor:
-    """New feature rows (n, D) as a float64 tensor, or a DataError naming the row and column."""
-    X = np.asarray(X, dtype=np.float64)
+    """New feature rows (n, D) as a float64 tensor (a copy), or a DataError naming the row and column."""
+    X = np.array(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != D:
         raise DataError(f"{name}: expected shape (n, {D}), got {X.shape}")
     if not np.isfinite(X).all():
         r, col = np.argwhere(~np.isfinite(X))[0]
         raise DataError(f"{name}: row {r}, column {col}: value is not finite")
     return torch.as_tensor(X, dtype=torch.float64)
+
+
+def distinct_pairs(ia: torch.Tensor, ib: torch.Tensor, ids_a) -> None:
+    """Refuse pairs of unequal length and pairs of an item with itself (P = ½ by definition: a
+    silent 0.5 would hide a mistake in the caller's ids), naming the row and the id."""
+    if ia.shape != ib.shape:
+        raise DataError(f"a, b: mismatched lengths {ia.shape[0]} and {ib.shape[0]}")
+    same = torch.nonzero(ia == ib).reshape(-1)
+    if same.numel():
+        r = int(same[0])
+        raise DataError(f"a, b: row {r}: both are item {_show(np.asarray(ids_a).reshape(-1)[r])} (an item "
+                        f"compared with itself; {same.numel()} such row(s)); drop those rows")
+
+
+def feature_rows(name: str, item_features, D: int):
+    """New items to predict for: (features (n, D) tensor, their ids or None). A DataFrame is read
+    by its index (``a``, ``b`` are then its ids); an array by position (``a``, ``b`` are row numbers)."""
+    if isinstance(item_features, pd.DataFrame):
+        return check_features(name, item_features.to_numpy(), D), item_features.index
+    return check_features(name, item_features, D), None

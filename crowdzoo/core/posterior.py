@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..errors import DataError
+
 
 def _one():
     return torch.ones(1, dtype=torch.float64)
@@ -62,7 +64,29 @@ class Posterior:
         engines return. Models without a Pyro program need not implement it."""
         raise NotImplementedError(f"{cls.__name__} cannot be built from Pyro draws")
 
+    def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
+        """(n, N) draws of the training items' utilities: the consensus, or ``user``'s own."""
+        raise NotImplementedError(f"{type(self).__name__} has no utility draws to rank items by")
+
     # shared
+    def rank(self, k: int = 10, user=None, n_draws: int = 2000, seed: int = 0):
+        """The items ranked by posterior mean utility, as a DataFrame indexed by item id with the
+        mean, the sd and the probability of being among the top ``k`` (over ``n_draws`` posterior
+        draws), best first. ``user``: a user id for that user's own ranking (crowd models)."""
+        import numpy as np
+        import pandas as pd
+
+        f = self.utility_draws(n_draws, seed, user)
+        if not 1 <= int(k) <= f.shape[1]:
+            raise DataError(f"k: must be between 1 and the number of items ({f.shape[1]}), got {k}")
+        order = torch.argsort(torch.argsort(f, dim=1, descending=True), dim=1)  # rank of each item per draw
+        out = pd.DataFrame({"mean": f.mean(0).numpy(), "sd": f.std(0).numpy(),
+                            f"p_top_{int(k)}": (order < int(k)).double().mean(0).numpy()},
+                           index=pd.Index(np.asarray(self.data.item_ids), name="item"))
+        out = out.sort_values("mean", ascending=False)
+        out.insert(0, "rank", np.arange(1, len(out) + 1))
+        return out
+
     @property
     def name(self) -> str:
         """The model's name in the zoo's table."""

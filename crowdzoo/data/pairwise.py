@@ -10,12 +10,16 @@ changed.
 """
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError
+from ..errors import DataError, DataWarning
 
 
 def _show(x) -> str:
@@ -45,15 +49,32 @@ def _int_index(name: str, x, upper: int) -> np.ndarray:
     return arr
 
 
-def _features(name: str, X) -> np.ndarray:
+def _features(name: str, X, ids=None, what: str = "item") -> np.ndarray:
+    """``X`` (rows × features; an array or a DataFrame of numeric columns, possibly with no columns)
+    as float64. Errors name a row by the caller's id (``what`` and ``ids``, when given) and a column
+    by its name (when ``X`` is a DataFrame); otherwise by position."""
+    cols = None
+
+    def row(r):
+        return f"{what} {_show(ids[r])}" if ids is not None else f"row {r}"
+
+    def column(c):
+        return repr(cols[c]) if cols is not None else str(c)
+
     if isinstance(X, pd.DataFrame):
+        cols = list(X.columns)
+        if X.columns.has_duplicates:
+            dup = X.columns[X.columns.duplicated()][0]
+            raise DataError(f"{name}: column name {_show(dup)} appears more than once")
         for j, col in enumerate(X.columns):
             if not pd.api.types.is_numeric_dtype(X[col]) or pd.api.types.is_bool_dtype(X[col]):
                 r = int(np.flatnonzero(pd.to_numeric(X[col], errors="coerce").isna())[:1].sum())
+                label = f"column {j} ({col!r})" if ids is None else f"column {col!r}"
                 raise DataError(
-                    f"{name}: column {j} ({col!r}) is not numeric (row {r}: {_show(X[col].iloc[r])})"
+                    f"{name}: {label} is not numeric ({row(r)}: {_show(X[col].iloc[r])}); keep the numeric "
+                    "columns (frame[[...]]) or one-hot encode this one (pd.get_dummies(frame, dtype=float))"
                 )
-        X = X.to_numpy()
+        X = X.to_numpy(dtype=np.float64, na_value=np.nan)
     arr = np.asarray(X)
     if arr.ndim == 1:
         arr = arr[:, None]
@@ -69,16 +90,90 @@ def _features(name: str, X) -> np.ndarray:
                         float(arr[r, c])
                     except (TypeError, ValueError):
                         raise DataError(
-                            f"{name}: row {r}, column {c}: {_show(arr[r, c])} is not numeric"
+                            f"{name}: {row(r)}, column {column(c)}: {_show(arr[r, c])} is not numeric"
                         ) from None
     arr = np.array(arr, dtype=np.float64, copy=True)
     bad = np.argwhere(~np.isfinite(arr))
     if bad.size:
         r, c = bad[0]
-        raise DataError(f"{name}: row {r}, column {c}: value {arr[r, c]} is not finite (NaN or inf)")
+        more = f" ({len(bad)} values in all)" if len(bad) > 1 else ""
+        raise DataError(f"{name}: {row(r)}, column {column(c)}: value {arr[r, c]} is not finite (NaN or inf)"
+                        f"{more}")
     if arr.shape[0] == 0:
         raise DataError(f"{name}: no rows")
     return arr
+
+
+def _warn(message: str) -> None:
+    """A :class:`DataWarning` attributed to the caller's first line outside crowdzoo."""
+    package = str(Path(__file__).resolve().parents[1]) + os.sep
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, DataWarning, stacklevel=level)
+
+
+def _few(names, k: int = 5) -> str:
+    names = list(names)
+    return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
+
+
+def _feature_warnings(name: str, X: np.ndarray, cols, ids, what: str, rows_too: bool) -> None:
+    """Warn (:class:`DataWarning`) about feature columns that carry no information (constant),
+    columns that repeat another one, and (``rows_too``) rows that share one feature vector."""
+    n, d = X.shape
+    if n < 2 or d == 0:
+        return
+    label = [repr(c) for c in cols] if cols is not None else [str(j) for j in range(d)]
+    const = np.flatnonzero(np.ptp(X, axis=0) == 0)
+    if const.size:
+        _warn(f"{name}: column{'s' if const.size > 1 else ''} {_few(label[j] for j in const)} "
+              f"{'are' if const.size > 1 else 'is'} constant (the same for every {what}): "
+              + (f"they cannot tell {what}s apart; drop them" if const.size > 1
+                 else f"it cannot tell {what}s apart; drop it")
+              + (f". With no informative column left, every {what} looks the same to a GP over the features"
+                 if const.size == d else ""))
+    X = X + 0.0  # -0.0 and 0.0 are one value
+    columns = np.ascontiguousarray(X.T)
+    first, dups = {}, []
+    for j in np.setdiff1d(np.arange(d), const):
+        key = columns[j].tobytes()
+        if key in first:
+            dups.append(f"{label[j]} = {label[first[key]]}")
+        else:
+            first[key] = j
+    if dups:
+        _warn(f"{name}: duplicated column{'s' if len(dups) > 1 else ''} {_few(dups)} (the same value for "
+              f"every {what}): each repeat counts the same feature again in the kernel's distances; drop the "
+              "repeats")
+    if rows_too:
+        inverse, _ = pd.factorize(pd.Series([row.tobytes() for row in np.ascontiguousarray(X)]))
+        shared = np.flatnonzero(np.bincount(inverse)[inverse] > 1)
+        if shared.size:
+            groups = {}
+            for r in shared:
+                groups.setdefault(inverse[r], []).append(_show(ids[r]))
+            examples = _few((" = ".join(g[:3]) + (" = …" if len(g) > 3 else "") for g in groups.values()), 3)
+            _warn(f"{name}: {shared.size} {what}s share their feature vector with another {what} "
+                  f"({len(groups)} group(s), e.g. {examples}): a GP over the features forces the utilities "
+                  f"of {what}s with identical features to be equal. Add a feature that tells them apart, or "
+                  "give the model independent utilities (an items frame with no feature columns, or "
+                  "BradleyTerry)")
+
+
+def _flags(col: str, s: pd.Series, where) -> np.ndarray:
+    """A tie column as booleans: bool, 0/1, or the strings true/false/yes/no (any case)."""
+    if pd.api.types.is_bool_dtype(s):
+        return s.to_numpy(dtype=bool)
+    words = {"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0}
+    vals = s.map(lambda v: words.get(v.strip().lower(), v) if isinstance(v, str) else v)
+    num = pd.to_numeric(vals, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
+    if bad.size:
+        r = bad[0]
+        raise DataError(f"column {col!r}, {where(r)}: {_show(s.iloc[r])} is not a tie flag (use 1/True for a "
+                        f"tie and 0/False otherwise; {bad.size} row(s) affected)")
+    return num == 1.0
 
 
 @dataclass(frozen=True)
@@ -108,9 +203,24 @@ class PairwiseData:
     @classmethod
     def from_arrays(cls, a, b, y, item_features, users=None, user_features=None,
                     item_ids=None, user_ids=None) -> PairwiseData:
-        """Build from index arrays. ``a``, ``b`` index rows of ``item_features`` (N, D);
-        ``users`` (optional) index rows of ``user_features`` (or count users 0..U-1)."""
-        X = _features("item_features", item_features)
+        """Build from index arrays. ``a``, ``b`` index rows of ``item_features`` (N, D; D may be 0:
+        items without features); ``users`` (optional) index rows of ``user_features`` (or count users
+        0..U-1). Warns (:class:`~crowdzoo.errors.DataWarning`) about constant or duplicated feature
+        columns and about items that share one feature vector."""
+        return cls._build(a, b, y, item_features, users, user_features, item_ids, user_ids)
+
+    @classmethod
+    def _build(cls, a, b, y, item_features, users=None, user_features=None, item_ids=None, user_ids=None,
+               items_name: str = "item_features", users_name: str = "user_features") -> PairwiseData:
+        """:meth:`from_arrays`, with the names that messages give the item and user tables."""
+
+        def ids_for(ids, table):  # the caller's ids, when they fit the table, name its rows in messages
+            try:
+                return None if ids is None or len(ids) != len(table) else np.asarray(ids)
+            except TypeError:
+                return None
+
+        X = _features(items_name, item_features, ids_for(item_ids, item_features), "item")
         N = X.shape[0]
         lengths = {"a": np.size(a), "b": np.size(b), "y": np.size(y)}
         if users is not None:
@@ -137,7 +247,7 @@ class PairwiseData:
         U_feat = None
         u = None
         if user_features is not None:
-            U_feat = _features("user_features", user_features)
+            U_feat = _features(users_name, user_features, ids_for(user_ids, user_features), "user")
         if users is not None:
             n_users = U_feat.shape[0] if U_feat is not None else int(np.max(users)) + 1
             if user_ids is not None:
@@ -154,74 +264,169 @@ class PairwiseData:
             user_ids = np.asarray(user_ids).copy()
             if U_feat is not None and len(user_ids) != U_feat.shape[0]:
                 raise DataError(f"user_ids: {len(user_ids)} ids for {U_feat.shape[0]} user feature rows")
+        cols = lambda t: list(t.columns) if isinstance(t, pd.DataFrame) else None  # noqa: E731
+        _feature_warnings(items_name, X, cols(item_features), item_ids, "item", rows_too=True)
+        if U_feat is not None:
+            _feature_warnings(users_name, U_feat, cols(user_features), user_ids, "user", rows_too=False)
         return cls(a=a, b=b, y=np.array(y_num, dtype=np.float64), item_features=X, users=u,
                    user_features=U_feat,
                    item_ids=item_ids, user_ids=user_ids)
 
     @classmethod
-    def from_frame(cls, df: pd.DataFrame, items: pd.DataFrame, a: str = "a", b: str = "b",
-                   y: str = "y", user: str | None = None, users: pd.DataFrame | None = None,
-                   ties: str = "error") -> PairwiseData:
-        """Build from a DataFrame of labels with named columns and a DataFrame of item features.
+    def from_frame(cls, df: pd.DataFrame, items: pd.DataFrame | None = None, a: str = "a", b: str = "b",
+                   y: str | None = "y", user: str | None = None, users: pd.DataFrame | None = None,
+                   ties: str = "error", tie: str | None = None) -> PairwiseData:
+        """Build from a DataFrame of labels with named columns (and optional tables of items and users).
 
-        ``items`` is indexed by item id (every column a numeric feature); ``df[a]``/``df[b]`` hold
-        item ids. ``user`` names the user-id column; ``users`` (optional) is indexed by user id.
-        ``ties``: rows with y = 0.5 raise (``"error"``) or are dropped (``"drop"``); nothing else.
+        ``df[a]``, ``df[b]`` hold item ids. ``df[y]`` is 1 where a ≻ b and 0 where b ≻ a; ``y=None``
+        means every row is a ≻ b (a winner-first layout: ``a="winner", b="loser", y=None``).
+
+        ``items`` is indexed by item id, every column a numeric feature; zero columns (items without
+        features) is allowed. ``items=None``: the items are the ids seen in ``df[a]`` and ``df[b]``,
+        **sorted** (in order of first appearance, row by row, when the ids cannot be sorted), with no
+        feature columns.
+
+        ``user`` names the user-id column; ``users`` (optional) is indexed by user id, every column a
+        numeric feature. Without ``users`` the user ids are the sorted ids seen in ``df[user]``.
+
+        Ties are rows with y = 0.5, or rows where the column ``tie`` (bool, 0/1 or yes/no) is true, whatever
+        their y. ``ties="error"`` refuses them, ``"drop"`` leaves them out, and ``"half"`` writes each
+        as two labels, a ≻ b and b ≻ a, so that a tie counts as half a win each way (and adds two
+        labels to ``n_pairs``).
+
+        Errors name the argument or column, the row of ``df`` (``row`` is its position, ``index`` its
+        index label) and the item or user id; ``df``, ``items`` and ``users`` are never changed.
+        Warns (:class:`~crowdzoo.errors.DataWarning`) about constant or duplicated feature columns
+        and about items that share one feature vector.
         """
-        if not isinstance(df, pd.DataFrame) or not isinstance(items, pd.DataFrame):
-            raise DataError("from_frame: df and items must be pandas DataFrames")
-        for col in [a, b, y] + ([user] if user else []):
+        for arg, frame, need in (("df", df, True), ("items", items, False), ("users", users, False)):
+            if (need or frame is not None) and not isinstance(frame, pd.DataFrame):
+                raise DataError(f"{arg}: expected a pandas DataFrame, got {type(frame).__name__}")
+        if ties not in ("error", "drop", "half"):
+            raise DataError(f"ties: expected 'error', 'drop' or 'half', got {ties!r}")
+        if users is not None and user is None:
+            raise DataError("users: a users table needs user= (the column of df holding user ids)")
+        named = {"a": a, "b": b, "y": y, "tie": tie, "user": user}
+        for arg, col in named.items():
+            if col is None:
+                continue
             if col not in df.columns:
-                raise DataError(f"column {col!r} not found in df (columns: {list(df.columns)})")
-        if items.index.has_duplicates:
-            dup = items.index[items.index.duplicated()][0]
-            raise DataError(f"items: index (item id) {_show(dup)} appears more than once")
-        if ties not in ("error", "drop"):
-            raise DataError(f"ties: expected 'error' or 'drop', got {ties!r}")
-        frame = df
-        if ties == "drop":
-            frame = df[pd.to_numeric(df[y], errors="coerce") != 0.5]
-        if len(frame) == 0:
+                raise DataError(f"{arg}: column {col!r} not found in df (columns: {list(df.columns)})")
+            if (df.columns == col).sum() > 1:
+                raise DataError(f"{arg}: column {col!r} appears more than once in df")
+        for arg, table, what in (("items", items, "item"), ("users", users, "user")):
+            if table is not None and table.index.has_duplicates:
+                dup = table.index[table.index.duplicated()][0]
+                raise DataError(f"{arg}: index ({what} id) {_show(dup)} appears more than once")
+            if table is not None and len(table) == 0:
+                raise DataError(f"{arg}: no rows (a table of {what}s, indexed by {what} id)")
+        n = len(df)
+        if n == 0:
             raise DataError("df: empty data (no labels)")
-        pos = pd.Series(np.arange(len(items)), index=items.index)
 
-        def lookup(col, table, what):
-            idx = pd.Index(table.index).get_indexer(frame[col])
+        def where(r):
+            return f"row {r} (index {_show(df.index[r])})"
+
+        # ---- labels and ties, over every row of df
+        is_tie = np.zeros(n, dtype=bool)
+        flagged = np.zeros(n, dtype=bool)
+        if tie is not None:
+            flagged = _flags(tie, df[tie], where)
+            is_tie |= flagged
+        y_num = np.ones(n)
+        if y is not None:
+            y_raw = df[y].to_numpy()
+            y_num = pd.to_numeric(df[y], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            is_tie |= y_num == 0.5
+            bad = np.flatnonzero(~is_tie & ~np.isin(y_num, (0.0, 1.0)))
+            if bad.size:
+                r = bad[0]
+                raise DataError(
+                    f"column {y!r}, {where(r)}: "
+                    + ("missing label" if pd.isna(y_raw[r]) else f"label {_show(y_raw[r])} is not 0 or 1")
+                    + f" (1: the item in {a!r} is preferred, 0: the one in {b!r}; 0.5 or a tie= column "
+                    "marks a tie)"
+                    + (f" ({bad.size} rows affected)" if bad.size > 1 else "")
+                )
+        if ties == "error" and is_tie.any():
+            r = int(np.flatnonzero(is_tie)[0])
+            what = (f"column {tie!r}, {where(r)}: marked as a tie" if flagged[r]
+                    else f"column {y!r}, {where(r)}: label {_show(y_raw[r])} is a tie")
+            raise DataError(f"{what} ({int(is_tie.sum())} tie(s) in all): pass ties='drop' to leave ties "
+                            "out, or ties='half' to count each as half a win each way")
+        kept = np.flatnonzero(~is_tie) if ties == "drop" else np.arange(n)
+        if kept.size == 0:
+            raise DataError("df: no labels left: every row is a tie and ties='drop' leaves them out")
+
+        # ---- item ids → positions, over the kept rows
+        ids = {}
+        for arg, col in (("a", a), ("b", b)):
+            vals = df[col].to_numpy()[kept]
+            missing = np.flatnonzero(pd.isna(vals))
+            if missing.size:
+                raise DataError(f"column {col!r}, {where(kept[missing[0]])}: missing item id")
+            ids[arg] = vals
+        if items is None:
+            seen = pd.unique(np.column_stack([ids["a"], ids["b"]]).ravel())
+            try:
+                item_index = pd.Index(sorted(seen))
+            except TypeError:  # ids of mixed types: in order of first appearance
+                item_index = pd.Index(seen)
+            features = np.zeros((len(item_index), 0))
+        else:
+            item_index, features = pd.Index(items.index), items
+        pos = {}
+        for arg, col in (("a", a), ("b", b)):
+            idx = item_index.get_indexer(ids[arg])
             missing = np.flatnonzero(idx < 0)
             if missing.size:
-                r = missing[0]
+                r = kept[missing[0]]
                 raise DataError(
-                    f"column {col!r}, row {r} (index {_show(frame.index[r])}): {what} id "
-                    f"{_show(frame[col].iloc[r])} not found in {what}s table"
+                    f"column {col!r}, {where(r)}: item id {_show(df[col].iloc[r])} not found in items "
+                    f"table ({missing.size} row(s) affected; the items' ids look like {_show(item_index[0])})"
                 )
-            return idx
+            pos[arg] = idx
+        same = np.flatnonzero(pos["a"] == pos["b"])
+        if same.size:
+            r = kept[same[0]]
+            raise DataError(
+                f"columns {a!r}, {b!r}, {where(r)}: both are item {_show(df[a].iloc[r])} (an item compared "
+                f"with itself; {same.size} row(s) affected)"
+            )
 
-        ai = lookup(a, pos.to_frame(), "item")
-        bi = lookup(b, pos.to_frame(), "item")
+        # ---- one label per kept row; a tie under ties="half" becomes a ≻ b and b ≻ a
+        twice = is_tie[kept]
+        rows = np.repeat(np.arange(kept.size), np.where(twice, 2, 1))
+        second = np.zeros(rows.size, dtype=bool)
+        second[1:] = rows[1:] == rows[:-1]  # the b ≻ a copy of a tie
+        la = np.where(second, pos["b"][rows], pos["a"][rows])
+        lb = np.where(second, pos["a"][rows], pos["b"][rows])
+        ly = np.where(twice[rows], 1.0, y_num[kept][rows])
+
         kw = {}
         if user:
+            vals = df[user].to_numpy()[kept]
+            missing = np.flatnonzero(pd.isna(vals))
+            if missing.size:
+                raise DataError(f"column {user!r}, {where(kept[missing[0]])}: missing user id")
             if users is not None:
-                if users.index.has_duplicates:
-                    dup = users.index[users.index.duplicated()][0]
-                    raise DataError(f"users: index (user id) {_show(dup)} appears more than once")
-                kw["users"] = lookup(user, users, "user")
-                kw["user_features"] = users
-                kw["user_ids"] = users.index.to_numpy()
+                idx = pd.Index(users.index).get_indexer(vals)
+                missing = np.flatnonzero(idx < 0)
+                if missing.size:
+                    r = kept[missing[0]]
+                    raise DataError(
+                        f"column {user!r}, {where(r)}: user id {_show(df[user].iloc[r])} not found in users "
+                        f"table ({missing.size} row(s) affected)"
+                    )
+                kw.update(users=idx[rows], user_features=users, user_ids=users.index.to_numpy())
             else:
-                codes, uniq = pd.factorize(frame[user], sort=True)
-                if (codes < 0).any():
-                    r = int(np.flatnonzero(codes < 0)[0])
-                    raise DataError(f"column {user!r}, row {r}: missing user id")
-                kw["users"] = codes
-                kw["user_ids"] = np.asarray(uniq)
-        try:
-            return cls.from_arrays(ai, bi, frame[y].to_numpy(), items, item_ids=items.index.to_numpy(), **kw)
-        except DataError as e:
-            msg = str(e)
-            for arg, col in (("a", a), ("b", b), ("y", y)):
-                if msg.startswith(f"{arg}:") or msg.startswith(f"{arg}, "):
-                    msg = msg.replace(f"{arg}:", f"column {col!r}:", 1) if msg.startswith(f"{arg}:") else msg
-            raise DataError(msg) from None
+                try:
+                    codes, uniq = pd.factorize(vals, sort=True)
+                except TypeError:
+                    codes, uniq = pd.factorize(vals)
+                kw.update(users=codes[rows], user_ids=np.asarray(uniq))
+        return cls._build(la, lb, ly, features, item_ids=item_index.to_numpy(), items_name="items",
+                          users_name="users", **kw)
 
     # ------------------------------------------------------------------ views
     @property

@@ -16,10 +16,12 @@ for which the authors' crowdGPPL numbers are recorded: the same seed gives the s
 """
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import DataWarning
 from .pairwise import PairwiseData
 
 
@@ -81,6 +83,8 @@ def synthetic_sushi(seed: int = 0, n_train: int = 5, n_test: int = 25, n_users: 
     out = {}
     for part, rr in rows.items():
         u, a, b, y = np.concatenate(rr).T
-        out[part] = PairwiseData.from_arrays(a, b, y.astype(float), X, users=u,
-                                             item_ids=np.arange(N), user_ids=np.arange(n_users))
+        with warnings.catch_warnings():  # the generator's constant feature columns are by design
+            warnings.simplefilter("ignore", DataWarning)
+            out[part] = PairwiseData.from_arrays(a, b, y.astype(float), X, users=u,
+                                                 item_ids=np.arange(N), user_ids=np.arange(n_users))
     return SyntheticSushi(out["train"], out["test"], order, F)

@@ -14,6 +14,12 @@ Every check reads an ArviZ ``DataTree`` from ``posterior.to_arviz()`` (see
 * :func:`agreement` — an approximate route against a NUTS reference: mean |difference of posterior
   means| in NUTS posterior sds, and the ratio of posterior sds.
 
+The orientation of a pair is often chosen by its outcome (a winner-first layout writes every label
+as y = 1), so no check may depend on it: calibration counts each label both ways, (a, b, y) and
+(b, a, 1 − y), and the first-item rate is skipped where every label has the same y (its only
+meaning, position bias, needs pairs written in the order they were shown). Item win rates do not
+depend on the orientation.
+
 The thresholds are module constants, written into each check's ``rule``.
 """
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 from scipy.stats import binom
 
@@ -180,12 +187,48 @@ def ppc_win_rates(dt) -> list[Check]:
     win_rep = (np.asarray((A.T @ rep.T).T) + np.asarray((B.T @ (1 - rep).T).T)) / n
     out = [_ppc_check("PPC: item win rates", "items", items, win_obs, win_rep)]
     if user is not None:
-        users, iu = np.unique(user, return_inverse=True)
-        U = sp.csr_matrix((np.ones(L), (rows, iu)), shape=(L, users.size))
-        m = np.asarray(U.sum(0)).ravel()
-        out.append(_ppc_check("PPC: user first-item rates", "users", users, (U.T @ y) / m,
-                              np.asarray((U.T @ rep.T).T) / m))
+        out.append(_ppc_first_item(y, a, b, user, rep))
     return out
+
+
+FIRST_ITEM = "PPC: user first-item rates"
+
+
+def _ppc_first_item(y, a, b, user, rep) -> Check:
+    """Each user's rate of choosing the first-listed item: a check of position bias, which means
+    something only when pairs are written in the order they were shown. Labels all of one y (a
+    winner-first layout) say nothing about position: skipped. A label that has a mirror (same user,
+    items swapped, same y; a tie written as a ≻ b and b ≻ a) says nothing about position either, and
+    is left out with its mirror."""
+    rule = f"p < {PPC_TAIL} or > {1 - PPC_TAIL} is extreme (over users, as for items)"
+    if np.all(y == y[0]):
+        return Check(FIRST_ITEM, "skip", "–", rule,
+                     f"every label has y = {y[0]:g}: the pairs are written winner-first (or loser-first), so "
+                     "the first-listed item is chosen by the outcome and its rate tells nothing about the "
+                     "model; the check needs pairs in the order they were shown")
+    keep = ~_mirrored(y, a, b, user)
+    if not keep.any():
+        return Check(FIRST_ITEM, "skip", "–", rule, "every label is one half of a tie (a ≻ b and b ≻ a)")
+    y, user, rep = y[keep], user[keep], rep[:, keep]
+    L = y.size
+    users, iu = np.unique(user, return_inverse=True)
+    U = sp.csr_matrix((np.ones(L), (np.arange(L), iu)), shape=(L, users.size))
+    m = np.asarray(U.sum(0)).ravel()
+    c = _ppc_check(FIRST_ITEM, "users", users, (U.T @ y) / m, np.asarray((U.T @ rep.T).T) / m)
+    if not keep.all():
+        c.detail = (c.detail + "; " if c.detail else "") + (
+            f"{int((~keep).sum())} labels left out: mirrored pairs (a tie written both ways)")
+    return c
+
+
+def _mirrored(y, a, b, user) -> np.ndarray:
+    """Labels matched one-to-one with a label of the same user and y on the swapped pair."""
+    f = pd.DataFrame({"u": user, "a": a, "b": b, "y": y})
+    keys = ["u", "a", "b", "y"]
+    count = f.groupby(keys, sort=False).size()
+    nth = f.groupby(keys, sort=False).cumcount().to_numpy()
+    mirror = count.reindex(pd.MultiIndex.from_arrays([f["u"], f["b"], f["a"], f["y"]], names=keys))
+    return nth < mirror.fillna(0).to_numpy()
 
 
 def _ppc_check(name, what, ids, obs, rep):
@@ -230,17 +273,28 @@ def calibration(p: np.ndarray, y: np.ndarray, where: str = "training labels", n_
     bins; ECE = Σ_b (n_b / n) |mean y_b − mean p_b|. With few labels per bin ECE is noisy even for
     perfect probabilities, so the verdict compares it with its distribution under perfect
     calibration (``n_null`` label sets drawn as y* ~ Bernoulli(p)): beyond the 95 % quantile warns,
-    beyond the 99.9 % quantile fails."""
+    beyond the 99.9 % quantile fails.
+
+    Each label counts both ways, as (p, y) and (1 − p, 1 − y) — the pair (a, b, y) and its mirror
+    (b, a, 1 − y) — so that the verdict does not depend on which item of a pair was written first
+    (in a winner-first layout every y = 1, and unsymmetrised bins compare mean p with 1). The
+    labels are first put in one orientation (p ≥ ½) and the simulated label sets drawn there, so
+    that ECE, its null distribution and the verdict are the same for any orientation."""
     p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
-    ece, n, conf, freq = _ece(p, y, n_bins)
-    n_null = int(min(n_null, max(50, 20_000_000 // p.size)))  # bounded memory on big data
+    flip = p < 0.5
+    p, y = np.where(flip, 1 - p, p), np.where(flip, 1 - y, y)
+    both = np.concatenate([p, 1 - p])
+    ece, n, conf, freq = _ece(both, np.concatenate([y, 1 - y]), n_bins)
+    n_null = int(min(n_null, max(50, 10_000_000 // p.size)))  # bounded memory on big data
     rng = np.random.default_rng(seed)
-    null = _ece(p, (rng.random((n_null, p.size)) < p).astype(float), n_bins)[0]
+    draws = (rng.random((n_null, p.size)) < p).astype(float)
+    null = _ece(both, np.concatenate([draws, 1 - draws], axis=1), n_bins)[0]
     q95, q999 = np.quantile(null, [0.95, 0.999])
     verdict = "pass" if ece <= q95 else "warn" if ece <= q999 else "fail"
     return Check(f"calibration ({where})", verdict, f"ECE {ece:.3f} (perfect: ≤ {q95:.3f} in 95 %)",
                  f"ECE within the 95 % quantile of ECE under perfect calibration pass, 99.9 % warn, "
-                 f"else fail ({n_bins} bins, {n_null} simulated label sets)",
+                 f"else fail ({n_bins} bins, {n_null} simulated label sets; each label counted both ways, "
+                 f"as (a, b, y) and (b, a, 1 − y))",
                  f"{p.size} labels" + ("; in-sample, so optimistic" if where == "training labels" else ""),
                  {"n": n, "confidence": conf, "frequency": freq, "ece": float(ece)})
 

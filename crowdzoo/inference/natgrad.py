@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..errors import ConvergenceWarning, DataError
-from .common import check_finite, progress
+from .common import check_finite, progress, summary
 
 
 class Problem(NamedTuple):
@@ -260,6 +260,9 @@ def run(problem: Problem, settings: Settings, *, seed: int, what: str, advice: s
                                         f"{checkpoint} holds it: fit again with resume={str(checkpoint)!r} "
                                         "to continue") from None
             raise
+    last = f"bound {stop.bounds[-1]:.6g}, " if stop.bounds else ""
+    summary(bar, f"{what}: {i} iterations, {last}"
+            f"{'converged' if stop.converged else 'not converged (' + stop.reason + ')'}")
     stop.finish(st.max_iter)
     info = dict(seed=seed, batch_size=P_i, delay=st.delay, forgetting_rate=st.forgetting_rate,
                 max_iter=st.max_iter, tol=st.tol, eval_every=st.eval_every, eval_size=int(ev.shape[0]),

@@ -32,7 +32,7 @@ from pyro.poutine.util import site_is_subsample
 
 from ..core.seeds import isolated
 from ..errors import NumericalError
-from .common import check_finite, progress
+from .common import check_finite, progress, summary
 
 
 def make_guide(guide, model_fn, args, default=None, seed: int = 0):
@@ -88,6 +88,8 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
                 if i % 50 == 0:
                     bar.set_postfix(elbo=f"{-loss:.2f}")
                 bar.update()
+        summary(bar, f"svi: {num_steps} steps, final ELBO {-losses[-1]:.6g} (mean of the last 100: "
+                     f"{-losses[-100:].mean():.6g})")
         names = [n for n, site in pyro.poutine.trace(model_fn).get_trace().nodes.items()
                  if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)]
         draws = {n: [] for n in names}

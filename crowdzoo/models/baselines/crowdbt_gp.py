@@ -32,13 +32,14 @@ import pandas as pd
 import torch
 from torch.special import ndtr
 
-from ...core.ids import positions
+from ...core.ids import distinct_pairs, positions
 from ...core.posterior import Posterior
 from ...data.tensors import label_tensors
 from ...diagnostics.arviz import chain_shape, finish
 from ...errors import ConvergenceWarning, DataError, NumericalError
+from ...gp.kernels import Kernel
 from ...gp.linalg import DTYPE, cholesky, logdet_from_chol, solve_lower
-from ..gppl.model import GPPL
+from ..gppl.model import GPPL, GPPLSetup
 
 
 @dataclass
@@ -104,7 +105,10 @@ class CrowdBTGPPosterior(Posterior):
 
     def _X(self, item_features):
         if item_features is None:
-            return torch.as_tensor(self.data.item_features, dtype=DTYPE), self.data.item_ids
+            return item_inputs(self.data), self.data.item_ids
+        if self.data.item_features.shape[1] == 0:
+            raise DataError("item_features: this crowdBT–GP was fitted without item features, so it "
+                            "cannot predict for new items")
         X = torch.as_tensor(np.asarray(item_features, dtype=np.float64), dtype=DTYPE)
         return X, np.arange(X.shape[0])
 
@@ -128,8 +132,10 @@ class CrowdBTGPPosterior(Posterior):
         variance v of g_a − g_b. ``users`` is accepted and ignored (crowdBT–GP has no personal
         preferences)."""
         X, ids = self._X(item_features)
+        ids_a = a
         a = torch.as_tensor(positions("a", a, ids, hint=False))
         b = torch.as_tensor(positions("b", b, ids, hint=False))
+        distinct_pairs(a, b, ids_a)
         d, c = self.setup.pair_terms(a, b, X)  # whitened rows and conditional variance (Eq. 19)
         mean = self.signal_var ** 0.5 * (d @ self.mu_u)
         var = self.signal_var * (((d @ self.S_u) * d).sum(-1) + c)
@@ -181,8 +187,12 @@ def fit_map(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
     # stage 2: DTC regression of ŝ on the features of the labelled items
     gp = GPPL(n_inducing=model.n_inducing, kernel=model.kernel, lengthscale=model.lengthscale,
               scaled_lengthscale=bool(model.scaled_lengthscale))
-    X_seen = data.item_features[seen.numpy()]
-    setup = gp.setup_features(X_seen, seed=seed)
+    X_seen = item_inputs(data)[seen]
+    if data.item_features.shape[1] == 0:  # no features: independent items (identity kernel on the row)
+        setup = GPPLSetup.build(Kernel("identity", torch.ones(1, dtype=DTYPE)), X_seen, X_seen, gp.jitter,
+                                exact=True)
+    else:
+        setup = gp.setup_features(X_seen, seed=seed)
     B = setup.B  # (M, N_seen)
     t = s_hat[seen] - s_hat[seen].mean()
     v0 = float(t.var()) if t.numel() > 1 else 1.0
@@ -203,6 +213,13 @@ def fit_map(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
                               noise_var=noise_var, trace={"loss": np.asarray(losses)},
                               settings=dict(seed=seed, max_iter=max_iter, converged=bool(converged),
                                             signal_var=signal_var, noise_var=noise_var))
+
+
+def item_inputs(data) -> torch.Tensor:
+    """The GP's inputs for the data's items: their features, or their row index when they have none."""
+    if data.item_features.shape[1] == 0:
+        return torch.arange(data.n_items, dtype=DTYPE)[:, None]
+    return torch.as_tensor(data.item_features, dtype=DTYPE)
 
 
 def _dtc(BBt, Bt, tt, N, sf2, sn2):
@@ -228,7 +245,7 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     The two-stage fit is not a joint posterior, so the checks read it as an approximation."""
     d = post.data
     gen = torch.Generator().manual_seed(seed)
-    B, c = post.project(torch.as_tensor(d.item_features, dtype=torch.float64))  # (M, N), (N,)
+    B, c = post.project(item_inputs(d))  # (M, N), (N,)
     L_u = cholesky(post.S_u, what="S_u (crowdBT–GP inducing posterior)")
     u = post.mu_u + torch.randn(n_draws, post.mu_u.shape[0], dtype=B.dtype, generator=gen) @ L_u.T
     eps = torch.randn(n_draws, B.shape[1], dtype=B.dtype, generator=gen)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.ids import positions
+from ...core.ids import distinct_pairs, positions
 from ...core.posterior import Posterior
 from ...data.tensors import label_tensors, user_tensor
 from ...diagnostics.arviz import chain_shape, finish, probit_labels
@@ -199,6 +199,7 @@ class PerUserPosterior(Posterior):
 
     def predict_proba(self, a, b, users=None) -> np.ndarray:
         """P(a ≻ b): each pair's user's own GPPL, or the consensus (mean utility) for users=None."""
+        distinct_pairs(self._rows(a), self._rows(b), a)
         mu, var = self.latent_moments(a, b, users)
         return predictive_prob(mu, var)[0].numpy()
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.ids import positions
+from ...core.ids import distinct_pairs, positions
 from ...core.posterior import Posterior, uniform_weights
 from ...errors import DataError
 from .model import logits
@@ -29,8 +29,7 @@ class BradleyTerryPosterior(Posterior):
         """P(a ≻ b) per pair (item ids), averaged over the components."""
         ia = positions("a", a, self.data.item_ids, hint=False)
         ib = positions("b", b, self.data.item_ids, hint=False)
-        if ia.shape != ib.shape:
-            raise DataError(f"a, b: mismatched lengths {ia.shape[0]} and {ib.shape[0]}")
+        distinct_pairs(ia, ib, a)
         p = torch.sigmoid(logits(self.setup, self.f[:, ia] - self.f[:, ib]))
         return (self.weights[:, None] * p).sum(0).numpy()
 
@@ -50,6 +49,12 @@ class BradleyTerryPosterior(Posterior):
         comp = (torch.arange(n) if G == n
                 else torch.multinomial(self.weights, n, replacement=True, generator=g))
         return {"f": self.f[comp]}
+
+    def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
+        """(n, N) draws of the items' utilities f (one user: ``user`` must be None)."""
+        if user is not None:
+            raise DataError("user: this model has one utility per item (no personal utilities)")
+        return self.sample(n, seed=seed)["f"]
 
     def to_arviz(self, n_draws: int = 500, seed: int = 0):
         from .arviz import to_arviz

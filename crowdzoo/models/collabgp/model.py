@@ -35,7 +35,7 @@ import pyro.distributions as dist
 import torch
 
 from ...errors import DataError
-from ...gp.kernels import as_kernel
+from ...gp.kernels import Kernel, as_kernel
 from ...gp.linalg import DTYPE, cholesky, solve_lower
 from ...gp.probit import probit_logits
 
@@ -187,8 +187,12 @@ def build_setup(model: CollabGP, data, seed, pseudo_pairs, pseudo_users) -> Coll
     rng = np.random.default_rng(seed)
     X = torch.as_tensor(data.item_features, dtype=DTYPE)
     pairs, z, t = canonical_pairs(data.a, data.b, data.y)
-    ell = model.lengthscale if model.lengthscale is not None else median_distance(X)
-    k = as_kernel(model.kernel, torch.full((X.shape[1],), float(ell), dtype=DTYPE))
+    if X.shape[1] == 0:  # no item features: the identity kernel over item rows (independent items)
+        X = torch.arange(X.shape[0], dtype=DTYPE)[:, None]
+        k = Kernel("identity", torch.ones(1, dtype=DTYPE))
+    else:
+        ell = model.lengthscale if model.lengthscale is not None else median_distance(X)
+        k = as_kernel(model.kernel, torch.full((X.shape[1],), float(ell), dtype=DTYPE))
     if pseudo_pairs is None and model.n_pseudo_pairs is not None and model.n_pseudo_pairs < len(pairs):
         pseudo_pairs = pairs[rng.choice(len(pairs), model.n_pseudo_pairs, replace=False)]
     if pseudo_pairs is not None:
@@ -207,7 +211,7 @@ def build_setup(model: CollabGP, data, seed, pseudo_pairs, pseudo_users) -> Coll
         delta_h = torch.zeros_like(delta_h)  # every item is a pseudo-input: exact on training pairs
     U_n = data.n_users
     users, user_X, Phi_w, delta_w = None, None, None, torch.ones(U_n, dtype=DTYPE)
-    if model.user_features and data.user_features is not None:
+    if model.user_features and data.user_features is not None and data.user_features.shape[1] > 0:
         user_X = torch.as_tensor(data.user_features, dtype=DTYPE)
         ell_u = model.user_lengthscale if model.user_lengthscale is not None else median_distance(user_X)
         ku = as_kernel(model.user_kernel, torch.full((user_X.shape[1],), float(ell_u), dtype=DTYPE))

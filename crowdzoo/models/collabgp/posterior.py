@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...core.ids import check_features, positions
+from ...core.ids import check_features, distinct_pairs, feature_rows, positions
 from ...core.posterior import Posterior, uniform_weights
 from ...errors import DataError
 from ...gp.linalg import DTYPE
@@ -60,7 +60,11 @@ class CollabGPPosterior(Posterior):
     def _items(self, item_features):
         if item_features is None:
             return self.setup.X, True
-        return check_features("item_features", item_features, self.setup.X.shape[1]), False
+        if self.data.item_features.shape[1] == 0:
+            raise DataError("item_features: this collabGP was fitted without item features, so it cannot "
+                            "predict for new items")
+        X, self._new_ids = feature_rows("item_features", item_features, self.setup.X.shape[1])
+        return X, False
 
     def _h_moments(self, Xs, a, b):
         """Means (G, n, D) and variances (n, D) of h_d at the pairs (a, b) (Eq. 14–15, 59–60)."""
@@ -96,10 +100,10 @@ class CollabGPPosterior(Posterior):
             raise DataError("users: collabGP predicts each user's preferences (it has no consensus); "
                             "pass users= (one user id per pair)")
         Xs, training = self._items(item_features)
-        ia = positions("a", a, self.data.item_ids if training else None, Xs.shape[0])
-        ib = positions("b", b, self.data.item_ids if training else None, Xs.shape[0])
-        if ia.shape != ib.shape:
-            raise DataError(f"a, b: mismatched lengths {ia.shape[0]} and {ib.shape[0]}")
+        table = self.data.item_ids if training else self._new_ids
+        ia = positions("a", a, table, Xs.shape[0])
+        ib = positions("b", b, table, Xs.shape[0])
+        distinct_pairs(ia, ib, a)
         mh, vh = self._h_moments(Xs, ia, ib)
         mw, vw = self._w_moments(users, user_features)
         if mw.shape[1] != ia.shape[0]:

@@ -122,7 +122,7 @@ class CrowdGPPL:
         else:
             items = identity_gp(N, self.jitter)
         users = None
-        if self.user_features and data.user_features is not None:
+        if self.user_features and data.user_features is not None and data.user_features.shape[1] > 0:
             user_kernel = self.kernel if self.user_kernel is None else self.user_kernel
             if not isinstance(user_kernel, str) and self.user_kernel is None:
                 user_kernel = "matern32"  # a kernel object is built for the item features' dimensions

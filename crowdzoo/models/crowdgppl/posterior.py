@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.ids import check_features, positions
+from ...core.ids import check_features, distinct_pairs, feature_rows, positions
 from ...core.posterior import Posterior, uniform_weights
 from ...errors import DataError
 from ...gp.linalg import DTYPE, cholesky, gamma_draws
@@ -71,10 +71,10 @@ class CrowdGPPLPosterior(Posterior):
         side = self.setup.items
         if item_features is None:
             return (*side.item_terms(), True)
-        if not self.model.item_features:
-            raise DataError("item_features: this crowdGPPL variant ignores item features "
-                            "(item_features=False), so it cannot predict for new items")
-        X = check_features("item_features", item_features, self.data.item_features.shape[1])
+        if not self.model.item_features or self.data.item_features.shape[1] == 0:
+            raise DataError("item_features: this crowdGPPL has no item features (item_features=False "
+                            "or none in the data), so it cannot predict for new items")
+        X, _ = feature_rows("item_features", item_features, self.data.item_features.shape[1])
         return (*side.item_terms(X), False)
 
     def _user_rows(self, user_features):
@@ -125,12 +125,12 @@ class CrowdGPPLPosterior(Posterior):
         pair's user (Eq. 25, 3). ``a``, ``b`` are item ids (or rows of ``item_features``);
         ``users`` user ids (or rows of ``user_features``)."""
         A, c, tr_items = self._item_rows(item_features)
-        X_items = None if tr_items else check_features("item_features", item_features,
-                                                       self.data.item_features.shape[1])
-        a = self._positions("a", a, tr_items, A.shape[0], self.data.item_ids)
-        b = self._positions("b", b, tr_items, A.shape[0], self.data.item_ids)
-        if a.shape != b.shape:
-            raise DataError(f"a, b: mismatched lengths {a.shape[0]} and {b.shape[0]}")
+        X_items, new_ids = (None, None) if tr_items else feature_rows(
+            "item_features", item_features, self.data.item_features.shape[1])
+        ids_a = a
+        a = positions("a", a, self.data.item_ids if tr_items else new_ids, A.shape[0])
+        b = positions("b", b, self.data.item_ids if tr_items else new_ids, A.shape[0])
+        distinct_pairs(a, b, ids_a)
         j = None
         if users is not None:
             Aw, d, tr_users = self._user_rows(user_features)
@@ -234,6 +234,17 @@ class CrowdGPPLPosterior(Posterior):
             out["t"] = t + torch.randn(t.shape, dtype=DTYPE, generator=g) * (c / s_t[:, None]).sqrt()
             out["s_t"] = s_t
         return out
+
+    def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
+        """(n, N) draws of the consensus t, or of ``user``'s utilities t + Σ_c v_c w_c,j (Eq. 5)."""
+        dr = self.sample(n, seed=seed)
+        if user is None:
+            if "t" not in dr:
+                raise DataError("user: this model has no consensus (consensus=False); pass user=")
+            return dr["t"]
+        j = int(positions("user", [user], self.data.user_ids, what="user")[0])
+        f = (dr["V"] * dr["W"][:, :, j:j + 1]).sum(1)
+        return f + dr["t"] if "t" in dr else f
 
     def _scale_draws(self, comp, n, g):
         if not self.gamma:

@@ -15,7 +15,7 @@ is what NUTS and Pyro's guides see.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pyro
@@ -23,7 +23,7 @@ import pyro.distributions as dist
 import torch
 
 from ...data.tensors import label_tensors
-from ...gp.conditional import SparseGP
+from ...gp.conditional import SparseGP, identity_gp
 from ...gp.inducing import kmeanspp_inducing
 from ...gp.kernels import as_kernel, median_heuristic
 from ...gp.linalg import DTYPE
@@ -39,6 +39,8 @@ class GPPL:
     n_inducing : M inducing items chosen by k-means++ (None: exact, every item is inducing).
     kernel : "matern32" (default, as in the paper), "se", a kernel object (``Kernel("se") +
         Kernel("matern32")``, see :mod:`crowdzoo.gp.kernels`) or any callable ``k(X1, X2)``.
+        Data without item features (an items frame with no columns) get the identity kernel:
+        independent utilities per item, every item inducing.
     lengthscale : (D,) length-scales for the kernel's unset ones; None uses the median heuristic (Eq. 26).
     scaled_lengthscale : use the high-dimensional variant 20√D · ℓ_MH (§5.3).
     shape_s0, rate_s0 : α₀, β₀ of the Gamma prior on the inverse scale s (Eq. 4, 15).
@@ -67,8 +69,15 @@ class GPPL:
         return self.setup_features(data.item_features, seed=seed, inducing=inducing)
 
     def setup_features(self, item_features, seed: int = 0, inducing=None) -> GPPLSetup:
-        """:meth:`setup` from a feature matrix (N, D) alone (crowdGPPL's sides, crowdBT–GP)."""
+        """:meth:`setup` from a feature matrix (N, D) alone (crowdGPPL's sides, crowdBT–GP).
+
+        Items without features (D = 0) get the identity kernel over their row index: independent
+        utilities per item, every item inducing (``kernel``, ``lengthscale`` and ``n_inducing`` do
+        not apply)."""
         X = torch.as_tensor(np.asarray(item_features), dtype=DTYPE)
+        if X.ndim == 2 and X.shape[1] == 0:
+            side = identity_gp(X.shape[0], self.jitter)
+            return GPPLSetup(**{f.name: getattr(side, f.name) for f in fields(side)}, s_prior=self.prior_s())
         ell = self.lengthscale
         if ell is None:
             ell = median_heuristic(X, scaled=self.scaled_lengthscale)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.ids import check_features, positions
+from ...core.ids import distinct_pairs, feature_rows, positions
 from ...core.posterior import Posterior, uniform_weights
 from ...errors import DataError
 from ...gp.linalg import DTYPE, cholesky, gamma_draws
@@ -53,11 +53,14 @@ class GPPLPosterior(Posterior):
     def _items(self, item_features):
         if item_features is None:
             return None, self.setup.X
-        X = check_features("item_features", item_features, self.setup.X.shape[1])
+        if self.data.item_features.shape[1] == 0:
+            raise DataError("item_features: this model was fitted without item features (independent "
+                            "utilities), so it cannot predict for new items")
+        X, self._new_ids = feature_rows("item_features", item_features, self.setup.X.shape[1])
         return X, X
 
     def _positions(self, name, ids, X, n: int) -> torch.Tensor:
-        return positions(name, ids, self.data.item_ids if X is None else None, n)
+        return positions(name, ids, self.data.item_ids if X is None else self._new_ids, n)
 
     # ------------------------------------------------------------------ predictions
     def utilities(self, item_features=None):
@@ -77,13 +80,14 @@ class GPPLPosterior(Posterior):
     def predict_proba(self, a, b, item_features=None) -> np.ndarray:
         """P(a ≻ b) for each pair (Eq. 3, mixed over the posterior components).
 
-        ``a``, ``b`` are item ids of the training data, or row positions in ``item_features``
-        when it is given (new items)."""
+        ``a``, ``b`` name items of the table predicted for: the training items by id or, with
+        ``item_features=`` (new items), that table's rows — by its index when it is a DataFrame,
+        by position when it is an array. A pair of an item with itself is refused."""
         X, Xs = self._items(item_features)
+        ids_a = a
         a = self._positions("a", a, X, Xs.shape[0])
         b = self._positions("b", b, X, Xs.shape[0])
-        if a.shape != b.shape:
-            raise DataError(f"a, b: mismatched lengths {a.shape[0]} and {b.shape[0]}")
+        distinct_pairs(a, b, ids_a)
         out = torch.empty(a.shape[0], dtype=DTYPE)
         chunk = max(64, _CHUNK // self.weights.shape[0])  # ≤ _CHUNK numbers per (component, pair)
         for lo in range(0, a.shape[0], chunk):  # chunks bound memory; vectorised within
@@ -123,6 +127,12 @@ class GPPLPosterior(Posterior):
         return {"f": f, "s": s}
 
     # ------------------------------------------------------------------ output
+    def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
+        """(n, N) draws of the items' utilities f (one user: ``user`` must be None)."""
+        if user is not None:
+            raise DataError("user: this model has one utility per item (no personal utilities)")
+        return self.sample(n, seed=seed)["f"]
+
     def to_arviz(self, n_draws: int = 1000, seed: int = 0):
         """An ArviZ ``DataTree`` (posterior, posterior_predictive, observed_data,
         log_likelihood, sample_stats); see :mod:`crowdzoo.models.gppl.arviz`."""
