@@ -113,3 +113,31 @@ def test_a_shown_progress_bar_ends_with_a_summary_line(capsys):
     assert "natgrad GPPL (linearised): " in err and " iterations, bound " in err and "converged" in err
     cz.fit(cz.GPPL(), data, progress_bar=False)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("content", [b"", b"utility,item\n1,2\n", b"PK\x03\x04 truncated zip", "foreign"])
+def test_load_and_report_refuse_files_that_are_not_posteriors(content, tmp_path):
+    """Before: torch's unpickling errors, one of which advised weights_only=False."""
+    import torch
+
+    from crowdzoo.cli import main
+
+    path = tmp_path / "run" / "posterior.pt"
+    path.parent.mkdir()
+    if content == "foreign":
+        torch.save({"weights": torch.ones(3)}, path)  # a torch file of someone else's
+    else:
+        path.write_bytes(content)
+    with pytest.raises(cz.DataError, match="not a crowdzoo") as err:
+        cz.load(path)
+    assert "weights_only" not in str(err.value)
+    assert main(["report", str(path.parent)]) == 2
+
+
+def test_a_truncated_posterior_is_refused(tmp_path):
+    data, _ = cz.simulate_gppl(n_items=10, n_pairs=60, seed=0)
+    cz.fit(cz.GPPL(), data, max_iter=5, tol=0).save(tmp_path / "p.pt")
+    raw = (tmp_path / "p.pt").read_bytes()
+    (tmp_path / "p.pt").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(cz.DataError, match="not a crowdzoo file"):
+        cz.load(tmp_path / "p.pt")

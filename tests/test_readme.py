@@ -1,0 +1,26 @@
+"""The README's Python snippets run, top to bottom in one namespace, each in under a minute."""
+from __future__ import annotations
+
+import re
+import time
+import warnings
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_snippets_run_in_under_a_minute_each(tmp_path, monkeypatch):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(blocks) >= 4
+    monkeypatch.chdir(tmp_path)  # the snippets write files (gppl.pt, report.html)
+    ns: dict = {}
+    import crowdzoo as cz
+
+    ns["cz"] = cz
+    for i, code in enumerate(blocks):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(code, f"README.md python block {i}", "exec"), ns)
+        seconds = time.perf_counter() - t0
+        assert seconds < 60, f"README python block {i} took {seconds:.0f} s"
