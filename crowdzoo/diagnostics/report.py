@@ -97,7 +97,7 @@ def _figures(post, dt, checks) -> dict:
     if opt is not None:
         figs["Optimisation trace of the route"] = opt
     for c in checks:
-        if c.name.startswith("PPC"):
+        if c.name.startswith("PPC") and "observed" in c.extra:  # a skipped PPC has nothing to plot
             figs[f"{c.name}: observed (dots) against the replicated 90 % intervals (bars)"] = plots.ppc(c)
     cal = [c for c in checks if c.name.startswith("calibration")]
     if cal:
