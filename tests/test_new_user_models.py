@@ -141,3 +141,15 @@ def test_a_truncated_posterior_is_refused(tmp_path):
     (tmp_path / "p.pt").write_bytes(raw[: len(raw) // 2])
     with pytest.raises(cz.DataError, match="not a crowdzoo file"):
         cz.load(tmp_path / "p.pt")
+
+
+def test_the_report_reads_a_crowd_written_winner_first(tmp_path):
+    """Before: the skipped first-item-rate PPC had nothing to plot and the report crashed."""
+    data, _ = cz.simulate_crowd(n_items=10, n_users=4, n_pairs=200, seed=0)
+    win = np.where(data.y == 1, data.a, data.b)
+    lose = np.where(data.y == 1, data.b, data.a)
+    d = cz.PairwiseData.from_arrays(win, lose, np.ones(data.n_pairs), data.item_features, users=data.users)
+    post = cz.fit(cz.CrowdGPPL(n_components=2), d, likelihood="exact")
+    checks = {c.name: c for c in cz.report(post, tmp_path / "r.md").checks}
+    assert checks["PPC: user first-item rates"].verdict == "skip"
+    assert checks["calibration (training labels)"].verdict != "fail"
