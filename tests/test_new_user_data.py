@@ -183,7 +183,8 @@ def test_calibration_does_not_depend_on_the_orientation_of_a_pair():
     c3 = ck.calibration(np.where(y == 1, p, 1 - p), np.ones(2000))  # winner-first: every y = 1
     assert c1.value == c2.value == c3.value and c1.verdict == c3.verdict == "pass"
     sharp = np.where(p > 0.5, 1 - (1 - p) ** 3, p ** 3)
-    assert ck.calibration(np.where(y == 1, sharp, 1 - sharp), np.ones(2000)).verdict == "fail"
+    over = ck.calibration(np.where(y == 1, sharp, 1 - sharp), np.ones(2000), "held-out labels")
+    assert over.verdict == "fail"
 
 
 def test_report_of_a_winner_first_layout_matches_random_orientation(tmp_path):

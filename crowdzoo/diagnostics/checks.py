@@ -291,10 +291,17 @@ def calibration(p: np.ndarray, y: np.ndarray, where: str = "training labels", n_
     null = _ece(both, np.concatenate([draws, 1 - draws], axis=1), n_bins)[0]
     q95, q999 = np.quantile(null, [0.95, 0.999])
     verdict = "pass" if ece <= q95 else "warn" if ece <= q999 else "fail"
+    in_sample = where == "training labels"
+    if in_sample and verdict == "fail":
+        # the null draws y* ~ Bernoulli(p) independently of p, which holds for labels the fit has not
+        # seen; on its own training labels even EP (within 0.001 of NUTS) exceeds the 99.9 % quantile
+        # (tests/test_new_user_models.py), so a training-label check can only warn
+        verdict = "warn"
     return Check(f"calibration ({where})", verdict, f"ECE {ece:.3f} (perfect: ≤ {q95:.3f} in 95 %)",
                  f"ECE within the 95 % quantile of ECE under perfect calibration pass, 99.9 % warn, "
                  f"else fail ({n_bins} bins, {n_null} simulated label sets; each label counted both ways, "
-                 f"as (a, b, y) and (b, a, 1 − y))",
+                 f"as (a, b, y) and (b, a, 1 − y))"
+                 + ("; on training labels at most warn (its null holds for unseen labels)" * in_sample),
                  f"{p.size} labels" + ("; in-sample, so optimistic" if where == "training labels" else ""),
                  {"n": n, "confidence": conf, "frequency": freq, "ece": float(ece)})
 
