@@ -24,3 +24,19 @@ def test_readme_snippets_run_in_under_a_minute_each(tmp_path, monkeypatch):
             exec(compile(code, f"README.md python block {i}", "exec"), ns)
         seconds = time.perf_counter() - t0
         assert seconds < 60, f"README python block {i} took {seconds:.0f} s"
+
+
+def test_the_docs_first_fit_converges_and_its_report_does_not_fail(tmp_path, monkeypatch):
+    """Before (issue 15's trial): the first example's report said "optimisation converged: fail"."""
+    page = README.parent / "docs" / "index.md"
+    code = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(code, "docs/index.md first fit", "exec"), ns)
+    import crowdzoo as cz
+
+    rep = cz.report(ns["post"], tmp_path / "r.md", test=ns["test"])
+    checks = {c.name: c.verdict for c in rep.checks}
+    assert checks["optimisation converged"] == "pass" and rep.verdict != "fail"
