@@ -29,7 +29,7 @@ _LAZY = {
     "PairwiseData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",
     "simulate_gppl": ".data", "split_each_user": ".data", "split_pairs": ".data", "split_users": ".data",
     "GPPL": ".models", "BradleyTerry": ".models", "CollabGP": ".models", "CrowdBTGP": ".models",
-    "CrowdGPPL": ".models", "GPPLPerUser": ".models",
+    "CrowdGPPL": ".models", "GPPLPerUser": ".models", "DPMCommunities": ".models",
     "ZOO": ".zoo", "fit": ".zoo", "load": ".zoo",
 }
 

@@ -117,6 +117,10 @@ ZOO: tuple[Entry, ...] = (
           "crowdzoo.models.baselines.crowdbt_gp:CrowdBTGPPosterior", baseline=True,
           paper="Chen et al. 2013; Simpson & Gurevych 2020 Table 3",
           summary="crowdBT scores regressed on features by a sparse GP (baseline)"),
+    Entry("dpm", "crowdzoo.models.dpm.model:DPMCommunities", "crowd pairs",
+          {"gibbs": "crowdzoo.models.dpm.gibbs:fit_gibbs"}, "crowdzoo.models.dpm.posterior:DPMPosterior",
+          paper="Abbasnejad, Sanner, Bonilla & Poupart 2013",
+          summary="communities of users (Dirichlet-process mixture), a GP utility per community"),
 )
 
 

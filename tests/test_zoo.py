@@ -38,12 +38,13 @@ def crowd():
 # tiny settings per route: enough to exercise every code path in seconds
 FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False), "svi": dict(num_steps=15, n_draws=12),
         "nuts": dict(num_samples=8, warmup_steps=8, num_chains=1, jit_compile=False),
-        "ep": dict(max_iter=4), "map": dict(max_iter=50)}
+        "ep": dict(max_iter=4), "map": dict(max_iter=50),
+        "gibbs": dict(n_sweeps=6, burn_in=2, progress_bar=False)}
 MODELS_FAST = {"gppl": lambda: cz.GPPL(),
                "crowdgppl": lambda: cz.CrowdGPPL(n_components=2, n_inducing=5, n_inducing_users=None),
                "collabgp": lambda: cz.CollabGP(n_latent=2), "bradley-terry": lambda: cz.BradleyTerry(),
                "gppl-per-user": lambda: cz.GPPLPerUser(n_inducing=5),
-               "crowdbt-gp": lambda: cz.CrowdBTGP(n_inducing=5)}
+               "crowdbt-gp": lambda: cz.CrowdBTGP(n_inducing=5), "dpm": lambda: cz.DPMCommunities()}
 ROUTES = [(e.name, m) for e in zoo.ZOO for m in e.routes]
 
 

@@ -6,7 +6,8 @@ from .baselines.gppl_per_user import GPPLPerUser
 from .bradley_terry.model import BradleyTerry
 from .collabgp.model import CollabGP, collabgp_model
 from .crowdgppl.model import CrowdGPPL, CrowdSetup, crowdgppl_model
+from .dpm.model import DPMCommunities
 from .gppl.model import GPPL, GPPLSetup, gppl_model
 
 __all__ = ["BradleyTerry", "CollabGP", "collabgp_model", "CrowdBTGP", "GPPL", "GPPLPerUser", "GPPLSetup",
-           "gppl_model", "CrowdGPPL", "CrowdSetup", "crowdgppl_model"]
+           "gppl_model", "CrowdGPPL", "CrowdSetup", "crowdgppl_model", "DPMCommunities"]

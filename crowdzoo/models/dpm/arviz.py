@@ -1,0 +1,40 @@
+"""The DPM community model's ArviZ converter: label-invariant quantities only (community labels
+switch between samples, so per-community variables would make r̂ and ESS meaningless).
+
+posterior: ``n_communities`` and ``concentration`` per draw, and ``f`` (user, item), each user's
+utilities (their community's draw; kept while draws × users × items ≤ 2²⁴); log-likelihood and
+replicated labels per label from its user's utilities, with the probit scale α.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from ...diagnostics.arviz import chain_shape, finish, probit_labels
+
+_MAX_NUMBERS = 2**24
+
+
+def to_arviz(post, n_draws: int = 500, seed: int = 0):
+    S = post.z.shape[0]
+    n = S  # the kept samples themselves, in chain order
+    chains = post.n_chains
+    d = post.data
+    draws = post.sample(n, seed=seed)
+    f = draws["f"]  # (n, U, N)
+    a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
+    z = (f[:, j, a] - f[:, j, b]) / post.setup.alpha
+    loglik, y_rep = probit_labels(z, d.y, seed)
+    shape = functools.partial(chain_shape, chains=chains)
+    posterior = {"n_communities": shape(draws["n_communities"]),
+                 "concentration": shape(draws["concentration"])}
+    attrs_f = f.numel() <= _MAX_NUMBERS
+    if attrs_f:
+        posterior["f"] = shape(f)
+    coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "pair": np.arange(d.n_pairs)}
+    dims = {"f": ["user", "item"], "y": ["pair"]}
+    groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
+              "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
+    return finish(post, groups, coords, dims, "pair", identified="n_communities concentration f")

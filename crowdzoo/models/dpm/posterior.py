@@ -1,0 +1,191 @@
+"""The fitted posterior of the DPM community model: S kept Gibbs samples of the memberships, each
+with its communities' EP posteriors over the inducing utilities.
+
+Per sample s: memberships z[s] (U,) labelled 0, 1, … by first appearance, community c's
+q(f_m^c) = N(means[s, c], covs[s, c]) with counts[s, c] members (0 for padding slots, which hold the
+prior), and λ. A known user's prediction averages, over samples, Eq. 3 under their community's
+posterior; a user not seen in training gets the CRP prior predictive, the mixture of the
+communities weighted n_c / (U + λ) and the prior GP weighted λ / (U + λ). Community labels differ
+between samples, so every summary here is label-invariant (co-clustering, number of communities,
+per-user predictions).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...core.ids import distinct_pairs, positions
+from ...core.posterior import Posterior
+from ...gp.linalg import DTYPE, cholesky
+from ...gp.probit import mixture_moments, predictive_prob
+from .model import directions
+
+_CHUNK = 2**22
+
+
+@dataclass(kw_only=True)
+class DPMPosterior(Posterior):
+    """Posterior of a fitted :class:`~crowdzoo.models.dpm.model.DPMCommunities` (module docstring).
+
+    Attributes (besides :class:`~crowdzoo.core.posterior.Posterior`'s): ``z`` (S, U) memberships,
+    ``means`` (S, C, M), ``covs`` (S, C, M, M), ``counts`` (S, C), ``concentration`` (S,) λ per sample.
+    """
+
+    z: torch.Tensor
+    means: torch.Tensor
+    covs: torch.Tensor
+    counts: torch.Tensor
+    concentration: torch.Tensor
+
+    # ------------------------------------------------------------------ helpers
+    def _user_rows(self, users, n):
+        """Positions of ``users`` among the training users (−1: not seen in training), length n."""
+        ids = np.asarray(users, dtype=object).reshape(-1)
+        if ids.shape[0] == 1 and n != 1:
+            ids = np.repeat(ids, n)
+        if ids.shape[0] != n:
+            from ...errors import DataError
+
+            raise DataError(f"users: expected one user per pair ({n}), got {ids.shape[0]}")
+        return torch.as_tensor(pd.Index(self.data.user_ids).get_indexer(ids), dtype=torch.long)
+
+    def _weights(self):
+        """(S, C + 1) CRP prior predictive weights of a new user: n_c / (U + λ), then λ / (U + λ)."""
+        U = self.z.shape[1]
+        w = torch.cat([self.counts.to(DTYPE), self.concentration[:, None]], 1)
+        return w / (U + self.concentration)[:, None]
+
+    def _moments(self, R, c):
+        """Mean and variance (S, C + 1, n) of R f_m (+ c / s) under each community and the prior."""
+        K = self.setup.K
+        mu = torch.einsum("scm,nm->scn", self.means, R)
+        var = torch.einsum("nm,scmk,nk->scn", R, self.covs, R)
+        prior_var = ((R @ K) * R).sum(-1)
+        mu = torch.cat([mu, torch.zeros_like(mu[:, :1])], 1)
+        var = torch.cat([var, prior_var.expand(var.shape[0], 1, -1)], 1) + c
+        return mu, var
+
+    # ------------------------------------------------------------------ predictions
+    def predict_proba(self, a, b, users=None) -> np.ndarray:
+        """P(a ≻ b | user) per pair, averaged over the kept samples.
+
+        ``users``: one user id per pair (or one for all); an id not seen in training, or
+        ``users=None``, gets the CRP prior predictive of a new user (module docstring)."""
+        ia = positions("a", a, self.data.item_ids, hint=False)
+        ib = positions("b", b, self.data.item_ids, hint=False)
+        distinct_pairs(ia, ib, a)
+        n = ia.shape[0]
+        j = torch.full((n,), -1, dtype=torch.long) if users is None else self._user_rows(users, n)
+        st = self.setup
+        S, C = self.counts.shape
+        out = torch.empty(n, dtype=DTYPE)
+        w_new = self._weights()
+        chunk = max(16, _CHUNK // (S * (C + 1)))
+        for lo in range(0, n, chunk):  # chunks bound memory; vectorised within
+            sl = slice(lo, lo + chunk)
+            h = directions(st.gp, st.s, st.alpha, ia[sl], ib[sl])
+            mu, var = self._moments(h, 0.0)
+            p = predictive_prob(mu, var)  # (S, C + 1, n)
+            jj = j[sl]
+            known = jj >= 0
+            comm = self.z[:, jj.clamp_min(0)]  # (S, n)
+            p_known = p.gather(1, comm[:, None, :])[:, 0, :]
+            p_new = (w_new[:, :, None] * p).sum(1)
+            out[sl] = torch.where(known[None, :], p_known, p_new).mean(0)
+        return out.numpy()
+
+    def utilities(self, users=None):
+        """Posterior mean and variance of the items' utilities: for ``users`` (ids), DataFrames
+        items × users; for ``users=None``, Series by item for a new user (the CRP prior predictive
+        mixture)."""
+        st = self.setup
+        A, c = st.gp.item_terms()
+        mu, var = self._moments(A, c / st.s)  # (S, C + 1, N)
+        index = pd.Index(self.data.item_ids, name="item")
+        if users is None:
+            w = self._weights() / self.z.shape[0]  # (S, C + 1), summing to 1 overall
+            N = mu.shape[-1]
+            m, v = mixture_moments(w.reshape(-1), mu.reshape(-1, N), var.reshape(-1, N))
+            return (pd.Series(m.numpy(), index=index, name="mean"),
+                    pd.Series(v.numpy(), index=index, name="variance"))
+        ids = np.asarray(users).reshape(-1)
+        j = positions("users", ids, self.data.user_ids, what="user", hint=False)
+        comm = self.z[:, j]  # (S, n_users)
+        idx = comm[:, :, None].expand(-1, -1, mu.shape[-1])
+        m_u, v_u = mu.gather(1, idx), var.gather(1, idx)  # (S, n_users, N)
+        m, v = mixture_moments(self.weights, m_u, v_u)
+        cols = pd.Index(ids, name="user")
+        return (pd.DataFrame(m.T.numpy(), index=index, columns=cols),
+                pd.DataFrame(v.T.numpy(), index=index, columns=cols))
+
+    # ------------------------------------------------------------------ memberships
+    def coclustering(self) -> torch.Tensor:
+        """(U, U) posterior probability that two users share a community."""
+        S = self.z.shape[0]
+        out = torch.zeros(self.z.shape[1], self.z.shape[1], dtype=DTYPE)
+        for lo in range(0, S, 256):
+            zz = self.z[lo:lo + 256]
+            out += (zz[:, :, None] == zz[:, None, :]).to(DTYPE).sum(0)
+        return out / S
+
+    def memberships(self):
+        """(co-clustering, partition): the U × U DataFrame of P(c_u = c_v) by user id, and the kept
+        sample minimising the posterior expected Binder loss Σ_{u<v} |1[c_u = c_v] − P(c_u = c_v)| as a
+        Series of community labels (0, 1, … by first appearance) by user id."""
+        P = self.coclustering()
+        loss = torch.stack([((self.z[s][:, None] == self.z[s][None, :]).to(DTYPE) - P).abs().sum()
+                            for s in range(self.z.shape[0])])
+        best = int(torch.argmin(loss))
+        ids = pd.Index(self.data.user_ids, name="user")
+        return (pd.DataFrame(P.numpy(), index=ids, columns=ids),
+                pd.Series(self.z[best].numpy(), index=ids, name="community"))
+
+    def n_communities(self) -> pd.Series:
+        """Posterior probability of each number of communities (a Series indexed by the count)."""
+        k = (self.counts > 0).sum(1).numpy()
+        vals, freq = np.unique(k, return_counts=True)
+        return pd.Series(freq / k.shape[0], index=pd.Index(vals, name="n_communities"), name="probability")
+
+    # ------------------------------------------------------------------ draws
+    def sample(self, n: int = 500, seed: int = 0) -> dict:
+        """Draws: {"z" (n, U) memberships, "n_communities" (n,), "concentration" (n,), "f" (n, U, N)
+        each user's utilities at the training items (their community's draw; for a sparse GP the
+        conditional variance is added per item)}. With n equal to the number of kept samples the
+        samples are taken in chain order."""
+        g = torch.Generator().manual_seed(seed)
+        S = self.z.shape[0]
+        comp = (torch.arange(S) if n == S else
+                torch.multinomial(self.weights, n, replacement=True, generator=g))
+        st = self.setup
+        L = cholesky(self.covs[comp], what="a community's posterior covariance")
+        eps = torch.randn(n, L.shape[1], L.shape[-1], 1, dtype=DTYPE, generator=g)
+        f_m = self.means[comp] + (L @ eps)[..., 0]  # (n, C, M)
+        A, c = st.gp.item_terms()
+        f = f_m @ A.T  # (n, C, N)
+        if not st.gp.exact:
+            f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(c / st.s)
+        z = self.z[comp]
+        f_user = f.gather(1, z[:, :, None].expand(-1, -1, f.shape[-1]))
+        return {"z": z, "n_communities": (self.counts[comp] > 0).sum(1),
+                "concentration": self.concentration[comp], "f": f_user}
+
+    def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
+        """(n, N) draws of ``user``'s utilities (user=None: the average over users)."""
+        f = self.sample(n, seed)["f"]
+        if user is None:
+            return f.mean(1)
+        j = int(positions("user", [user], self.data.user_ids, what="user", hint=False)[0])
+        return f[:, j]
+
+    def to_arviz(self, n_draws: int = 500, seed: int = 0):
+        """An ArviZ ``DataTree`` of label-invariant quantities; see :mod:`crowdzoo.models.dpm.arviz`."""
+        from .arviz import to_arviz
+
+        return to_arviz(self, n_draws=n_draws, seed=seed)
+
+    def __repr__(self) -> str:
+        return (f"DPMPosterior(method={self.method!r}, users={self.z.shape[1]}, items={self.data.n_items}, "
+                f"pairs={self.data.n_pairs}, samples={self.z.shape[0]}, chains={self.n_chains})")
