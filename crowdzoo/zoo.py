@@ -118,7 +118,8 @@ ZOO: tuple[Entry, ...] = (
           paper="Chen et al. 2013; Simpson & Gurevych 2020 Table 3",
           summary="crowdBT scores regressed on features by a sparse GP (baseline)"),
     Entry("dpm", "crowdzoo.models.dpm.model:DPMCommunities", "crowd pairs",
-          {"gibbs": "crowdzoo.models.dpm.gibbs:fit_gibbs"}, "crowdzoo.models.dpm.posterior:DPMPosterior",
+          {"gibbs": "crowdzoo.models.dpm.gibbs:fit_gibbs", "svi": SVI, "nuts": NUTS},
+          "crowdzoo.models.dpm.posterior:DPMPosterior", guide="crowdzoo.models.dpm.guide:default_guide",
           paper="Abbasnejad, Sanner, Bonilla & Poupart 2013",
           summary="communities of users (Dirichlet-process mixture), a GP utility per community"),
 )

@@ -1,5 +1,6 @@
-"""The DPM community model (issue 16), Gibbs + EP route: exact enumeration of every partition on a
-tiny problem, recovery of simulated communities, bad input, and save/load."""
+"""The DPM community model (issue 16): the Gibbs + EP route against exact enumeration of every
+partition on a tiny problem, recovery of simulated communities, bad input, save/load; a community's
+EP posterior against NUTS on a fixed partition; the svi route's co-clustering against Gibbs."""
 from __future__ import annotations
 
 import math
@@ -111,7 +112,8 @@ def test_recovers_four_simulated_communities():
     from sklearn.metrics import adjusted_rand_score
 
     data, truth = _communities()
-    model = cz.DPMCommunities(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=0.25)  # s = 1/4
+    # E[s] = shape / rate = 1/4: utilities with variance 4, as simulated (scale 2)
+    model = cz.DPMCommunities(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=4.0)
     post = cz.fit(model, data, method="gibbs", n_sweeps=40, burn_in=20, n_chains=2, progress_bar=False)
     co, partition = post.memberships()
     assert co.shape == (60, 60) and list(partition.index) == list(data.user_ids)
@@ -121,6 +123,9 @@ def test_recovers_four_simulated_communities():
 
 
 def test_bad_input_is_refused_naming_the_argument(tiny):
+    for t in (0, 2.5):
+        with pytest.raises(cz.DataError, match="truncation"):
+            cz.DPMCommunities(truncation=t)
     for lam in (0.0, -1.0, float("nan")):
         with pytest.raises(cz.DataError, match="concentration"):
             cz.DPMCommunities(concentration=lam)
@@ -159,3 +164,48 @@ def test_save_and_load_give_identical_predictions(tiny, tmp_path):
     dt = back.to_arviz()
     assert dt.posterior["n_communities"].shape[:2] == (2, 20)
     assert dt.log_likelihood["y"].shape == (2, 20, tiny.n_pairs)
+
+
+@pytest.mark.parametrize("n_inducing", [None, 5])
+def test_community_ep_matches_nuts_on_a_fixed_partition(n_inducing):
+    """One community holding every user (λ tiny for Gibbs, T = 1 for NUTS): the Gibbs route's EP
+    posterior mean at the items against NUTS on the same GP (s fixed, the sparse conditional
+    variance folded into the probit in both)."""
+    data, _ = _communities(n_users=3, n_items=8, n_labels=8, n_comm=1, seed=2)
+    kw = dict(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=0.25, n_inducing=n_inducing)
+    g = cz.fit(cz.DPMCommunities(concentration=1e-8, **kw), data, method="gibbs", n_sweeps=2, burn_in=1,
+               n_chains=1, progress_bar=False)
+    assert g.counts.tolist() == [[3]]  # one community of all three users
+    A, _ = g.setup.gp.item_terms()
+    ep = g.means[0, 0] @ A.T
+    nuts = cz.fit(cz.DPMCommunities(truncation=1, **kw), data, method="nuts", num_samples=1000,
+                  warmup_steps=300, num_chains=1, seed=0)
+    f = nuts.means[:, 0] @ A.T
+    # measured: largest |EP − NUTS| / NUTS sd 0.033 (exact), 0.039 (5 inducing items)
+    assert ((ep - f.mean(0)).abs() / f.std(0)).max() < 0.2
+
+
+def test_svi_coclustering_matches_gibbs():
+    """2 simulated communities, 12 users: the svi route (memberships summed out in the truncated
+    program, T = 6), whole-batch and with mini-batches of 6 users, against Gibbs + EP."""
+    data, truth = _communities(n_users=12, n_items=12, n_labels=10, n_comm=2, seed=0)
+    model = cz.DPMCommunities(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=0.25, truncation=6)
+    gibbs = cz.fit(model, data, method="gibbs", n_sweeps=200, burn_in=50, n_chains=2, progress_bar=False)
+    co = gibbs.coclustering().numpy()
+    same = truth[:, None] == truth[None, :]
+    assert co[same].mean() > 0.8 and co[~same].mean() < 0.1
+    # measured: mean |svi − Gibbs| 0.022 (whole batch), 0.021 (mini-batches of 6 users)
+    for subsample_size in (None, 6):
+        svi = cz.fit(model, data, method="svi", num_steps=1000 if subsample_size is None else 1500, lr=0.05,
+                     n_draws=200, subsample_size=subsample_size, seed=0)
+        assert np.abs(svi.coclustering().numpy() - co).mean() < 0.1
+    co_svi, partition = svi.memberships()
+    assert np.array_equal(np.diag(co_svi.to_numpy()), np.ones(12))
+    assert partition.iloc[0] == 0  # labelled by first appearance
+    assert abs(svi.n_communities().sum() - 1) < 1e-12
+    p = svi.predict_proba(data.item_ids[data.a], data.item_ids[data.b], users=data.user_ids[data.users])
+    assert np.mean((p > 0.5) == (data.y > 0.5)) > 0.7
+    means, _ = svi.utilities(users=data.user_ids[:2])
+    assert means.shape == (12, 2) and np.isfinite(means.to_numpy()).all()
+    dt = svi.to_arviz()
+    assert dt.log_likelihood["y"].shape == (1, 200, data.n_pairs)

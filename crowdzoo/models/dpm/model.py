@@ -19,17 +19,37 @@ Convention beside GPPL's: GPPL writes P(a ≻ b) = Φ(f_a − f_b) (Simpson & Gu
 supplement's α (``probit_scale``, 1 by default, so that α = 1 is GPPL's link exactly).
 
 The item GP is GPPL's (``GPPL(...).setup_features(item_features)``: kernel objects, the median
-heuristic, optional inducing items with the sparse conditional of Eq. 19). The Gibbs + EP route
-fixes the inverse scale s at its prior mean (the paper conditions on the kernel hyper-parameters).
+heuristic, optional inducing items with the sparse conditional of Eq. 19). Every route fixes the
+inverse scale s at its prior mean (the paper conditions on the kernel hyper-parameters).
+
+The Pyro program (:func:`dpm_model`, for the generic ``svi`` and ``nuts`` engines) truncates the
+stick-breaking at T = ``truncation`` communities:
+
+    β_k          ~ Beta(1, λ),  k < T            sticks; π_k = β_k Π_{l<k} (1 − β_l), π_T the rest
+    u_c          ~ N(0, I_M),   c ≤ T            whitened inducing utilities, f_m^c = L_mm u_c / √s
+    p(y_p | u_c) = Φ(± d_pᵀ u_c / √s / √(α² + c_p / s))   the sparse conditional variance c_p / s folded
+                                                 into the probit, as in GPPL's model (c_p = 0 when exact)
+
+and sums every membership out exactly: user u's labels are a product under u's community, so
+p(D_u | π, u_{1:T}) = Σ_c π_c Π_{p ∈ D_u} p(y_p | u_c), added per user as a ``pyro.factor``
+(logsumexp over the T communities) inside ``pyro.plate("users", U, subsample_size=...)``. This is
+the enumeration of c_u done by hand rather than by ``TraceEnum_ELBO``: the same objective, but it
+runs under the generic engines' ``Trace_ELBO`` and NUTS with any guide (AutoNormal, ...), which
+then sees only (λ, β, u). The memberships come back per draw in the posterior (their conditional
+p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ is sampled too.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import pyro
 import pyro.distributions as dist
 import torch
+from torch.special import log_ndtr
 
 from ...errors import DataError
+from ...gp.linalg import DTYPE
 from ..gppl.model import GPPL, GPPLSetup
 
 
@@ -45,6 +65,8 @@ class DPMCommunities:
     n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter : the
         item GP, as in :class:`~crowdzoo.models.gppl.model.GPPL`; s is fixed at the prior mean.
     probit_scale : α > 0 of P(a ≻ b | u) = Φ((f_a − f_b) / α).
+    truncation : T, the number of communities of the stick-breaking truncation in the Pyro program
+        (the ``svi`` and ``nuts`` routes; the Gibbs route is not truncated).
     """
 
     concentration: float = 1.0
@@ -58,6 +80,7 @@ class DPMCommunities:
     s_prior: object = None
     probit_scale: float = 1.0
     jitter: float = 1e-6
+    truncation: int = 10
 
     def __post_init__(self):
         lam = float(self.concentration)
@@ -69,6 +92,8 @@ class DPMCommunities:
                             f"(pyro.distributions.Gamma), got {type(self.concentration_prior).__name__}")
         if not float(self.probit_scale) > 0:
             raise DataError(f"probit_scale: α must be positive, got {self.probit_scale!r}")
+        if int(self.truncation) != self.truncation or self.truncation < 1:
+            raise DataError(f"truncation: expected an integer ≥ 1 (communities), got {self.truncation!r}")
 
     def gppl(self) -> GPPL:
         """The GPPL whose item GP each community uses."""
@@ -86,6 +111,80 @@ class DPMCommunities:
         b = torch.as_tensor(data.b, dtype=torch.long)
         alpha = float(self.probit_scale)
         return DPMSetup(gp=gp, s=s, alpha=alpha, H=directions(gp, s, alpha, a, b))
+
+    def program(self, setup: DPMSetup, data, subsample_size=None):
+        """The Pyro model :func:`dpm_model` and its arguments (module docstring): whitened directions
+        G (P, M) with P(y_p = 1 | u_c) = Φ(G_p·u_c), the labels' signs, and each user's labels as a
+        padded (U, L) table of label indices with its mask."""
+        from .gibbs import check_data
+
+        check_data(self, data)
+        a = torch.as_tensor(data.a, dtype=torch.long)
+        b = torch.as_tensor(data.b, dtype=torch.long)
+        sgn = 2.0 * torch.as_tensor(data.y, dtype=DTYPE) - 1.0
+        lab, mask = user_labels(data.users, data.n_users)
+        return dpm_model, (whitened_directions(setup, a, b), sgn, lab, mask, int(self.truncation),
+                           self._concentration(), subsample_size)
+
+    def _concentration(self):
+        if self.concentration_prior is not None:
+            return self.concentration_prior
+        return torch.tensor(float(self.concentration), dtype=DTYPE)
+
+
+def whitened_directions(setup: DPMSetup, a, b) -> torch.Tensor:
+    """G (P, M) with P(a ≻ b | u_c) = Φ(G_p·u_c): d_p / √s / √(α² + c_p / s) (GPPL's pair terms)."""
+    d, c = setup.gp.pair_terms(a, b)
+    return d / (setup.s ** 0.5 * torch.sqrt(setup.alpha ** 2 + c / setup.s))[:, None]
+
+
+def user_labels(users, n_users: int):
+    """Each user's label indices, padded: (U, L) long and its (U, L) float mask (L: the most labels
+    of any user)."""
+    users = np.asarray(users)
+    order = np.argsort(users, kind="stable")
+    n = np.bincount(users, minlength=n_users)
+    L = max(int(n.max()), 1)
+    start = np.concatenate([[0], np.cumsum(n)[:-1]])
+    pos = np.arange(L)[None, :]
+    mask = pos < n[:, None]
+    lab = np.where(mask, order[np.minimum(start[:, None] + pos, len(order) - 1)], 0)
+    return torch.as_tensor(lab, dtype=torch.long), torch.as_tensor(mask, dtype=DTYPE)
+
+
+def stick_weights(beta: torch.Tensor) -> torch.Tensor:
+    """log π (..., T) from the sticks β (..., T − 1): π_k = β_k Π_{l<k} (1 − β_l), π_T = Π (1 − β)."""
+    log_rest = torch.cumsum(torch.log1p(-beta), -1)
+    zero = torch.zeros_like(beta[..., :1])
+    return torch.cat([torch.log(beta), zero], -1) + torch.cat([zero, log_rest], -1)
+
+
+def user_loglik(G, sgn, lab, mask, u) -> torch.Tensor:
+    """log p(D_u | u_c) (..., n, T) for the users of ``lab``/``mask`` (n, L) under each community's
+    whitened utilities u (..., T, M)."""
+    z = torch.einsum("nlm,...tm->...nlt", G[lab], u)
+    ll = log_ndtr(sgn[lab][:, :, None] * z) * mask[:, :, None]
+    return ll.sum(-2)
+
+
+def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None):
+    """The Pyro model of the truncated DPM with the memberships summed out (module docstring).
+
+    ``G`` (P, M) whitened label directions, ``sgn`` (P,) ±1 outcomes, ``lab``/``mask`` (U, L) each
+    user's labels, ``T`` the truncation, ``concentration`` λ (a tensor) or its prior (a distribution)."""
+    lam = (pyro.sample("concentration", concentration) if isinstance(concentration, dist.Distribution)
+           else concentration)
+    lam = torch.as_tensor(lam, dtype=DTYPE)
+    M = G.shape[1]
+    if T > 1:
+        beta = pyro.sample("beta", dist.Beta(torch.ones(T - 1, dtype=DTYPE), lam.expand(T - 1)).to_event(1))
+        log_pi = stick_weights(beta)
+    else:
+        log_pi = torch.zeros(1, dtype=DTYPE)
+    u = pyro.sample("u", dist.Normal(torch.zeros(T, M, dtype=DTYPE), 1.0).to_event(2))
+    with pyro.plate("users", lab.shape[0], subsample_size=subsample_size) as idx:
+        ll = user_loglik(G, sgn, lab[idx], mask[idx], u)  # (n, T)
+        pyro.factor("labels", torch.logsumexp(log_pi + ll, -1))
 
 
 def directions(gp: GPPLSetup, s: float, alpha: float, a, b, X=None) -> torch.Tensor:
@@ -114,4 +213,5 @@ class DPMSetup:
         return self.gp.K_mm / self.s
 
 
-__all__ = ["DPMCommunities", "DPMSetup", "directions"]
+__all__ = ["DPMCommunities", "DPMSetup", "directions", "dpm_model", "stick_weights", "user_loglik",
+           "user_labels", "whitened_directions"]

@@ -8,6 +8,15 @@ posterior; a user not seen in training gets the CRP prior predictive, the mixtur
 communities weighted n_c / (U + λ) and the prior GP weighted λ / (U + λ). Community labels differ
 between samples, so every summary here is label-invariant (co-clustering, number of communities,
 per-user predictions).
+
+The ``svi`` and ``nuts`` routes (the generic engines over the truncated Pyro program of
+:mod:`crowdzoo.models.dpm.model`) give draws of the sticks β and the whitened inducing utilities u
+(and λ with a prior): per draw, each community's f_m^c = L_mm u_c / √s is a point (``covs`` None), and
+each user's membership probabilities r[s, u, c] = p(c_u = c | β, u, D_u) are stored as
+``responsibilities``, with one membership per draw drawn from them (seeded by the fit's seed) in ``z``.
+Predictions, utilities and the co-clustering average over r (Rao–Blackwellised); ``z`` serves the
+point partition, the number of communities (those with any user in the drawn memberships), draws
+and ArviZ.
 """
 from __future__ import annotations
 
@@ -18,10 +27,10 @@ import pandas as pd
 import torch
 
 from ...core.ids import distinct_pairs, positions
-from ...core.posterior import Posterior
+from ...core.posterior import Posterior, uniform_weights
 from ...gp.linalg import DTYPE, cholesky
 from ...gp.probit import mixture_moments, predictive_prob
-from .model import directions
+from .model import directions, stick_weights, user_loglik
 
 _CHUNK = 2**22
 
@@ -31,7 +40,9 @@ class DPMPosterior(Posterior):
     """Posterior of a fitted :class:`~crowdzoo.models.dpm.model.DPMCommunities` (module docstring).
 
     Attributes (besides :class:`~crowdzoo.core.posterior.Posterior`'s): ``z`` (S, U) memberships,
-    ``means`` (S, C, M), ``covs`` (S, C, M, M), ``counts`` (S, C), ``concentration`` (S,) λ per sample.
+    ``means`` (S, C, M), ``covs`` (S, C, M, M) (None: point communities, the svi and nuts routes),
+    ``counts`` (S, C), ``concentration`` (S,) λ per sample, ``responsibilities`` (S, U, C) p(c_u = c)
+    per sample (svi and nuts; None for Gibbs, whose z are the samples themselves).
     """
 
     z: torch.Tensor
@@ -39,6 +50,37 @@ class DPMPosterior(Posterior):
     covs: torch.Tensor
     counts: torch.Tensor
     concentration: torch.Tensor
+    responsibilities: torch.Tensor | None = None
+
+    @classmethod
+    def from_draws(cls, model, setup, data, sites, method, **kw):
+        """From draws of the Pyro program's sites (β, u, and λ when it has a prior): per draw the
+        communities' f_m^c = L_mm u_c / √s, the users' membership probabilities
+        r ∝ π_c p(D_u | u_c), and one membership per user drawn from r (a generator seeded by the
+        fit's seed); communities relabelled by first appearance in the drawn memberships."""
+        u = sites["u"].to(DTYPE)
+        S, T, M = u.shape
+        U = data.n_users
+        log_pi = (stick_weights(sites["beta"].to(DTYPE)) if "beta" in sites
+                  else torch.zeros(S, 1, dtype=DTYPE))
+        lam = (sites["concentration"].to(DTYPE).reshape(S) if "concentration" in sites
+               else torch.full((S,), float(model.concentration), dtype=DTYPE))
+        G, sgn, lab, mask = model.program(setup, data, None)[1][:4]
+        resp = torch.empty(S, U, T, dtype=DTYPE)
+        for lo in range(0, S, 64):
+            ll = user_loglik(G, sgn, lab, mask, u[lo:lo + 64])  # (s, U, T)
+            resp[lo:lo + 64] = torch.softmax(log_pi[lo:lo + 64, None, :] + ll, -1)
+        g = torch.Generator().manual_seed(int((kw.get("settings") or {}).get("seed", 0)))
+        z = torch.multinomial(resp.reshape(-1, T), 1, generator=g).reshape(S, U)
+        first = torch.full((S, T), U, dtype=torch.long).scatter_reduce(
+            1, z, torch.arange(U).expand(S, U), reduce="amin")
+        perm = torch.argsort(first, dim=1, stable=True)  # communities by first appearance, unused last
+        z = torch.argsort(perm, dim=1).gather(1, z)
+        means = (u @ setup.gp.L_mm.T / setup.s ** 0.5).gather(1, perm[:, :, None].expand(-1, -1, M))
+        resp = resp.gather(2, perm[:, None, :].expand(-1, U, -1))
+        counts = torch.zeros(S, T, dtype=torch.long).scatter_add(1, z, torch.ones(S, U, dtype=torch.long))
+        return cls(model=model, setup=setup, data=data, method=method, weights=uniform_weights(S), z=z,
+                   means=means, covs=None, counts=counts, concentration=lam, responsibilities=resp, **kw)
 
     # ------------------------------------------------------------------ helpers
     def _user_rows(self, users, n):
@@ -62,7 +104,8 @@ class DPMPosterior(Posterior):
         """Mean and variance (S, C + 1, n) of R f_m (+ c / s) under each community and the prior."""
         K = self.setup.K
         mu = torch.einsum("scm,nm->scn", self.means, R)
-        var = torch.einsum("nm,scmk,nk->scn", R, self.covs, R)
+        var = (torch.zeros_like(mu) if self.covs is None else
+               torch.einsum("nm,scmk,nk->scn", R, self.covs, R))
         prior_var = ((R @ K) * R).sum(-1)
         mu = torch.cat([mu, torch.zeros_like(mu[:, :1])], 1)
         var = torch.cat([var, prior_var.expand(var.shape[0], 1, -1)], 1) + c
@@ -91,8 +134,11 @@ class DPMPosterior(Posterior):
             p = predictive_prob(mu, var)  # (S, C + 1, n)
             jj = j[sl]
             known = jj >= 0
-            comm = self.z[:, jj.clamp_min(0)]  # (S, n)
-            p_known = p.gather(1, comm[:, None, :])[:, 0, :]
+            if self.responsibilities is None:
+                comm = self.z[:, jj.clamp_min(0)]  # (S, n)
+                p_known = p.gather(1, comm[:, None, :])[:, 0, :]
+            else:  # average over each user's membership probabilities
+                p_known = torch.einsum("snc,scn->sn", self.responsibilities[:, jj.clamp_min(0)], p[:, :C])
             p_new = (w_new[:, :, None] * p).sum(1)
             out[sl] = torch.where(known[None, :], p_known, p_new).mean(0)
         return out.numpy()
@@ -113,19 +159,33 @@ class DPMPosterior(Posterior):
                     pd.Series(v.numpy(), index=index, name="variance"))
         ids = np.asarray(users).reshape(-1)
         j = positions("users", ids, self.data.user_ids, what="user", hint=False)
-        comm = self.z[:, j]  # (S, n_users)
-        idx = comm[:, :, None].expand(-1, -1, mu.shape[-1])
-        m_u, v_u = mu.gather(1, idx), var.gather(1, idx)  # (S, n_users, N)
-        m, v = mixture_moments(self.weights, m_u, v_u)
+        if self.responsibilities is None:
+            comm = self.z[:, j]  # (S, n_users)
+            idx = comm[:, :, None].expand(-1, -1, mu.shape[-1])
+            m_u, v_u = mu.gather(1, idx), var.gather(1, idx)  # (S, n_users, N)
+            m, v = mixture_moments(self.weights, m_u, v_u)
+        else:  # the mixture over draws and each user's membership probabilities
+            C = self.counts.shape[1]
+            w = self.weights[:, None, None] * self.responsibilities[:, j]  # (S, n_users, C)
+            m = torch.einsum("suc,scn->un", w, mu[:, :C])
+            v = (torch.einsum("suc,scn->un", w, var[:, :C] + mu[:, :C] ** 2) - m * m).clamp_min(0.0)
         cols = pd.Index(ids, name="user")
         return (pd.DataFrame(m.T.numpy(), index=index, columns=cols),
                 pd.DataFrame(v.T.numpy(), index=index, columns=cols))
 
     # ------------------------------------------------------------------ memberships
     def coclustering(self) -> torch.Tensor:
-        """(U, U) posterior probability that two users share a community."""
+        """(U, U) posterior probability that two users share a community (svi, nuts: Σ_c r_uc r_vc
+        averaged over draws)."""
         S = self.z.shape[0]
         out = torch.zeros(self.z.shape[1], self.z.shape[1], dtype=DTYPE)
+        if self.responsibilities is not None:
+            for lo in range(0, S, 256):
+                r = self.responsibilities[lo:lo + 256]
+                out += torch.einsum("suc,svc->uv", r, r)
+            out /= S
+            out.fill_diagonal_(1.0)
+            return out
         for lo in range(0, S, 256):
             zz = self.z[lo:lo + 256]
             out += (zz[:, :, None] == zz[:, None, :]).to(DTYPE).sum(0)
@@ -160,9 +220,12 @@ class DPMPosterior(Posterior):
         comp = (torch.arange(S) if n == S else
                 torch.multinomial(self.weights, n, replacement=True, generator=g))
         st = self.setup
-        L = cholesky(self.covs[comp], what="a community's posterior covariance")
-        eps = torch.randn(n, L.shape[1], L.shape[-1], 1, dtype=DTYPE, generator=g)
-        f_m = self.means[comp] + (L @ eps)[..., 0]  # (n, C, M)
+        if self.covs is None:  # point communities (svi, nuts draws)
+            f_m = self.means[comp]
+        else:
+            L = cholesky(self.covs[comp], what="a community's posterior covariance")
+            eps = torch.randn(n, L.shape[1], L.shape[-1], 1, dtype=DTYPE, generator=g)
+            f_m = self.means[comp] + (L @ eps)[..., 0]  # (n, C, M)
         A, c = st.gp.item_terms()
         f = f_m @ A.T  # (n, C, N)
         if not st.gp.exact:
