@@ -22,9 +22,9 @@ def _run(script: Path, tmp_path: Path, fast: bool):
     return out.stdout
 
 
-def test_there_are_three_notebooks():
+def test_there_are_four_notebooks():
     assert {p.stem for p in NOTEBOOKS} == {"gppl_from_scratch", "crowdgppl_simulated_crowd",
-                                           "diagnosing_a_posterior"}
+                                           "diagnosing_a_posterior", "communities_of_taste"}
 
 
 @pytest.mark.parametrize("script", NOTEBOOKS, ids=lambda p: p.stem)

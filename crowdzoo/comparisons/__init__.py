@@ -9,6 +9,7 @@ from . import (
     collabgp,
     crowd_defaults,
     crowd_routes,
+    dpm,
     gppl_routes,
     simulation,
     sushi,
@@ -27,7 +28,8 @@ REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "collabgp-synthetic": collabgp.synthetic, "collabgp-sushi": collabgp.sushi,
             "collabgp-active-synthetic": collabgp.active_synthetic,
             "collabgp-active-sushi": collabgp.active_sushi, "collabgp-evidence": collabgp.evidence,
-            "collabgp-routes": collabgp.routes, "ukpconvarg-diagnostics": ukpconvarg_diagnostics}
+            "collabgp-routes": collabgp.routes, "ukpconvarg-diagnostics": ukpconvarg_diagnostics,
+            "dpm-simulation": dpm, "dpm-sushi-a": sushi.dpm_sushi_a}
 
 
 def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,

@@ -17,6 +17,10 @@ import torch
 from arviz_base import from_dict
 from torch.special import log_ndtr
 
+#: routes whose draws are Markov chains on the exact posterior (NUTS; the DPM's Gibbs + EP is exact in
+#: its memberships but uses EP for each community's GP: its chains are still checked for mixing)
+EXACT_SAMPLERS = ("nuts", "gibbs")
+
 
 def chain_shape(x, chains=1):
     """(chains × draws, ...) tensor → (chain, draw, ...) array."""
@@ -49,7 +53,8 @@ def finish(post, groups, coords, dims, obs_dim, identified):
         for k in ("tree_depth", "energy"):
             if k in st:
                 groups["sample_stats"][k] = np.asarray(st[k])
-    attrs = {"/": {"inference": post.method, "approximate": int(post.method != "nuts"),
+    # draws of a Markov chain that targets the posterior itself (r̂ and ESS apply to them)
+    attrs = {"/": {"inference": post.method, "approximate": int(post.method not in EXACT_SAMPLERS),
                    "model": post.name, "identified": identified,
                    "max_tree_depth": int(post.settings.get("max_tree_depth", 0) or 0)}}
     converged = post.settings.get("converged", (post.trace or {}).get("converged"))

@@ -342,7 +342,12 @@ def loo(dt) -> Check:
         return Check("PSIS-LOO", "skip", "no label's log-likelihood varies over the draws",
                      "needs draws of a posterior",
                      "a point estimate (e.g. a MAP route) has no spread to reweight: PSIS-LOO does not apply")
-    res = azs.loo(_keep_labels(dt, ll, ~const))
+    try:
+        res = azs.loo(_keep_labels(dt, ll, ~const))
+    except ValueError as err:  # e.g. too few draws for the Pareto fit of the tail
+        return Check("PSIS-LOO", "skip", "not computed", "needs enough posterior draws",
+                     f"arviz-stats could not run PSIS-LOO on {S} draws ({str(err).splitlines()[0][:120]}); "
+                     "draw more (more samples or sweeps) to get it")
     k = np.zeros(const.size)
     k[~const] = np.ravel(res.pareto_k.values)
     elpd = float(res.elpd) + float(flat[:, const].mean(0).sum())

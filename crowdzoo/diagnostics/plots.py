@@ -3,8 +3,9 @@
 ``rank`` (MCMC: rank histograms per chain, arviz-plots ``plot_rank``) or ``optimisation`` (the
 loss / bound / EP change per iteration), ``ppc`` (observed win rates against their replicated 90 %
 intervals), ``reliability`` (the calibration diagram), ``utilities`` (posterior means with 95 %
-intervals of the identified item utilities) and ``component_scales`` (crowdGPPL's Fig. 3: how much
-each latent component contributes).
+intervals of the identified item utilities), ``component_scales`` (crowdGPPL's Fig. 3: how much
+each latent component contributes) and ``coclustering`` (a heat map of P(c_u = c_v), for posteriors
+over communities of users).
 """
 from __future__ import annotations
 
@@ -139,4 +140,58 @@ def component_scales(dt) -> bytes | None:
     ax.set_ylabel("var(v_c) · mean(w_c²)")
     ax.set_yscale("log")
     ax.set_title("latent component scales")
+    return _png(fig)
+
+
+def coclustering_order(P, partition=None) -> np.ndarray:
+    """An order of the users that shows the blocks of a co-clustering matrix ``P`` (U, U): by the
+    point partition's communities (largest first; ``partition`` (U,) labels), and within a community by
+    the mean co-clustering with its other members (the most typical first). Without a partition,
+    greedily: each next user is the one most often clustered with the previous."""
+    P = np.asarray(P, dtype=float)
+    U = P.shape[0]
+    if partition is None:
+        order, left = [int(np.argmax(P.sum(1)))], set(range(U))
+        left.discard(order[0])
+        while left:
+            rest = np.fromiter(left, dtype=int)
+            nxt = int(rest[np.argmax(P[order[-1], rest])])
+            order.append(nxt)
+            left.discard(nxt)
+        return np.asarray(order)
+    z = np.asarray(partition).reshape(-1)
+    labels, sizes = np.unique(z, return_counts=True)
+    rank = {lab: r for r, lab in enumerate(labels[np.argsort(-sizes, kind="stable")])}
+    typical = np.array([P[u, z == z[u]].mean() for u in range(U)])
+    return np.lexsort((-typical, np.array([rank[c] for c in z])))
+
+
+def coclustering(P, partition=None, user_ids=None, max_labels: int = 40) -> bytes:
+    """Heat map of the posterior co-clustering P(c_u = c_v) (U, U), users ordered by the point
+    partition (:func:`coclustering_order`) so that communities show as blocks; the partition's
+    communities are outlined."""
+    from matplotlib.patches import Rectangle
+
+    P = np.asarray(P, dtype=float)
+    U = P.shape[0]
+    order = coclustering_order(P, partition)
+    size = min(7.0, 3.0 + 0.06 * U)
+    fig, ax = plt.subplots(figsize=(size + 1.0, size))
+    im = ax.imshow(P[np.ix_(order, order)], vmin=0.0, vmax=1.0, cmap="viridis", interpolation="nearest")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="P(same community)")
+    if partition is not None:
+        z = np.asarray(partition).reshape(-1)[order]
+        edges = np.flatnonzero(z[1:] != z[:-1]) + 1
+        for lo, hi in zip(np.r_[0, edges], np.r_[edges, U]):
+            ax.add_patch(Rectangle((lo - 0.5, lo - 0.5), hi - lo, hi - lo, fill=False, edgecolor="white",
+                                   lw=1.2))
+    if user_ids is not None and U <= max_labels:
+        names = [str(user_ids[i]) for i in order]
+        ax.set_xticks(np.arange(U), names, rotation=90, fontsize=6)
+        ax.set_yticks(np.arange(U), names, fontsize=6)
+    else:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    ax.set_xlabel("user (ordered by the point partition)" if partition is not None else "user")
+    ax.set_title("co-clustering of users")
     return _png(fig)

@@ -108,7 +108,33 @@ def _figures(post, dt, checks) -> dict:
     comp = plots.component_scales(dt)
     if comp is not None:
         figs["Latent component scales (crowdGPPL, Fig. 3 of Simpson & Gurevych 2020)"] = comp
+    co = _coclustering(post)
+    if co is not None:
+        figs[co[0]] = co[1]
     return {k: v for k, v in figs.items() if v is not None}
+
+
+def _coclustering(post):
+    """(caption, PNG) of the co-clustering heat map when the posterior is over communities of users
+    (duck-typed: it has ``coclustering()``; ``memberships()``, when it has one, gives the point
+    partition that orders the users), else None."""
+    if not hasattr(post, "coclustering"):
+        return None
+    try:
+        partition = None
+        if hasattr(post, "memberships"):
+            P, part = post.memberships()
+            partition = np.asarray(part)
+        else:
+            P = post.coclustering()
+        P = P.to_numpy() if hasattr(P, "to_numpy") else np.asarray(P)
+        ids = getattr(post.data, "user_ids", None)
+        png = plots.coclustering(P, partition, user_ids=ids)
+    except Exception as err:  # a plot must not sink the report
+        return f"(co-clustering plot unavailable: {err})", None
+    how = "ordered by the point partition (outlined)" if partition is not None else "ordered greedily"
+    return (f"Co-clustering: the posterior probability that two users share a community, users {how}",
+            png)
 
 
 def report(posterior, path, test=None, held_out=None, reference=None, settings: dict | None = None,
