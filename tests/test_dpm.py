@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import crowdzoo as cz
-from crowdzoo.gp import Kernel
 from crowdzoo.inference.ep import ep_fixed_s
 from crowdzoo.models.dpm.gibbs import fit_gibbs
 
@@ -92,20 +91,13 @@ def test_gibbs_coclustering_matches_exact_enumeration(tiny):
 
 
 def _communities(n_users=60, n_items=30, n_labels=20, n_comm=4, scale=2.0, seed=0):
-    """n_comm communities, each its own GP utility (SE, ℓ = 0.3, variance scale²) over 2-D features."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(0, 1, size=(n_items, 2))
-    k = Kernel("se", torch.tensor([0.3, 0.3], dtype=torch.float64))
-    K = k(torch.as_tensor(X), torch.as_tensor(X)).numpy() + 1e-8 * np.eye(n_items)
-    F = scale * rng.multivariate_normal(np.zeros(n_items), K, size=n_comm)
-    truth = np.arange(n_users) % n_comm
-    a = rng.integers(0, n_items, (n_users, n_labels))
-    b = (a + rng.integers(1, n_items, (n_users, n_labels))) % n_items
-    f = F[truth]
-    z = np.take_along_axis(f, a, 1) - np.take_along_axis(f, b, 1)
-    y = (z + rng.normal(size=z.shape) > 0).astype(float)
-    users = np.repeat(np.arange(n_users), n_labels)
-    return cz.PairwiseData.from_arrays(a.ravel(), b.ravel(), y.ravel(), X, users=users), truth
+    """n_comm communities, each its own GP utility (SE, ℓ = 0.3, variance scale²) over 2-D features:
+    the package's simulator, returning (data, each user's community)."""
+    from crowdzoo.data.simulate_dpm import simulate_communities
+
+    data, truth = simulate_communities(n_users=n_users, n_items=n_items, n_labels=n_labels,
+                                       n_communities=n_comm, scale=scale, seed=seed)
+    return data, truth["communities"]
 
 
 def test_recovers_four_simulated_communities():
