@@ -61,7 +61,8 @@ def test_gibbs_coclustering_matches_exact_enumeration(tiny):
     f = f @ torch.linalg.cholesky(st.K).T
     ll = torch.special.log_ndtr(sgn[idx] * (f @ st.H[idx].T)).sum(1)
     mc = float(torch.logsumexp(ll, 0) - math.log(ll.shape[0]))
-    assert abs(log_evidence([0, 1, 2]) - mc) < 0.01  # measured: −8.83165 (EP) vs −8.83172 (MC)
+    print(f"log Z: EP {log_evidence([0, 1, 2]):.5f}, Monte Carlo {mc:.5f}")  # docs/dpm.md quotes these
+    assert abs(log_evidence([0, 1, 2]) - mc) < 0.01
 
     # every partition: Π_blocks Z_EP(block) × the CRP prior λ^K Π (n_k − 1)!
     co, total, logs = np.zeros((U, U)), 0.0, []
@@ -85,6 +86,8 @@ def test_gibbs_coclustering_matches_exact_enumeration(tiny):
         post = cz.fit(model, tiny, method="gibbs", membership=membership, n_sweeps=3000, burn_in=200,
                       n_chains=2, seed=1, progress_bar=False)
         errors[membership] = np.abs(post.coclustering().numpy() - co).max()
+        print(f"{membership}: co-clustering error max {errors[membership]:.3f}, "
+              f"mean {np.abs(post.coclustering().numpy() - co)[np.triu_indices(4, 1)].mean():.3f}")
     assert errors["joint"] < 0.05
     assert errors["marginal"] < 0.08
     assert errors["joint"] < errors["marginal"]
@@ -109,7 +112,9 @@ def test_recovers_four_simulated_communities():
     post = cz.fit(model, data, method="gibbs", n_sweeps=40, burn_in=20, n_chains=2, progress_bar=False)
     co, partition = post.memberships()
     assert co.shape == (60, 60) and list(partition.index) == list(data.user_ids)
-    assert adjusted_rand_score(truth, partition.to_numpy()) >= 0.8  # measured 0.95
+    ari = adjusted_rand_score(truth, partition.to_numpy())
+    print(f"recovery: ARI {ari:.2f}")
+    assert ari >= 0.8
     counts = post.n_communities()
     assert counts.idxmax() == 4 and abs(counts.sum() - 1) < 1e-12
 
@@ -173,8 +178,9 @@ def test_community_ep_matches_nuts_on_a_fixed_partition(n_inducing):
     nuts = cz.fit(cz.DPMCommunities(truncation=1, **kw), data, method="nuts", num_samples=1000,
                   warmup_steps=300, num_chains=1, seed=0)
     f = nuts.means[:, 0] @ A.T
-    # measured: largest |EP − NUTS| / NUTS sd 0.033 (exact), 0.039 (5 inducing items)
-    assert ((ep - f.mean(0)).abs() / f.std(0)).max() < 0.2
+    gap = float(((ep - f.mean(0)).abs() / f.std(0)).max())
+    print(f"n_inducing={n_inducing}: largest |EP − NUTS| / NUTS sd {gap:.3f}")
+    assert gap < 0.2
 
 
 def test_svi_coclustering_matches_gibbs():
@@ -186,11 +192,12 @@ def test_svi_coclustering_matches_gibbs():
     co = gibbs.coclustering().numpy()
     same = truth[:, None] == truth[None, :]
     assert co[same].mean() > 0.8 and co[~same].mean() < 0.1
-    # measured: mean |svi − Gibbs| 0.022 (whole batch), 0.021 (mini-batches of 6 users)
     for subsample_size in (None, 6):
         svi = cz.fit(model, data, method="svi", num_steps=1000 if subsample_size is None else 1500, lr=0.05,
                      n_draws=200, subsample_size=subsample_size, seed=0)
-        assert np.abs(svi.coclustering().numpy() - co).mean() < 0.1
+        diff = float(np.abs(svi.coclustering().numpy() - co).mean())
+        print(f"subsample_size={subsample_size}: mean |svi − Gibbs| co-clustering {diff:.3f}")
+        assert diff < 0.1
     co_svi, partition = svi.memberships()
     assert np.array_equal(np.diag(co_svi.to_numpy()), np.ones(12))
     assert partition.iloc[0] == 0  # labelled by first appearance

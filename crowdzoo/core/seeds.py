@@ -1,10 +1,10 @@
 """One seed convention for every route.
 
-A route takes ``seed`` (an int) and draws all of its randomness from the generators made here:
-``torch.Generator`` for torch, ``numpy.random.Generator`` for numpy. Routes that run Pyro's own
-samplers (SVI, NUTS), which read torch's global RNG, run inside :func:`isolated`, which seeds the
-global RNGs and restores them afterwards: a fit never changes the caller's random state, and two
-fits with the same seed give bit-identical posteriors.
+A route takes ``seed`` (an int) and draws all of its randomness from generators made from it:
+``torch.Generator().manual_seed(seed)`` for torch, ``numpy.random.default_rng(seed)`` for numpy.
+Routes that run Pyro's own samplers (SVI, NUTS), which read torch's global RNG, run inside
+:func:`isolated`, which seeds the global RNGs and restores them afterwards: a fit never changes the
+caller's random state, and two fits with the same seed give bit-identical posteriors.
 """
 from __future__ import annotations
 
@@ -13,11 +13,6 @@ import random
 
 import numpy as np
 import torch
-
-
-def generators(seed: int) -> tuple[torch.Generator, np.random.Generator]:
-    """(torch generator, numpy generator) seeded by ``seed``."""
-    return torch.Generator().manual_seed(int(seed)), np.random.default_rng(int(seed))
 
 
 @contextlib.contextmanager

@@ -86,6 +86,13 @@ class SparseGP:
         return torch.linalg.solve_triangular(self.L_mm.T, d.T, upper=True).T, c
 
 
+def probit_rows(gp: SparseGP, a, b, s, alpha: float = 1.0, X=None) -> torch.Tensor:
+    """Rows h_p (P, M) with P(a ≻ b | f_m) = Φ(h_pᵀ f_m) = Φ((A_a − A_b) f_m / √(α² + c_p / s)): the
+    probit with the pair's conditional variance c_p / s integrated in (the label directions of EP)."""
+    rows, c = gp.pair_rows(a, b, X)
+    return rows / torch.sqrt(alpha ** 2 + c / s)[:, None]
+
+
 def identity_gp(n: int, jitter: float = 1e-6) -> SparseGP:
     """K = I over n items (row index as the only input), every item inducing: independent values
     per item (crowdGPPL's variants without features, and models of items without features)."""

@@ -18,26 +18,33 @@ from ..errors import NumericalError
 from ..gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, solve_lower
 
 
-def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6):
+def site_posterior(L, H, tau, nu, HL=None):
+    """The Gaussian N(mu, Sigma) of the prior N(0, L Lᵀ) times rank-one sites exp(−½ τ_p z_p² + ν_p z_p)
+    on z_p = h_pᵀ f, through the Cholesky C of I + Lᵀ Hᵀ diag(τ) H L (stable when τ_p = 0).
+
+    Returns (mu, Sigma, v, C) with v_p = h_pᵀ Sigma h_p the marginal variances."""
+    HL = H @ L if HL is None else HL  # (P, M): rows Lᵀ h_p
+    C = cholesky(torch.eye(L.shape[0], dtype=DTYPE) + HL.T @ (tau[:, None] * HL),
+                 what="EP matrix I + Lᵀ Λ L")
+    V = solve_lower(C, HL.T)  # (M, P)
+    Sigma = L @ cho_solve(C, L.T)
+    return Sigma @ (H.T @ nu), Sigma, (V * V).sum(0), C
+
+
+def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6, L=None):
     """Parallel damped EP for prior N(0, K) and sites Φ(sgn_p h_pᵀ f).
 
+    ``L``: the Cholesky factor of K when the caller already has it (e.g. one prior for many fits).
     Returns (mu, Sigma, tau, nu, log_Z, n_iter).
     """
     P, M = H.shape
     tau = torch.zeros(P, dtype=DTYPE) if tau is None else tau.clone()
     nu = torch.zeros(P, dtype=DTYPE) if nu is None else nu.clone()
-    L = cholesky(K, what="K_mm / s (EP prior)")
-    eye = torch.eye(M, dtype=DTYPE)
+    L = cholesky(K, what="K_mm / s (EP prior)") if L is None else L
     mu_old = torch.zeros(M, dtype=DTYPE)
     HL = H @ L  # (P, M): rows Lᵀ h_p
     for it in range(1, max_iter + 1):
-        Bm = eye + HL.T @ (tau[:, None] * HL)
-        C = cholesky(Bm, what="EP matrix I + Lᵀ Λ L")
-        V = solve_lower(C, HL.T)  # (M, P)
-        v = (V * V).sum(0)  # marginal variances h_pᵀ Σ h_p
-        eta = H.T @ nu
-        Sigma = L @ cho_solve(C, L.T)
-        mu = Sigma @ eta
+        mu, Sigma, v, _ = site_posterior(L, H, tau, nu, HL)
         m = H @ mu
         # cavities
         v_cav = 1.0 / (1.0 / v - tau)
@@ -59,13 +66,8 @@ def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6
         if delta < tol and it > 1:
             break
     # final posterior and evidence with the final sites
-    Bm = eye + HL.T @ (tau[:, None] * HL)
-    C = cholesky(Bm, what="EP matrix I + Lᵀ Λ L")
-    V = solve_lower(C, HL.T)
-    v = (V * V).sum(0)
+    mu, Sigma, v, C = site_posterior(L, H, tau, nu, HL)
     eta = H.T @ nu
-    Sigma = L @ cho_solve(C, L.T)
-    mu = Sigma @ eta
     m = H @ mu
     v_cav = 1.0 / (1.0 / v - tau)
     m_cav = v_cav * (m / v - nu)

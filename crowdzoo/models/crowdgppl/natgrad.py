@@ -211,7 +211,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
     the mean-field optimum itself is over-confident (docs/crowdgppl.md, "Sparse personal data"), so
     a much smaller tol trades calibration for bound. ``max_iter`` 1000: with the linearised likelihood
     a crowd of 15 raters × 30 items (docs/crowdgppl.md, "The default route on a user's first crowd")
-    needs 250–500 iterations to meet tol."""
+    needs 255–345 iterations to meet tol (docs/crowdgppl-defaults.md), so 500 left little headroom."""
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
     if init_var is None:

@@ -37,9 +37,10 @@ from torch.special import log_ndtr
 
 from ...data.pairwise import _show
 from ...errors import DataError
-from ...gp.linalg import DTYPE, cho_solve, cholesky
+from ...gp.linalg import DTYPE, cholesky
 from ...inference.common import progress
-from ...inference.ep import ep_fixed_s
+from ...inference.ep import ep_fixed_s, site_posterior
+from .model import user_labels
 from .posterior import DPMPosterior
 
 
@@ -76,11 +77,8 @@ class _Sampler:
         self.K = setup.K
         self.L = cholesky(self.K, what="K_mm / s (community prior)")
         self.M = self.K.shape[0]
-        users = np.asarray(data.users)
-        order = np.argsort(users, kind="stable")
-        bounds = np.concatenate([[0], np.cumsum(np.bincount(users, minlength=data.n_users))])
-        self.labels = [torch.as_tensor(order[bounds[u]:bounds[u + 1]], dtype=torch.long)
-                       for u in range(data.n_users)]
+        lab, mask = user_labels(data.users, data.n_users)  # each user's labels, padded
+        self.labels = [row[m > 0] for row, m in zip(lab, mask)]
         self.ep = dict(damping=damping, max_iter=max_iter, tol=tol)
         self.cache, self.cache_size = {}, cache_size
         self.prior_mu = torch.zeros(self.M, dtype=DTYPE)
@@ -92,7 +90,7 @@ class _Sampler:
             return hit
         idx = torch.cat([self.labels[u] for u in members])
         mu, Sigma, tau, nu, log_Z, _ = ep_fixed_s(self.K, self.H[idx], self.sgn[idx], tau_ws[idx], nu_ws[idx],
-                                                  **self.ep)
+                                                  L=self.L, **self.ep)
         tau_ws[idx], nu_ws[idx] = tau, nu
         if len(self.cache) >= self.cache_size:
             self.cache.clear()
@@ -101,10 +99,8 @@ class _Sampler:
 
     def from_sites(self, idx, tau, nu):
         """N(mu, Sigma) of the prior times the given sites (no EP iteration: a cavity)."""
-        HL = self.H[idx] @ self.L
-        C = cholesky(torch.eye(self.M, dtype=DTYPE) + HL.T @ (tau[:, None] * HL), what="EP matrix")
-        Sigma = self.L @ cho_solve(C, self.L.T)
-        return Sigma @ (self.H[idx].T @ nu), Sigma
+        mu, Sigma, _, _ = site_posterior(self.L, self.H[idx], tau, nu)
+        return mu, Sigma
 
     def log_pred(self, mus, Sigmas, u):
         """Σ_p log Φ(sgn_p h_pᵀμ_c / √(1 + h_pᵀΣ_c h_p)) over u's labels, for each candidate c (C,)."""

@@ -49,6 +49,7 @@ import torch
 from torch.special import log_ndtr
 
 from ...errors import DataError
+from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE
 from ..gppl.model import GPPL, GPPLSetup
 
@@ -110,7 +111,7 @@ class DPMCommunities:
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
         alpha = float(self.probit_scale)
-        return DPMSetup(gp=gp, s=s, alpha=alpha, H=directions(gp, s, alpha, a, b))
+        return DPMSetup(gp=gp, s=s, alpha=alpha, H=probit_rows(gp, a, b, s, alpha))
 
     def program(self, setup: DPMSetup, data, subsample_size=None):
         """The Pyro model :func:`dpm_model` and its arguments (module docstring): whitened directions
@@ -187,16 +188,10 @@ def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None):
         pyro.factor("labels", torch.logsumexp(log_pi + ll, -1))
 
 
-def directions(gp: GPPLSetup, s: float, alpha: float, a, b, X=None) -> torch.Tensor:
-    """Rows h_p (P, M) with P(y_p = 1 | f_m) = Φ(h_pᵀ f_m): (A_a − A_b) / √(α² + c_p / s)."""
-    rows, c = gp.pair_rows(a, b, X)
-    return rows / torch.sqrt(alpha ** 2 + c / s)[:, None]
-
-
 @dataclass
 class DPMSetup:
     """What is fixed before inference: the item GP (GPPL's setup), s, α, and H (P, M): each training
-    label's direction in the inducing utilities (see :func:`directions`)."""
+    label's direction in the inducing utilities (see :func:`crowdzoo.gp.conditional.probit_rows`)."""
 
     gp: GPPLSetup
     s: float
@@ -213,5 +208,5 @@ class DPMSetup:
         return self.gp.K_mm / self.s
 
 
-__all__ = ["DPMCommunities", "DPMSetup", "directions", "dpm_model", "stick_weights", "user_loglik",
+__all__ = ["DPMCommunities", "DPMSetup", "dpm_model", "stick_weights", "user_loglik",
            "user_labels", "whitened_directions"]

@@ -28,9 +28,10 @@ import torch
 
 from ...core.ids import distinct_pairs, positions
 from ...core.posterior import Posterior, uniform_weights
+from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE, cholesky
 from ...gp.probit import mixture_moments, predictive_prob
-from .model import directions, stick_weights, user_loglik
+from .model import stick_weights, user_loglik
 
 _CHUNK = 2**22
 
@@ -129,7 +130,7 @@ class DPMPosterior(Posterior):
         chunk = max(16, _CHUNK // (S * (C + 1)))
         for lo in range(0, n, chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
-            h = directions(st.gp, st.s, st.alpha, ia[sl], ib[sl])
+            h = probit_rows(st.gp, ia[sl], ib[sl], st.s, st.alpha)
             mu, var = self._moments(h, 0.0)
             p = predictive_prob(mu, var)  # (S, C + 1, n)
             jj = j[sl]

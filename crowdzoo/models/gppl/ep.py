@@ -22,16 +22,11 @@ import numpy as np
 import torch
 
 from ...core.seeds import isolated
+from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE
 from ...inference.common import label_tensors
 from ...inference.ep import ep_fixed_s
 from .posterior import GPPLPosterior
-
-
-def _directions(setup, a, b, s):
-    """H (P, M): rows h_p = (A_a − A_b) in f_m space, scaled by 1/√(1 + c_p/s)."""
-    H, c = setup.pair_rows(a, b)
-    return H / torch.sqrt(1.0 + c / s)[:, None]
 
 
 def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 25,
@@ -59,7 +54,7 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
     means, covs, logw, logZs, iters = [], [], [], [], []
     tau = nu = None
     for s in grid.flip(0):  # from large s (tight prior) to small: warm starts stay stable
-        H = _directions(setup, a, b, s)
+        H = probit_rows(setup, a, b, s)
         mu, Sigma, tau, nu, log_Z, it = ep_fixed_s(setup.K_mm / s, H, sgn, tau, nu, damping,
                                                    max_iter, tol)
         means.append(mu)
