@@ -1,7 +1,8 @@
 """DPM community model benchmarks (issue 16, Speed).
 
 Time per Gibbs sweep against the number of users (500 → 5000 users, 50 items with 2-D features,
-20 labels each; simulated communities of ``crowdzoo.comparisons.dpm.simulate`` with d = 1), and
+20 labels each; ``crowdzoo.data.simulate_dpm.simulate_communities`` with the ``dpm-simulation``
+comparison's settings at d = 1), and
 the svi route's time per epoch (one pass over the users in mini-batches of 100 users) at the same
 sizes. Each timing is a difference of two fits that differ only in the number of sweeps (steps), so
 that setting up, building the posterior and the first sweep's community fits are not counted (after
@@ -25,9 +26,10 @@ BATCH = 100  # users per svi mini-batch
 
 
 def _data(n_users, n_items=50, n_labels=20, seed=0):
-    from crowdzoo.comparisons.dpm import simulate
+    from crowdzoo.data.simulate_dpm import simulate_communities
 
-    return simulate(seed, 1.0, n_users=n_users, n_items=n_items, n_labels=n_labels)[0]
+    return simulate_communities(n_users=n_users, n_items=n_items, n_labels=n_labels, n_communities=4,
+                                scale=1.5, lengthscale=0.3, deviation=1.0, seed=seed)[0]
 
 
 def _timed(fn):

@@ -208,3 +208,59 @@ def test_svi_coclustering_matches_gibbs():
     assert means.shape == (12, 2) and np.isfinite(means.to_numpy()).all()
     dt = svi.to_arviz()
     assert dt.log_likelihood["y"].shape == (1, 200, data.n_pairs)
+
+
+def _brute_losses(z, cand):
+    """Expected Binder and VI losses of partition ``cand`` over the partitions ``z`` (S, U), pair by
+    pair and from entropies (sklearn's mutual information), not from the contingency shortcut."""
+    from sklearn.metrics import mutual_info_score
+
+    def entropy(x):
+        p = np.bincount(x) / x.size
+        p = p[p > 0]
+        return float(-(p * np.log(p)).sum())
+
+    binder = np.mean([np.abs((cand[:, None] == cand[None, :]).astype(float)
+                             - (zs[:, None] == zs[None, :])).sum() / 2 for zs in z])
+    vi = np.mean([entropy(cand) + entropy(zs) - 2 * mutual_info_score(cand, zs) for zs in z])
+    return binder, vi
+
+
+def test_point_partition_minimises_the_expected_binder_and_vi_losses():
+    from crowdzoo.models.dpm.posterior import point_partition
+
+    rng = np.random.default_rng(3)
+    base = np.repeat([0, 1, 2], 4)
+    z = np.stack([np.where(rng.random(12) < 0.3, rng.integers(0, 4, 12), base) for _ in range(40)])
+    z = np.stack([np.unique(zs, return_inverse=True)[1] for zs in z])  # labels 0, 1, … as in the posterior
+    zt = torch.as_tensor(z)
+    w = torch.full((40,), 1 / 40, dtype=torch.float64)
+    for k, loss in enumerate(("binder", "vi")):
+        scores = [_brute_losses(z, z[s])[k] for s in range(40)]
+        best = point_partition(zt, w, loss)
+        assert scores[best] == pytest.approx(min(scores), abs=1e-12)
+    # soft memberships (the svi/nuts routes): one-hot responsibilities give the hard answer
+    r = torch.nn.functional.one_hot(zt, int(z.max()) + 1).to(torch.float64)
+    assert point_partition(zt, w, "binder", r) == point_partition(zt, w, "binder")
+
+
+def test_new_items_by_features_match_the_training_items(tiny):
+    """predict_proba/utilities at item_features equal to the training rows give the training items'
+    answers; an unknown item id names the row and suggests item_features."""
+    post = cz.fit(cz.DPMCommunities(lengthscale=[1.5, 1.5]), tiny, n_sweeps=20, burn_in=5, n_chains=1,
+                  progress_bar=False)
+    X = tiny.item_features
+    a, b = np.array([0, 2, 5]), np.array([1, 3, 0])
+    users = ["u0", "u2", "nobody"]
+    p_train = post.predict_proba(tiny.item_ids[a], tiny.item_ids[b], users=users)
+    p_new = post.predict_proba(a, b, users=users, item_features=X)
+    assert np.allclose(p_new, p_train, atol=1e-6)
+    m_train = post.utilities(users=["u1"])[0].to_numpy()
+    m_new = post.utilities(users=["u1"], item_features=X)[0].to_numpy()
+    assert np.allclose(m_new, m_train, atol=1e-6)
+    with pytest.raises(cz.DataError, match="row 0.*item_features"):
+        post.predict_proba(["no such item"], [tiny.item_ids[0]])
+    _, part = post.memberships(loss="vi")
+    assert list(part.index) == list(tiny.user_ids)
+    with pytest.raises(cz.DataError, match="loss"):
+        post.memberships(loss="squared")

@@ -30,7 +30,6 @@ held-out labels.
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 STRENGTHS = (0.5, 1.0, 3.0)
@@ -40,27 +39,15 @@ SCALE = 1.5
 
 def simulate(seed: int, d: float, n_users: int = N_USERS, n_items: int = N_ITEMS, n_comm: int = N_COMM,
              n_labels: int = N_TRAIN + N_TEST, scale: float = SCALE):
-    """Simulated communities (module docstring): ``(data, truth)``, truth the community of each user."""
-    import torch
+    """Simulated communities (module docstring; :func:`crowdzoo.data.simulate_dpm.simulate_communities`
+    with ``deviation=d``): ``(data, truth)``, truth the community of each user (by position)."""
+    from crowdzoo.data.simulate_dpm import simulate_communities
 
-    import crowdzoo as cz
-    from crowdzoo.gp import Kernel
-
-    rng = np.random.default_rng([seed, int(round(100 * d))])
-    X = rng.uniform(0, 1, size=(n_items, 2))
-    k = Kernel("se", torch.tensor([0.3, 0.3], dtype=torch.float64))
-    K = k(torch.as_tensor(X), torch.as_tensor(X)).numpy() + 1e-8 * np.eye(n_items)
-    G = rng.multivariate_normal(np.zeros(n_items), K, size=n_comm + 1)
-    F = scale * (G[0] + d * G[1:]) / np.sqrt(1.0 + d * d)
-    truth = np.arange(n_users) % n_comm
-    a = rng.integers(0, n_items, (n_users, n_labels))
-    b = (a + rng.integers(1, n_items, (n_users, n_labels))) % n_items
-    f = F[truth]
-    z = np.take_along_axis(f, a, 1) - np.take_along_axis(f, b, 1)
-    y = (z + rng.normal(size=z.shape) > 0).astype(float)
-    users = np.repeat(np.arange(n_users), n_labels)
-    data = cz.PairwiseData.from_arrays(a.ravel(), b.ravel(), y.ravel(), X, users=users)
-    return data, truth
+    data, truth = simulate_communities(n_users=n_users, n_items=n_items, n_labels=n_labels,
+                                       n_communities=n_comm, scale=scale, lengthscale=0.3, kernel="se",
+                                       deviation=d,
+                                       seed=[seed, int(round(100 * d))])
+    return data, truth["communities"]
 
 
 def methods(quick: bool = False):
@@ -103,7 +90,8 @@ def run_one(seed: int, quick: bool = False, strengths=STRENGTHS, **sizes) -> pd.
 
                 _, partition = post.memberships()
                 part = partition.reindex(train.user_ids).to_numpy()
-                vals["ARI"] = float(adjusted_rand_score(truth[np.asarray(train.user_ids)], part))
+                true = truth[pd.Index(data.user_ids).get_indexer(train.user_ids)]
+                vals["ARI"] = float(adjusted_rand_score(true, part))
                 vals["communities"] = float(post.n_communities().idxmax())
             rows += [{**base, "method": name, "metric": k, "value": float(v)} for k, v in vals.items()]
     return pd.DataFrame(rows)

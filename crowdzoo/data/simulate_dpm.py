@@ -1,7 +1,8 @@
 """A seeded simulator of communities of taste, the DPM community model's story with a fixed partition:
 users fall into ``n_communities`` communities (dealt round-robin), each community has its own GP
-utility over 2-D item features, and a user's labels come from their community's utility through the
-probit link Φ(f_a − f_b)."""
+utility over 2-D item features, independent or sharing a common part, and a user's labels come from
+their community's utility through the probit link Φ(f_a − f_b). The tests, the notebook, the
+``dpm-simulation`` comparison and the DPM benchmark all draw from it."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,10 +16,17 @@ __all__ = ["simulate_communities"]
 
 
 def simulate_communities(n_users: int = 60, n_items: int = 30, n_labels: int = 20, n_communities: int = 4,
-                         scale: float = 2.0, lengthscale: float = 0.3, kernel: str = "se", seed: int = 0):
-    """Draw users in communities of taste: x ~ U[0, 1]², f^c ~ N(0, scale² K) per community
-    (``kernel`` with ``lengthscale`` in each dimension), user u in community u mod C, and
-    ``n_labels`` labels per user, y ~ Bernoulli(Φ(f^{c_u}_a − f^{c_u}_b)) on uniform random pairs.
+                         scale: float = 2.0, lengthscale: float = 0.3, kernel: str = "se",
+                         deviation: float | None = None, seed=0):
+    """Draw users in communities of taste: x ~ U[0, 1]², user u in community u mod C, and ``n_labels``
+    labels per user, y ~ Bernoulli(Φ(f^{c_u}_a − f^{c_u}_b)) on uniform random pairs, where
+    g, h_c ~ GP(0, K) (``kernel`` with ``lengthscale`` in each dimension) and
+
+    * ``deviation=None``: independent communities, f^c = scale · h_c;
+    * ``deviation=d``: a shared part plus each community's own, f^c = scale · (g + d h_c) / √(1 + d²),
+      so every f^c has variance scale² and two communities' utilities correlation 1 / (1 + d²).
+
+    ``seed``: an int or a sequence of ints (``numpy.random.default_rng``'s seed).
 
     Returns ``(data, truth)``: ``data`` with user ids ``"user00"``, … and item ids ``"item00"``, …;
     ``truth`` = {"communities": (U,) int community of each user, "f": (C, N) each community's
@@ -29,7 +37,11 @@ def simulate_communities(n_users: int = 60, n_items: int = 30, n_labels: int = 2
     k = Kernel(kernel, torch.tensor([lengthscale, lengthscale], dtype=torch.float64))
     Xt = torch.as_tensor(X)
     K = k(Xt, Xt).numpy() + 1e-8 * np.eye(n_items)
-    F = scale * rng.multivariate_normal(np.zeros(n_items), K, size=n_communities)
+    if deviation is None:
+        F = scale * rng.multivariate_normal(np.zeros(n_items), K, size=n_communities)
+    else:
+        G = rng.multivariate_normal(np.zeros(n_items), K, size=n_communities + 1)
+        F = scale * (G[0] + deviation * G[1:]) / np.sqrt(1.0 + deviation ** 2)
     communities = np.arange(n_users) % n_communities
     a, b = random_pairs(rng, n_items, n_users * n_labels)
     users = np.repeat(np.arange(n_users), n_labels)

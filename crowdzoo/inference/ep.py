@@ -31,6 +31,26 @@ def site_posterior(L, H, tau, nu, HL=None):
     return Sigma @ (H.T @ nu), Sigma, (V * V).sum(0), C
 
 
+def probit_site_update(m, v, tau, nu, sgn, damping=0.5):
+    """One damped parallel EP update of rank-one probit sites Φ(sgn_p z_p), from the current marginals
+    N(m_p, v_p) of z_p and the sites (τ_p, ν_p): cavity, tilted moments (R&W Eq. 3.58), moment match.
+
+    Returns the new (τ, ν); raises :class:`NumericalError` on a non-positive cavity variance."""
+    v_cav = 1.0 / (1.0 / v - tau)
+    m_cav = v_cav * (m / v - nu)
+    if (v_cav <= 0).any() or not torch.isfinite(v_cav).all():
+        raise NumericalError("EP produced a negative cavity variance. Try: a smaller `damping` "
+                             "(e.g. 0.2) or fewer iterations between checks.")
+    denom = torch.sqrt(1.0 + v_cav)
+    zi = sgn * m_cav / denom
+    ratio = torch.exp(-0.5 * zi * zi - 0.5 * math.log(2 * math.pi) - log_ndtr(zi))
+    m_new = m_cav + sgn * v_cav * ratio / denom
+    v_new = v_cav - v_cav ** 2 * ratio * (zi + ratio) / (1.0 + v_cav)
+    tau_new = (1.0 / v_new - 1.0 / v_cav).clamp_min(0.0)
+    nu_new = m_new / v_new - m_cav / v_cav
+    return (1 - damping) * tau + damping * tau_new, (1 - damping) * nu + damping * nu_new
+
+
 def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6, L=None):
     """Parallel damped EP for prior N(0, K) and sites Φ(sgn_p h_pᵀ f).
 
@@ -45,22 +65,7 @@ def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6
     HL = H @ L  # (P, M): rows Lᵀ h_p
     for it in range(1, max_iter + 1):
         mu, Sigma, v, _ = site_posterior(L, H, tau, nu, HL)
-        m = H @ mu
-        # cavities
-        v_cav = 1.0 / (1.0 / v - tau)
-        m_cav = v_cav * (m / v - nu)
-        if (v_cav <= 0).any() or not torch.isfinite(v_cav).all():
-            raise NumericalError("EP produced a negative cavity variance. Try: a smaller `damping` "
-                                 "(e.g. 0.2) or fewer iterations between checks.")
-        denom = torch.sqrt(1.0 + v_cav)
-        zi = sgn * m_cav / denom
-        ratio = torch.exp(-0.5 * zi * zi - 0.5 * math.log(2 * math.pi) - log_ndtr(zi))
-        m_new = m_cav + sgn * v_cav * ratio / denom
-        v_new = v_cav - v_cav ** 2 * ratio * (zi + ratio) / (1.0 + v_cav)
-        tau_new = (1.0 / v_new - 1.0 / v_cav).clamp_min(0.0)
-        nu_new = m_new / v_new - m_cav / v_cav
-        tau = (1 - damping) * tau + damping * tau_new
-        nu = (1 - damping) * nu + damping * nu_new
+        tau, nu = probit_site_update(H @ mu, v, tau, nu, sgn, damping)
         delta = (mu - mu_old).abs().max().item()
         mu_old = mu
         if delta < tol and it > 1:

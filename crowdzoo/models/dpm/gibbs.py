@@ -19,12 +19,19 @@ communities" is a typo) and u's own sites taken out of its current community bef
 * ``membership="joint"``: the collapsed conditional Z_EP(D_c ∪ D_u) / Z_EP(D_c), a ratio of EP
   evidences (u's current community refitted without u).
 
-When u moves, the two communities it leaves and joins are refitted (warm-started from the latest
-sites of their labels); every fit is cached by its member set, so a community is refitted only when
-its members change. Empty communities are dropped. With ``concentration_prior`` λ is resampled after
-each sweep by Escobar & West (1995). The sampler loops over users (in a random order each sweep)
-and over chains in Python; everything inside a user's step is vectorised over labels and candidate
-communities. All randomness comes from ``numpy.random.default_rng([seed, chain])``.
+Each community is held in whitened coordinates v = L⁻¹ f^c (prior N(0, I), L the Cholesky factor of
+K_mm / s), where u's labels have directions g_p = Lᵀ h_p and its posterior is the precision
+B_c = I + Σ_p τ_p g_p g_pᵀ with shift b_c = Σ_p ν_p g_p (:class:`Community`). Under the marginal rule
+the sampler is incremental, so that a sweep costs time linear in the number of users: u's cavity is
+(B_c − G_uᵀ diag τ_u G_u, b_c − G_uᵀ ν_u), whatever the community's size; when u moves, the community
+it leaves becomes that cavity and u's sites alone are refitted against the community it joins (EP
+over u's labels with the others' sites held); after the sweep, each community whose members changed
+is refitted by EP to convergence, warm-started. Under the joint rule every community's EP is fitted
+to convergence and cached by its member set (one EP fit per candidate community per user: small
+problems). Empty communities are dropped. With ``concentration_prior`` λ is resampled after each
+sweep by Escobar & West (1995). The sampler loops over users (in a random order each sweep) and
+chains in Python; a user's step is vectorised over labels and candidate communities. All randomness
+comes from ``numpy.random.default_rng([seed, chain])``.
 """
 from __future__ import annotations
 
@@ -37,23 +44,29 @@ from torch.special import log_ndtr
 
 from ...data.pairwise import _show
 from ...errors import DataError
-from ...gp.linalg import DTYPE, cholesky
+from ...gp.linalg import DTYPE, cho_solve, cholesky, solve_lower
 from ...inference.common import progress
-from ...inference.ep import ep_fixed_s, site_posterior
+from ...inference.ep import ep_fixed_s, probit_site_update
 from .model import user_labels
 from .posterior import DPMPosterior
 
+LOCAL_ITER, LOCAL_DAMPING, LOCAL_TOL = 10, 1.0, 1e-4  # EP over a moving user's own sites (see _Marginal)
 
-class Fit(NamedTuple):
-    """EP posterior of one community: its members, their labels, N(mu, Sigma), log Z_EP, sites."""
 
-    members: tuple
-    idx: torch.Tensor
-    mu: torch.Tensor
-    Sigma: torch.Tensor
-    log_Z: float
-    tau: torch.Tensor
-    nu: torch.Tensor
+class Community(NamedTuple):
+    """One community's EP posterior in whitened coordinates v = L⁻¹ f^c (prior N(0, I)): the
+    precision B = I + Σ_p τ_p g_p g_pᵀ and shift b = Σ_p ν_p g_p over its labels' sites, the
+    Cholesky C of B and the mean m = B⁻¹ b."""
+
+    B: torch.Tensor
+    b: torch.Tensor
+    C: torch.Tensor
+    m: torch.Tensor
+
+    @classmethod
+    def of(cls, B, b):
+        C = cholesky(B, what="a community's EP precision I + Gᵀ diag(τ) G")
+        return cls(B, b, C, cho_solve(C, b[:, None])[:, 0])
 
 
 def check_data(model, data):
@@ -70,45 +83,181 @@ def check_data(model, data):
                         "user(s)); drop them (predict_proba treats unseen users by the CRP prior predictive)")
 
 
-class _Sampler:
-    def __init__(self, setup, data, damping, max_iter, tol, cache_size):
-        self.H = setup.H
+class _Rule:
+    """What both membership rules share: the whitened label directions G = H L (P, M), the labels'
+    signs, each user's labels, and the sites (τ, ν) of every label under its user's community."""
+
+    def __init__(self, setup, data, ep):
+        self.L = cholesky(setup.K, what="K_mm / s (community prior)")
+        self.M = self.L.shape[0]
+        self.I = torch.eye(self.M, dtype=DTYPE)
+        self.G = setup.H @ self.L
         self.sgn = 2.0 * torch.as_tensor(data.y, dtype=DTYPE) - 1.0
-        self.K = setup.K
-        self.L = cholesky(self.K, what="K_mm / s (community prior)")
-        self.M = self.K.shape[0]
         lab, mask = user_labels(data.users, data.n_users)  # each user's labels, padded
         self.labels = [row[m > 0] for row, m in zip(lab, mask)]
-        self.ep = dict(damping=damping, max_iter=max_iter, tol=tol)
-        self.cache, self.cache_size = {}, cache_size
-        self.prior_mu = torch.zeros(self.M, dtype=DTYPE)
+        self.label_user = np.asarray(data.users)
+        self.ep = ep
+        P = self.G.shape[0]
+        self.tau, self.nu = torch.zeros(P, dtype=DTYPE), torch.zeros(P, dtype=DTYPE)
 
-    def fit(self, members, tau_ws, nu_ws) -> Fit:
-        """EP for the community of ``members`` (sorted tuple), cached by member set."""
-        hit = self.cache.get(members)
-        if hit is not None:
-            return hit
-        idx = torch.cat([self.labels[u] for u in members])
-        mu, Sigma, tau, nu, log_Z, _ = ep_fixed_s(self.K, self.H[idx], self.sgn[idx], tau_ws[idx], nu_ws[idx],
-                                                  L=self.L, **self.ep)
-        tau_ws[idx], nu_ws[idx] = tau, nu
-        if len(self.cache) >= self.cache_size:
-            self.cache.clear()
-        out = self.cache[members] = Fit(members, idx, mu, Sigma, log_Z, tau, nu)
-        return out
+    def ep_fit(self, idx):
+        """EP to convergence on the labels ``idx`` under the prior N(0, I), warm-started from (and
+        writing back) their sites; returns (m, Σ_w, log Z_EP)."""
+        m, Sigma, tau, nu, log_Z, _ = ep_fixed_s(self.I, self.G[idx], self.sgn[idx], self.tau[idx],
+                                                self.nu[idx], L=self.I, **self.ep)
+        self.tau[idx], self.nu[idx] = tau, nu
+        return m, Sigma, log_Z
 
-    def from_sites(self, idx, tau, nu):
-        """N(mu, Sigma) of the prior times the given sites (no EP iteration: a cavity)."""
-        mu, Sigma, _, _ = site_posterior(self.L, self.H[idx], tau, nu)
-        return mu, Sigma
+    def groups(self, z):
+        """{community: label indices of its members} for memberships z (vectorised over labels)."""
+        zl = z[self.label_user]
+        order = np.argsort(zl, kind="stable")
+        keys, first = np.unique(zl[order], return_index=True)
+        return {int(k): torch.as_tensor(g) for k, g in zip(keys, np.split(order, first[1:]))}
 
-    def log_pred(self, mus, Sigmas, u):
-        """Σ_p log Φ(sgn_p h_pᵀμ_c / √(1 + h_pᵀΣ_c h_p)) over u's labels, for each candidate c (C,)."""
+
+class _Marginal(_Rule):
+    """``membership="marginal"``: incremental EP states (:class:`Community`). Scoring u under its own
+    community subtracts u's sites from (B, b) (an O(M³ + n_u M²) cavity, whatever the community's
+    size); a move subtracts them from the old community and fits u's sites alone against the new
+    one's current state (undamped EP passes over u's labels, the others' sites held, at most
+    ``LOCAL_ITER``: the end-of-sweep refit settles what they leave); at the end of a
+    sweep every community whose members changed is refitted by EP to convergence (warm-started), so a
+    sweep costs O(U (C M² n_u + M³)) plus EP over the changed communities' labels: linear in users."""
+
+    def start(self, z):
+        self.comms = {c: self._refit(idx) for c, idx in self.groups(z).items()}
+        self.changed = set()
+        self._stack = None
+
+    def _refit(self, idx):
+        self.ep_fit(idx)
+        Gi = self.G[idx]
+        return Community.of(self.I + Gi.T @ (self.tau[idx, None] * Gi), Gi.T @ self.nu[idx])
+
+    def score(self, u, c0, counts, lam):
+        """(candidate ids, log n_c + log E_c[p(D_u | f)]) over the communities and a new one (−1)."""
+        if self._stack is None:
+            self._ids = list(self.comms)
+            zero = torch.zeros(self.M, dtype=DTYPE)
+            self._stack = (torch.stack([self.comms[c].C for c in self._ids] + [self.I]),
+                           torch.stack([self.comms[c].m for c in self._ids] + [zero]))
         idx = self.labels[u]
-        Hu, s = self.H[idx], self.sgn[idx]
-        m = mus @ Hu.T
-        v = torch.einsum("pm,cmn,pn->cp", Hu, Sigmas, Hu)
-        return log_ndtr(s * m / torch.sqrt(1.0 + v)).sum(-1)
+        Gu, tu, nu_u = self.G[idx], self.tau[idx], self.nu[idx]
+        Cs, ms = self._stack
+        n = torch.tensor([float(counts[c]) for c in self._ids] + [lam], dtype=DTYPE)
+        slot = self._ids.index(c0)
+        n[slot] -= 1.0
+        self._cavity = None
+        if n[slot] > 0:  # u's own community without u's sites
+            cav = Community.of(self.comms[c0].B - Gu.T @ (tu[:, None] * Gu), self.comms[c0].b - Gu.T @ nu_u)
+            Cs, ms = Cs.clone(), ms.clone()
+            Cs[slot], ms[slot] = cav.C, cav.m
+            self._cavity = cav
+        mean = ms @ Gu.T  # (K, n_u)
+        V = torch.linalg.solve_triangular(Cs, Gu.T.expand(Cs.shape[0], -1, -1), upper=False)
+        var = (V * V).sum(1)
+        loglik = log_ndtr(self.sgn[idx] * mean / torch.sqrt(1.0 + var)).sum(-1)
+        return self._ids + [-1], torch.log(n) + loglik  # log 0 = −inf: a singleton's own slot
+
+    def move(self, u, c0, c1, new_id):
+        """u leaves c0 (its cavity becomes c0, or c0 is dropped) and joins c1 (−1: a new community
+        ``new_id``), its sites refitted against c1's state."""
+        if self._cavity is None:
+            del self.comms[c0]
+        else:
+            self.comms[c0] = self._cavity
+            self.changed.add(c0)
+        if c1 == -1:
+            c1, base = new_id, Community(self.I, torch.zeros(self.M, dtype=DTYPE), self.I,
+                                         torch.zeros(self.M, dtype=DTYPE))
+        else:
+            base = self.comms[c1]
+        idx = self.labels[u]
+        Gu, s = self.G[idx], self.sgn[idx]
+        tau, nu = self.tau[idx], self.nu[idx]
+        for _ in range(LOCAL_ITER):
+            C = cholesky(base.B + Gu.T @ (tau[:, None] * Gu), what="a community's EP precision")
+            m = cho_solve(C, (base.b + Gu.T @ nu)[:, None])[:, 0]
+            V = solve_lower(C, Gu.T)
+            tau_new, nu_new = probit_site_update(Gu @ m, (V * V).sum(0), tau, nu, s, LOCAL_DAMPING)
+            done = float((tau_new - tau).abs().max() + (nu_new - nu).abs().max()) < LOCAL_TOL
+            tau, nu = tau_new, nu_new
+            if done:
+                break
+        self.tau[idx], self.nu[idx] = tau, nu
+        self.comms[c1] = Community.of(base.B + Gu.T @ (tau[:, None] * Gu), base.b + Gu.T @ nu)
+        self.changed.add(c1)
+        self._stack = None
+        return c1
+
+    def end_sweep(self, z):
+        """Refit (EP to convergence, warm-started) every community whose members changed."""
+        if self.changed:
+            groups = self.groups(z)
+            for c in self.changed & set(self.comms):
+                self.comms[c] = self._refit(groups[c])
+            self.changed.clear()
+            self._stack = None
+
+    def summary(self, c):
+        """(m, Σ_w) of community c in whitened coordinates."""
+        st = self.comms[c]
+        return st.m, cho_solve(st.C, self.I)
+
+
+class _Joint(_Rule):
+    """``membership="joint"``: the collapsed conditional Z_EP(D_c ∪ D_u) / Z_EP(D_c), every
+    community's EP fitted to convergence and cached by its member set (a community is refitted only
+    when its members change); scoring u costs one EP fit per community, so this rule is for small
+    problems and for checking the marginal rule."""
+
+    def start(self, z, cache_size):
+        self.cache, self.cache_size = {}, cache_size
+        self.comms = {int(c): self.fit(tuple(np.flatnonzero(z == c).tolist())) for c in np.unique(z)}
+
+    def fit(self, members):
+        hit = self.cache.get(members)
+        if hit is None:
+            idx = torch.cat([self.labels[u] for u in members])
+            if len(self.cache) >= self.cache_size:
+                self.cache.clear()
+            hit = self.cache[members] = (members,) + self.ep_fit(idx)
+        return hit
+
+    def score(self, u, c0, counts, lam):
+        ids, logp = [], []
+        rest0 = tuple(m for m in self.comms[c0][0] if m != u)
+        for c, (members, _, _, log_Z) in self.comms.items():
+            if c == c0:
+                if rest0:
+                    ids.append(c)
+                    logp.append(math.log(len(rest0)) + log_Z - self.fit(rest0)[3])
+            else:
+                ids.append(c)
+                logp.append(math.log(len(members)) + self.fit(tuple(sorted(members + (u,))))[3] - log_Z)
+        ids.append(-1)
+        logp.append(math.log(lam) + self.fit((u,))[3])
+        self._rest0 = rest0
+        return ids, torch.tensor(logp, dtype=DTYPE)
+
+    def move(self, u, c0, c1, new_id):
+        if self._rest0:
+            self.comms[c0] = self.fit(self._rest0)
+        else:
+            del self.comms[c0]
+        if c1 == -1:
+            c1, members = new_id, (u,)
+        else:
+            members = tuple(sorted(self.comms[c1][0] + (u,)))
+        self.comms[c1] = self.fit(members)
+        return c1
+
+    def end_sweep(self, z):
+        pass
+
+    def summary(self, c):
+        return self.comms[c][1], self.comms[c][2]
 
 
 def _escobar_west(rng, lam, k, n, a, b):
@@ -142,117 +291,89 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
         raise DataError(f"burn_in: must be smaller than n_sweeps ({n_sweeps}), got {burn_in}")
     check_data(model, data)
     setup = setup or model.setup(data, seed=seed)
-    smp = _Sampler(setup, data, damping, ep_max_iter, ep_tol, cache_size)
-    U, P = data.n_users, data.n_pairs
+    U = data.n_users
     prior = model.concentration_prior
     a_l, b_l = (None, None) if prior is None else (float(prior.concentration), float(prior.rate))
     kept, trace_k, trace_lam = [], np.zeros((n_chains, n_sweeps), np.int64), np.zeros((n_chains, n_sweeps))
-    joint = membership == "joint"
+    ep = dict(damping=damping, max_iter=ep_max_iter, tol=ep_tol)
     with progress(n_sweeps * n_chains, "dpm gibbs", progress_bar) as bar:
         for chain in range(n_chains):
             rng = np.random.default_rng([int(seed), chain])
-            tau_ws, nu_ws = torch.zeros(P, dtype=DTYPE), torch.zeros(P, dtype=DTYPE)
             lam = float(model.concentration)
-            # initial memberships: one draw from the CRP prior
-            z = np.zeros(U, np.int64)
-            sizes = []
-            for u in range(U):
-                p = np.array(sizes + [lam], dtype=np.float64)
-                c = int(rng.choice(len(p), p=p / p.sum()))
-                if c == len(sizes):
-                    sizes.append(0)
-                sizes[c] += 1
-                z[u] = c
-            comms = {c: smp.fit(tuple(np.flatnonzero(z == c).tolist()), tau_ws, nu_ws)
-                     for c in range(len(sizes))}
-            next_id = len(sizes)
+            z = _crp_draw(rng, U, lam)
+            rule = _Joint(setup, data, ep) if membership == "joint" else _Marginal(setup, data, ep)
+            rule.start(z, cache_size) if membership == "joint" else rule.start(z)
+            counts = dict(zip(*np.unique(z, return_counts=True)))
+            counts = {int(c): int(n) for c, n in counts.items()}
+            next_id = int(z.max()) + 1
             for sweep in range(n_sweeps):
                 for u in rng.permutation(U).tolist():
                     c0 = int(z[u])
-                    rec0 = comms[c0]
-                    rest0 = tuple(m for m in rec0.members if m != u)
-                    ids, counts, mus, Sigmas, ratio = [], [], [], [], []
-                    for c, rec in comms.items():
-                        if c == c0:
-                            if not rest0:
-                                continue
-                            if joint:
-                                ratio.append(rec0.log_Z - smp.fit(rest0, tau_ws, nu_ws).log_Z)
-                            else:
-                                keep = torch.isin(rec0.idx, smp.labels[u], invert=True)
-                                mu, Sigma = smp.from_sites(rec0.idx[keep], rec0.tau[keep], rec0.nu[keep])
-                                mus.append(mu)
-                                Sigmas.append(Sigma)
-                            counts.append(len(rest0))
-                        else:
-                            if joint:
-                                both = tuple(sorted(rec.members + (u,)))
-                                ratio.append(smp.fit(both, tau_ws, nu_ws).log_Z - rec.log_Z)
-                            else:
-                                mus.append(rec.mu)
-                                Sigmas.append(rec.Sigma)
-                            counts.append(len(rec.members))
-                        ids.append(c)
-                    ids.append(-1)  # a new community: the prior GP
-                    counts.append(lam)
-                    if joint:
-                        ratio.append(smp.fit((u,), tau_ws, nu_ws).log_Z)
-                        loglik = torch.tensor(ratio, dtype=DTYPE)
-                    else:
-                        mus.append(smp.prior_mu)
-                        Sigmas.append(smp.K)
-                        loglik = smp.log_pred(torch.stack(mus), torch.stack(Sigmas), u)
-                    logp = torch.log(torch.tensor(counts, dtype=DTYPE)) + loglik
+                    ids, logp = rule.score(u, c0, counts, lam)
                     prob = torch.softmax(logp, 0).numpy()
                     k = int(np.searchsorted(np.cumsum(prob), rng.random() * prob.sum()))
                     pick = ids[min(k, len(ids) - 1)]
                     if pick == c0:
                         continue
-                    if rest0:
-                        comms[c0] = smp.fit(rest0, tau_ws, nu_ws)
-                    else:
-                        del comms[c0]
-                    if pick == -1:
-                        pick, next_id = next_id, next_id + 1
-                        comms[pick] = smp.fit((u,), tau_ws, nu_ws)
-                    else:
-                        comms[pick] = smp.fit(tuple(sorted(comms[pick].members + (u,))), tau_ws, nu_ws)
-                    z[u] = pick
+                    c1 = rule.move(u, c0, pick, next_id)
+                    next_id = max(next_id, c1 + 1)
+                    counts[c0] -= 1
+                    if counts[c0] == 0:
+                        del counts[c0]
+                    counts[c1] = counts.get(c1, 0) + 1
+                    z[u] = c1
+                rule.end_sweep(z)
                 if prior is not None:
-                    lam = _escobar_west(rng, lam, len(comms), U, a_l, b_l)
-                trace_k[chain, sweep] = len(comms)
+                    lam = _escobar_west(rng, lam, len(counts), U, a_l, b_l)
+                trace_k[chain, sweep] = len(counts)
                 trace_lam[chain, sweep] = lam
                 if sweep >= burn_in and (sweep - burn_in) % thin == 0:
-                    kept.append(_snapshot(z, comms, lam))
+                    kept.append(_snapshot(z, rule, counts, lam))
                 bar.update(1)
-    return _posterior(model, setup, data, kept, n_chains, smp,
+    return _posterior(model, setup, data, kept, n_chains, rule.L,
                       trace={"n_communities": trace_k, "concentration": trace_lam},
                       settings=dict(seed=seed, n_sweeps=n_sweeps, burn_in=burn_in, n_chains=n_chains,
                                     thin=thin, membership=membership, damping=damping,
                                     ep_max_iter=ep_max_iter, ep_tol=ep_tol))
 
 
-def _snapshot(z, comms, lam):
-    """Memberships relabelled by first appearance (0, 1, …) and the communities' posteriors in that order."""
+def _crp_draw(rng, U, lam):
+    """Memberships of U users drawn from the CRP prior with concentration λ (labels 0, 1, …)."""
+    z, sizes = np.zeros(U, np.int64), []
+    for u in range(U):
+        p = np.array(sizes + [lam], dtype=np.float64)
+        c = int(rng.choice(len(p), p=p / p.sum()))
+        if c == len(sizes):
+            sizes.append(0)
+        sizes[c] += 1
+        z[u] = c
+    return z
+
+
+def _snapshot(z, rule, counts, lam):
+    """Memberships relabelled by first appearance (0, 1, …) and, in that order, the communities'
+    whitened posteriors (m, Σ_w) and sizes."""
     order = list(dict.fromkeys(z.tolist()))
     relabel = {c: i for i, c in enumerate(order)}
     zz = np.array([relabel[c] for c in z.tolist()], dtype=np.int64)
-    return zz, [comms[c] for c in order], lam
+    return zz, [rule.summary(c) + (counts[c],) for c in order], lam
 
 
-def _posterior(model, setup, data, kept, n_chains, smp, trace, settings):
-    S, U, M = len(kept), data.n_users, smp.M
+def _posterior(model, setup, data, kept, n_chains, L, trace, settings):
+    """The DPMPosterior of the kept samples: each community's f_m^c = L v ~ N(L m, L Σ_w Lᵀ)."""
+    S, U, M = len(kept), data.n_users, L.shape[0]
     C = max(len(f) for _, f, _ in kept)
-    means = torch.zeros(S, C, M, dtype=DTYPE)
-    covs = smp.K.expand(S, C, M, M).clone()  # unused slots hold the prior
+    m_w = torch.zeros(S, C, M, dtype=DTYPE)
+    S_w = torch.eye(M, dtype=DTYPE).expand(S, C, M, M).clone()  # unused slots hold the prior
     counts = torch.zeros(S, C, dtype=torch.long)
     z = torch.zeros(S, U, dtype=torch.long)
     lam = torch.zeros(S, dtype=DTYPE)
     for i, (zz, fits, la) in enumerate(kept):
         z[i] = torch.as_tensor(zz)
         lam[i] = la
-        for c, f in enumerate(fits):
-            means[i, c], covs[i, c], counts[i, c] = f.mu, f.Sigma, len(f.members)
+        for c, (m, Sigma, n) in enumerate(fits):
+            m_w[i, c], S_w[i, c], counts[i, c] = m, Sigma, n
     return DPMPosterior(model=model, setup=setup, data=data, method="gibbs",
                         weights=torch.full((S,), 1.0 / S, dtype=DTYPE), n_chains=n_chains, trace=trace,
-                        settings=settings, z=z, means=means, covs=covs, counts=counts, concentration=lam)
+                        settings=settings, z=z, means=m_w @ L.T, covs=L @ S_w @ L.T, counts=counts,
+                        concentration=lam)

@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.ids import distinct_pairs, positions
+from ...core.ids import distinct_pairs, feature_rows, positions
 from ...core.posterior import Posterior, uniform_weights
+from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE, cholesky
 from ...gp.probit import mixture_moments, predictive_prob
@@ -90,8 +91,6 @@ class DPMPosterior(Posterior):
         if ids.shape[0] == 1 and n != 1:
             ids = np.repeat(ids, n)
         if ids.shape[0] != n:
-            from ...errors import DataError
-
             raise DataError(f"users: expected one user per pair ({n}), got {ids.shape[0]}")
         return torch.as_tensor(pd.Index(self.data.user_ids).get_indexer(ids), dtype=torch.long)
 
@@ -113,13 +112,27 @@ class DPMPosterior(Posterior):
         return mu, var
 
     # ------------------------------------------------------------------ predictions
-    def predict_proba(self, a, b, users=None) -> np.ndarray:
+    def _items(self, item_features):
+        """(X, ids) of the items predicted for: (None, training item ids), or the rows of new
+        ``item_features`` (ids: the DataFrame's index, or None for positions)."""
+        if item_features is None:
+            return None, self.data.item_ids
+        if self.data.item_features.shape[1] == 0:
+            raise DataError("item_features: this model was fitted without item features (independent "
+                            "utilities), so it cannot predict for new items")
+        return feature_rows("item_features", item_features, self.setup.gp.X.shape[1])
+
+    def predict_proba(self, a, b, users=None, item_features=None) -> np.ndarray:
         """P(a ≻ b | user) per pair, averaged over the kept samples.
 
         ``users``: one user id per pair (or one for all); an id not seen in training, or
-        ``users=None``, gets the CRP prior predictive of a new user (module docstring)."""
-        ia = positions("a", a, self.data.item_ids, hint=False)
-        ib = positions("b", b, self.data.item_ids, hint=False)
+        ``users=None``, gets the CRP prior predictive of a new user (module docstring).
+        ``item_features=`` (new items): ``a``, ``b`` name rows of that table — by its index when it
+        is a DataFrame, by position when it is an array — and each community's GP predicts there."""
+        X, ids = self._items(item_features)
+        n_items = self.data.n_items if X is None else X.shape[0]
+        ia = positions("a", a, ids, n_items)
+        ib = positions("b", b, ids, n_items)
         distinct_pairs(ia, ib, a)
         n = ia.shape[0]
         j = torch.full((n,), -1, dtype=torch.long) if users is None else self._user_rows(users, n)
@@ -130,7 +143,7 @@ class DPMPosterior(Posterior):
         chunk = max(16, _CHUNK // (S * (C + 1)))
         for lo in range(0, n, chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
-            h = probit_rows(st.gp, ia[sl], ib[sl], st.s, st.alpha)
+            h = probit_rows(st.gp, ia[sl], ib[sl], st.s, st.alpha, X)
             mu, var = self._moments(h, 0.0)
             p = predictive_prob(mu, var)  # (S, C + 1, n)
             jj = j[sl]
@@ -144,14 +157,15 @@ class DPMPosterior(Posterior):
             out[sl] = torch.where(known[None, :], p_known, p_new).mean(0)
         return out.numpy()
 
-    def utilities(self, users=None):
+    def utilities(self, users=None, item_features=None):
         """Posterior mean and variance of the items' utilities: for ``users`` (ids), DataFrames
         items × users; for ``users=None``, Series by item for a new user (the CRP prior predictive
-        mixture)."""
+        mixture). ``item_features=``: at those rows instead of the training items."""
         st = self.setup
-        A, c = st.gp.item_terms()
+        X, ids = self._items(item_features)
+        A, c = st.gp.item_terms(X)
         mu, var = self._moments(A, c / st.s)  # (S, C + 1, N)
-        index = pd.Index(self.data.item_ids, name="item")
+        index = pd.Index(np.arange(A.shape[0]) if ids is None else ids, name="item")
         if users is None:
             w = self._weights() / self.z.shape[0]  # (S, C + 1), summing to 1 overall
             N = mu.shape[-1]
@@ -192,14 +206,16 @@ class DPMPosterior(Posterior):
             out += (zz[:, :, None] == zz[:, None, :]).to(DTYPE).sum(0)
         return out / S
 
-    def memberships(self):
-        """(co-clustering, partition): the U × U DataFrame of P(c_u = c_v) by user id, and the kept
-        sample minimising the posterior expected Binder loss Σ_{u<v} |1[c_u = c_v] − P(c_u = c_v)| as a
-        Series of community labels (0, 1, … by first appearance) by user id."""
+    def memberships(self, loss: str = "binder", max_candidates: int = 200):
+        """(co-clustering, partition): the U × U DataFrame of P(c_u = c_v) by user id, and a point
+        partition as a Series of community labels (0, 1, … by first appearance) by user id: the kept
+        sample (at most ``max_candidates`` of them, evenly spaced) minimising the posterior expected
+        ``loss`` (:func:`point_partition`): "binder" (Binder 1978, equal costs) or "vi" (the
+        variation of information; Wade & Ghahramani 2018, Eq. 13)."""
+        if loss not in ("binder", "vi"):
+            raise DataError(f"loss: expected 'binder' or 'vi', got {loss!r}")
         P = self.coclustering()
-        loss = torch.stack([((self.z[s][:, None] == self.z[s][None, :]).to(DTYPE) - P).abs().sum()
-                            for s in range(self.z.shape[0])])
-        best = int(torch.argmin(loss))
+        best = point_partition(self.z, self.weights, loss, self.responsibilities, max_candidates)
         ids = pd.Index(self.data.user_ids, name="user")
         return (pd.DataFrame(P.numpy(), index=ids, columns=ids),
                 pd.Series(self.z[best].numpy(), index=ids, name="community"))
@@ -253,3 +269,40 @@ class DPMPosterior(Posterior):
     def __repr__(self) -> str:
         return (f"DPMPosterior(method={self.method!r}, users={self.z.shape[1]}, items={self.data.n_items}, "
                 f"pairs={self.data.n_pairs}, samples={self.z.shape[0]}, chains={self.n_chains})")
+
+
+def point_partition(z, weights, loss="binder", responsibilities=None, max_candidates: int = 200) -> int:
+    """The index of the sample in ``z`` (S, U) minimising the posterior expected loss over the samples'
+    partitions (weights (S,)), among at most ``max_candidates`` evenly spaced candidates.
+
+    Both losses come from the contingency table n_kl[s] of a candidate ĉ against each sample s
+    (n_k its cluster sizes), in O(S U) per candidate:
+
+    * Binder (equal costs): E Σ_{u<v} |1[ĉ_u = ĉ_v] − 1[c_u = c_v]| = ½ (Σ_k n_k² − 2 E Σ_kl n_kl²) + const;
+      with ``responsibilities`` r (S, U, C) the sample's memberships are soft, n_kl = Σ_{u: ĉ_u = k} r_ul
+      (Rao–Blackwellised: E 1[c_u = c_v] = Σ_l r_ul r_vl);
+    * VI (Wade & Ghahramani 2018, Eq. 13, in nats): Σ_k n_k log n_k − 2 E Σ_kl n_kl log n_kl + const,
+      over the samples' drawn memberships.
+    """
+    S, U = z.shape
+    cand = np.unique(np.linspace(0, S - 1, min(S, max_candidates)).round().astype(np.int64))
+    w = weights.to(DTYPE)
+    soft = responsibilities is not None and loss == "binder"
+    K2 = responsibilities.shape[2] if soft else int(z.max()) + 1
+    out = torch.empty(len(cand), dtype=DTYPE)
+    for i, c in enumerate(cand.tolist()):
+        zc = z[c]
+        K1 = int(zc.max()) + 1
+        n_k = torch.bincount(zc, minlength=K1).to(DTYPE)
+        if soft:
+            onehot = torch.nn.functional.one_hot(zc, K1).to(DTYPE)  # (U, K1)
+            n_kl = torch.einsum("uk,sul->skl", onehot, responsibilities)
+        else:
+            key = (torch.arange(S)[:, None] * K1 + zc[None, :]) * K2 + z
+            n_kl = torch.bincount(key.reshape(-1), minlength=S * K1 * K2).reshape(S, K1, K2).to(DTYPE)
+        if loss == "binder":
+            out[i] = (n_k ** 2).sum() - 2.0 * (w * (n_kl ** 2).sum((1, 2))).sum()
+        else:
+            xlogx = torch.special.xlogy(n_kl, n_kl).sum((1, 2))
+            out[i] = torch.special.xlogy(n_k, n_k).sum() - 2.0 * (w * xlogx).sum()
+    return int(cand[int(torch.argmin(out))])
