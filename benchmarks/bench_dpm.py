@@ -89,7 +89,7 @@ def main(argv=None):
          "redraws every user's community and refits the communities whose members changed). svi: "
          f"T = 10, mini-batches of {BATCH} users, AutoNormal; an epoch is U / {BATCH} steps. The "
          "paper's claim is a sweep linear in users: compare *ms per user* down the rows.", "",
-         "| users | labels | Gibbs s / sweep | Gibbs ms / user | communities (end) | svi s / step | "
+         "| users | labels | Gibbs s / sweep | Gibbs ms / user | communities (end) | svi ms / step | "
          "svi s / epoch |", "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in gibbs:
         s = svi[r["users"]]
