@@ -12,15 +12,18 @@ from .errors import ConvergenceWarning, DataError, DataWarning, NumericalError
 
 if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and the API docs)
     from .data import (
+        LinkData,
         PairwiseData,
+        digits_links,
         simulate_collab,
         simulate_crowd,
         simulate_gppl,
+        simulate_links,
         split_each_user,
         split_pairs,
         split_users,
     )
-    from .models import GPPL, BradleyTerry, CollabGP, CrowdBTGP, CrowdGPPL, GPPLPerUser
+    from .models import GPPL, SCDC, BradleyTerry, CollabGP, CrowdBTGP, CrowdGPPL, DPMCommunities, GPPLPerUser
     from .zoo import ZOO, fit, load
 
 __version__ = "0.1.0"
@@ -29,13 +32,14 @@ _LAZY = {
     "PairwiseData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",
     "simulate_gppl": ".data", "split_each_user": ".data", "split_pairs": ".data", "split_users": ".data",
     "GPPL": ".models", "BradleyTerry": ".models", "CollabGP": ".models", "CrowdBTGP": ".models",
-    "CrowdGPPL": ".models", "GPPLPerUser": ".models", "DPMCommunities": ".models",
+    "CrowdGPPL": ".models", "GPPLPerUser": ".models", "DPMCommunities": ".models", "SCDC": ".models",
+    "LinkData": ".data", "simulate_links": ".data", "digits_links": ".data",
     "ZOO": ".zoo", "fit": ".zoo", "load": ".zoo",
 }
 
 
-_SUBPACKAGES = ("active", "cli", "comparisons", "core", "data", "diagnostics", "gp", "inference", "metrics",
-                "models", "zoo")
+_SUBPACKAGES = ("active", "cli", "cluster_metrics", "comparisons", "core", "data", "diagnostics", "gp",
+                "inference", "metrics", "models", "zoo")
 
 
 def __getattr__(name):
@@ -64,4 +68,5 @@ def report(posterior, path, **kwargs):
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
            "NumericalError", "ConvergenceWarning", "DataWarning", "fit", "load", "GPPL", "CrowdGPPL",
            "GPPLPerUser", "CrowdBTGP", "CollabGP", "BradleyTerry", "ZOO", "simulate_collab",
-           "split_each_user", "report"]
+           "split_each_user", "report", "DPMCommunities", "SCDC", "LinkData", "simulate_links",
+           "digits_links"]

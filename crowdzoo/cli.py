@@ -612,6 +612,10 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
 
 
 def cmd_fit(args) -> int:
+    if zoo.entry(args.model).data == "links":
+        raise DataError(f"model: {args.model} clusters items from links (LinkData: observations and "
+                        "same/different labels); the command line reads preference pairs only, so fit it "
+                        "from Python: crowdzoo.fit(crowdzoo.SCDC(), crowdzoo.LinkData.from_frame(df, O))")
     out = Path(args.out)
     plan = _plan(args)
     _check_out(out, args.overwrite, keep=_resume_file(args, out))

@@ -26,7 +26,8 @@ GENERIC = (SVI, NUTS, MAP)
 #: what each data kind needs: a PairwiseData, with a user per label for "crowd pairs"
 DATA_KINDS = {"pairs": "PairwiseData (users, if any, are pooled)",
               "crowd pairs": "PairwiseData with a user per label (users=...)",
-              "worker pairs": "PairwiseData; a user per label, when given, is the worker who gave it"}
+              "worker pairs": "PairwiseData; a user per label, when given, is the worker who gave it",
+              "links": "LinkData: observations of every item, workers' same/different labels on pairs"}
 
 
 def takes_users(e) -> bool:
@@ -122,6 +123,10 @@ ZOO: tuple[Entry, ...] = (
           "crowdzoo.models.dpm.posterior:DPMPosterior", guide="crowdzoo.models.dpm.guide:default_guide",
           paper="Abbasnejad, Sanner, Bonilla & Poupart 2013",
           summary="communities of users (Dirichlet-process mixture), a GP utility per community"),
+    Entry("scdc", "crowdzoo.models.scdc.model:SCDC", "links", {"svi": "crowdzoo.models.scdc.svi:fit_svi"},
+          "crowdzoo.models.scdc.posterior:SCDCPosterior", paper="Luo, Tian, Shi, Zhu & Zhang 2018 §2",
+          summary="clusters of items from observations and noisy crowd links (deep generative "
+                  "model, two-coin workers)"),
 )
 
 
@@ -145,7 +150,13 @@ def entry_for(model) -> Entry:
 
 
 def _check_data(e: Entry, data) -> None:
-    from .data import PairwiseData
+    from .data import LinkData, PairwiseData
+
+    if e.data == "links":
+        if not isinstance(data, LinkData):
+            raise DataError(f"data: {e.name} clusters items from links: expected a crowdzoo.LinkData, got "
+                            f"{type(data).__name__} (build one with LinkData.from_arrays or .from_frame)")
+        return
 
     if not isinstance(data, PairwiseData):
         raise DataError(f"data: expected a crowdzoo.PairwiseData, got {type(data).__name__} "

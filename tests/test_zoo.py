@@ -35,8 +35,14 @@ def crowd():
                                        user_ids=["ann", "bob", "cat"])
 
 
+@pytest.fixture(scope="module")
+def links():
+    data, _ = cz.simulate_links(n_arms=3, n_per_arm=10, n_annotated=20, n_workers=3, window=8, seed=0)
+    return data
+
+
 # tiny settings per route: enough to exercise every code path in seconds
-FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False), "svi": dict(num_steps=15, n_draws=12),
+FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False), "svi": dict(num_steps=15, n_draws=12, n_epochs=3),
         "nuts": dict(num_samples=8, warmup_steps=8, num_chains=1, jit_compile=False),
         "ep": dict(max_iter=4), "map": dict(max_iter=50),
         "gibbs": dict(n_sweeps=6, burn_in=2, progress_bar=False)}
@@ -44,7 +50,8 @@ MODELS_FAST = {"gppl": lambda: cz.GPPL(),
                "crowdgppl": lambda: cz.CrowdGPPL(n_components=2, n_inducing=5, n_inducing_users=None),
                "collabgp": lambda: cz.CollabGP(n_latent=2), "bradley-terry": lambda: cz.BradleyTerry(),
                "gppl-per-user": lambda: cz.GPPLPerUser(n_inducing=5),
-               "crowdbt-gp": lambda: cz.CrowdBTGP(n_inducing=5), "dpm": lambda: cz.DPMCommunities()}
+               "crowdbt-gp": lambda: cz.CrowdBTGP(n_inducing=5), "dpm": lambda: cz.DPMCommunities(),
+               "scdc": lambda: cz.SCDC(n_clusters=4, latent_dim=2, hidden=(8,))}
 ROUTES = [(e.name, m) for e in zoo.ZOO for m in e.routes]
 
 
@@ -61,6 +68,8 @@ def _settings(name, method):
 
 
 def _predict(post, data):
+    if zoo.entry(post.name).data == "links":
+        return post.predict_proba(data.item_ids[data.i], data.item_ids[data.j])
     users = {"users": data.user_ids[data.users]} if zoo.entry(post.name).data == "crowd pairs" else {}
     return post.predict_proba(data.item_ids[data.a], data.item_ids[data.b], **users)
 
@@ -108,8 +117,10 @@ def test_no_model_name_is_compared_outside_its_package_and_the_table():
 
 
 @pytest.mark.parametrize("name,method", ROUTES)
-def test_every_route_is_reproducible_leaves_the_rng_alone_and_round_trips(name, method, crowd, tmp_path):
+def test_every_route_is_reproducible_leaves_the_rng_alone_and_round_trips(name, method, crowd, links,
+                                                                         tmp_path):
     model = MODELS_FAST[name]()
+    crowd = links if zoo.entry(name).data == "links" else crowd
     kw = _settings(name, method)
     torch.manual_seed(123)
     np.random.seed(123)

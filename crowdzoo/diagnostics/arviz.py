@@ -41,9 +41,12 @@ def finish(post, groups, coords, dims, obs_dim, identified):
     every model."""
     d = post.data
     ids = np.asarray(d.item_ids)
-    const = {"a": ids[d.a], "b": ids[d.b]}
-    if d.users is not None:
-        const["user"] = np.asarray(d.user_ids)[d.users]
+    if hasattr(d, "a"):  # preferences: the two items (and user) of each label
+        const = {"a": ids[d.a], "b": ids[d.b]}
+        if d.users is not None:
+            const["user"] = np.asarray(d.user_ids)[d.users]
+    else:  # links (LinkData): the two items and the worker of each annotation
+        const = {"i": ids[d.i], "j": ids[d.j], "worker": np.asarray(d.worker_ids)[d.worker]}
     groups["constant_data"] = const
     dims.update({k: [obs_dim] for k in const})
     if post.sample_stats:
@@ -72,7 +75,7 @@ def finish(post, groups, coords, dims, obs_dim, identified):
                          coords={"s": np.asarray(tr["s_grid"])})
     else:
         opt = xr.Dataset({k: ("iteration", np.asarray(v)) for k, v in tr.items()
-                          if k in ("loss", "bound", "max_change")})
+                          if k in ("loss", "bound", "max_change", "elbo")})
     if opt.data_vars:
         dt["optimisation"] = xr.DataTree(opt)
     return dt

@@ -1,0 +1,245 @@
+"""SCDC: semi-crowdsourced clustering with a deep generative model (Luo, Tian, Shi, Zhu & Zhang,
+NeurIPS 2018, §2; the paper's symbols in brackets).
+
+Generative story, for N items with observations o_n and crowd annotations L on a few item pairs:
+
+    z_n          ~ Cat(π)                                   cluster of item n               [z_n, π]
+    x_n | z_n    ~ N(μ_{z_n}, diag σ²_{z_n})                latent point, dimension d       [x_n, μ_k, Σ_k]
+    o_n | x_n    ~ decoder_γ(x_n)                           Bernoulli (o in [0, 1]) or Gaussian [γ]
+    L_a | z      ~ Bern(α_m)       if z_i = z_j             annotation a = (i, j) by worker m:
+                   Bern(1 − β_m)   otherwise                two-coin, Eq. 1 (product: Eq. 2) [α_m, β_m]
+
+α_m is worker m's sensitivity P(must-link | same cluster), β_m its specificity P(cannot-link |
+different clusters). In SCDC π, μ, σ, α, β and γ are point estimates.
+
+Variational family (amortised, §2.3; the section is garbled in the paper's text, so this follows
+the authors' code as read in ``shared/notes/dpm-scdc.md`` B2): q(z_n | o_n) = Cat(softmax g_φ(o_n))
+and q(x_n | o_n, z_n) = N(m_φ(o_n, z_n), diag s²_φ(o_n, z_n)). The ELBO is a sum of item terms and
+annotation terms,
+
+    Σ_n Σ_k q(k | o_n) [log p(o_n | x_nk) + log N(x_nk; μ_k, σ_k²) + log π_k − log q(x_nk | o_n, k)
+                        − log q(k | o_n)],                 x_nk ~ q(x | o_n, k) (one draw each)
+  + Σ_a [s_a log p(L_a | same) + (1 − s_a) log p(L_a | different)],   s_a = Σ_k q(k | o_i) q(k | o_j),
+
+with the sum over z exact (K decoder passes per item) and both sums estimated on independent
+uniform mini-batches of items and of annotations, each scaled to its total (the paper's relational
+term scaled by #annotations / N once the whole is divided by N). :func:`scdc_model` and
+:func:`scdc_guide` are this model and guide as a Pyro program, with z sampled: ``Trace_ELBO`` on them
+is an unbiased estimate of the same ELBO (tests/test_scdc.py checks the closed form against it), and
+any other guide of z and x runs through them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro import poutine
+from torch import nn
+
+from ...errors import DataError
+
+DTYPE = torch.float32  # networks train in float32 (the GP models' float64 is for their Cholesky algebra)
+
+
+@dataclass
+class SCDC:
+    """Semi-crowdsourced clustering with a deep generative model (module docstring).
+
+    Parameters
+    ----------
+    n_clusters : K, clusters in the mixture (the paper's experiments: 50).
+    latent_dim : d, dimension of the latent points x_n (8).
+    hidden : hidden layer widths of every network (encoder and decoder: two layers of 500).
+    likelihood : "bernoulli" (observations in [0, 1], e.g. images), "gaussian", or "auto" (Bernoulli
+        when every observation lies in [0, 1]).
+    worker_init : starting α_m = β_m of every worker (a reliable-but-unsure 0.8).
+    """
+
+    n_clusters: int = 50
+    latent_dim: int = 8
+    hidden: tuple = (500, 500)
+    likelihood: str = "auto"
+    worker_init: float = 0.8
+
+    def __post_init__(self):
+        for name in ("n_clusters", "latent_dim"):
+            v = getattr(self, name)
+            if int(v) != v or v < 1:
+                raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
+        self.hidden = tuple(int(h) for h in self.hidden)
+        if any(h < 1 for h in self.hidden):
+            raise DataError(f"hidden: layer widths must be ≥ 1, got {self.hidden}")
+        if self.likelihood not in ("auto", "bernoulli", "gaussian"):
+            raise DataError("likelihood: expected 'auto', 'bernoulli' or 'gaussian', got "
+                            f"{self.likelihood!r}")
+        if not 0.5 < float(self.worker_init) < 1.0:
+            raise DataError(f"worker_init: expected a value in (0.5, 1), got {self.worker_init!r}")
+
+    def setup(self, data, seed: int = 0) -> SCDCSetup:
+        """The observation likelihood and dimension for ``data`` (a LinkData)."""
+        O = data.O
+        lik = self.likelihood
+        if lik == "auto":
+            lik = "bernoulli" if (O.min() >= 0.0 and O.max() <= 1.0) else "gaussian"
+        elif lik == "bernoulli" and (O.min() < 0.0 or O.max() > 1.0):
+            raise DataError("likelihood: 'bernoulli' needs observations in [0, 1]; got values in "
+                            f"[{O.min():g}, {O.max():g}] (rescale O, or use likelihood='gaussian')")
+        return SCDCSetup(likelihood=lik, n_features=int(O.shape[1]))
+
+    def networks(self, setup: SCDCSetup, seed: int = 0, state: dict | None = None) -> Networks:
+        """The encoder and decoder (:class:`Networks`), initialised from ``seed`` or loaded from
+        ``state`` (a posterior's ``net_state``)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            nets = Networks(setup.n_features, self.n_clusters, self.latent_dim, self.hidden, setup.likelihood)
+        if state is not None:
+            nets.load_state_dict(state)
+        return nets
+
+
+class Networks(nn.Module):
+    """Encoder q(z | o) (D → hidden → K logits), q(x | o, z) ([o, one-hot z] → hidden → (m, log s))
+    and decoder p(o | x) (d → hidden → D; Bernoulli logits, or Gaussian means with a learned
+    log-scale per dimension)."""
+
+    def __init__(self, D, K, d, hidden, likelihood):
+        super().__init__()
+        self.D, self.K, self.d, self.likelihood = D, K, d, likelihood
+        self.q_z = mlp([D, *hidden, K])
+        self.q_x = mlp([D + K, *hidden, 2 * d])
+        self.decoder = mlp([d, *hidden, D])
+        self.log_scale = nn.Parameter(torch.zeros(D))
+
+    def z_logits(self, o):
+        return self.q_z(o)
+
+    def x_params(self, o, z_onehot):
+        """(m, s) of q(x | o, z), broadcasting o (..., D) against z_onehot (..., K)."""
+        batch = torch.broadcast_shapes(o.shape[:-1], z_onehot.shape[:-1])
+        h = self.q_x(torch.cat([o.expand(*batch, self.D), z_onehot.expand(*batch, self.K)], -1))
+        m, log_s = h.split(self.d, -1)
+        return m, torch.nn.functional.softplus(log_s) + 1e-4
+
+    def obs_dist(self, x):
+        """p(o | x) as a distribution over the D observed values (event dim 1)."""
+        out = self.decoder(x)
+        if self.likelihood == "bernoulli":  # grey levels in [0, 1] as Bernoulli "probabilities" (−BCE)
+            return dist.Bernoulli(logits=out, validate_args=False).to_event(1)
+        return dist.Normal(out, self.log_scale.exp()).to_event(1)
+
+
+def mlp(sizes):
+    """Linear layers with ReLU between them (none after the last)."""
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class SCDCSetup(NamedTuple):
+    """What is fixed before inference: the observation likelihood and the observations' dimension."""
+
+    likelihood: str
+    n_features: int
+
+
+class Globals(NamedTuple):
+    """SCDC's point-estimated globals: π (as logits), μ_k, log σ_k, and α_m, β_m (as logits)."""
+
+    pi_logits: torch.Tensor
+    mu: torch.Tensor
+    log_sigma: torch.Tensor
+    alpha_logit: torch.Tensor
+    beta_logit: torch.Tensor
+
+
+def init_globals(K, d, W, worker_init, generator) -> Globals:
+    """Starting values: π uniform, μ_k ~ N(0, I), σ_k = 1, α_m = β_m = ``worker_init``."""
+    logit = float(np.log(worker_init / (1.0 - worker_init)))
+    return Globals(torch.zeros(K), torch.randn(K, d, generator=generator), torch.zeros(K, d),
+                   torch.full((W,), logit), torch.full((W,), logit))
+
+
+class Batch(NamedTuple):
+    """One mini-batch: item rows ``O`` (B, D) whose first ``n_uniform`` rows are a uniform sample of the
+    N items (the rest: endpoints of the sampled annotations), and the sampled annotations as row
+    positions ``li``, ``lj`` into ``O``, workers ``w`` and labels ``L``; ``item_scale`` = N / n_uniform,
+    ``ann_scale`` = A / (sampled annotations)."""
+
+    O: torch.Tensor
+    n_uniform: int
+    li: torch.Tensor
+    lj: torch.Tensor
+    w: torch.Tensor
+    L: torch.Tensor
+    item_scale: float
+    ann_scale: float
+
+
+def two_coin_loglik(L, alpha_logit, beta_logit):
+    """(log p(L | same), log p(L | different)) of Eq. 1: Bern(L | α) and Bern(L | 1 − β)."""
+    same = -torch.nn.functional.binary_cross_entropy_with_logits(alpha_logit, L, reduction="none")
+    diff = -torch.nn.functional.binary_cross_entropy_with_logits(-beta_logit, L, reduction="none")
+    return same, diff
+
+
+def scdc_model(batch: Batch, nets: Networks, g: Globals):
+    """SCDC as a Pyro program on one mini-batch (module docstring), z sampled. Endpoint rows beyond
+    the uniform sample are masked out of the item terms: their z only feed the annotations."""
+    pyro.module("scdc", nets)
+    B = batch.O.shape[0]
+    uniform = torch.arange(B) < batch.n_uniform
+    with pyro.plate("items", B), poutine.scale(scale=batch.item_scale), poutine.mask(mask=uniform):
+        z = pyro.sample("z", dist.Categorical(logits=g.pi_logits))
+        x = pyro.sample("x", dist.Normal(g.mu[z], g.log_sigma[z].exp()).to_event(1))
+        pyro.sample("o", nets.obs_dist(x), obs=batch.O)
+    same_ll, diff_ll = two_coin_loglik(batch.L, g.alpha_logit[batch.w], g.beta_logit[batch.w])
+    with pyro.plate("annotations", batch.L.shape[0]), poutine.scale(scale=batch.ann_scale):
+        pyro.factor("L", torch.where(z[batch.li] == z[batch.lj], same_ll, diff_ll))
+
+
+def scdc_guide(batch: Batch, nets: Networks, g: Globals):
+    """The amortised guide q(z | o) q(x | o, z) (module docstring)."""
+    pyro.module("scdc", nets)
+    B = batch.O.shape[0]
+    uniform = torch.arange(B) < batch.n_uniform
+    with pyro.plate("items", B), poutine.scale(scale=batch.item_scale), poutine.mask(mask=uniform):
+        z = pyro.sample("z", dist.Categorical(logits=nets.z_logits(batch.O)))
+        m, s = nets.x_params(batch.O, torch.nn.functional.one_hot(z, nets.K).to(batch.O.dtype))
+        pyro.sample("x", dist.Normal(m, s).to_event(1))
+
+
+def elbo(batch: Batch, nets: Networks, g: Globals, generator=None):
+    """The ELBO estimate of one mini-batch with the sum over z exact (module docstring): a scalar
+    (to be maximised), and q(z | o) of the batch's rows (B, K)."""
+    K = nets.K
+    O = batch.O
+    logits = nets.z_logits(O)
+    log_q = torch.log_softmax(logits, -1)  # (B, K)
+    q = log_q.exp()
+    n = batch.n_uniform
+    eye = torch.eye(K, dtype=O.dtype)
+    m, s = nets.x_params(O[:n, None, :], eye)  # (n, K, d)
+    eps = torch.randn(m.shape, generator=generator, dtype=m.dtype)
+    x = m + s * eps
+    log_px = dist.Normal(g.mu, g.log_sigma.exp()).log_prob(x).sum(-1)  # (n, K)
+    log_qx = dist.Normal(m, s).log_prob(x).sum(-1)
+    log_po = nets.obs_dist(x).log_prob(O[:n, None, :])  # (n, K)
+    log_pi = torch.log_softmax(g.pi_logits, -1)
+    items = (q[:n] * (log_po + log_px + log_pi - log_qx - log_q[:n])).sum()
+    total = batch.item_scale * items
+    if batch.L.shape[0]:
+        s_a = (q[batch.li] * q[batch.lj]).sum(-1)
+        same_ll, diff_ll = two_coin_loglik(batch.L, g.alpha_logit[batch.w], g.beta_logit[batch.w])
+        total = total + batch.ann_scale * (s_a * same_ll + (1.0 - s_a) * diff_ll).sum()
+    return total, q
+
+
+__all__ = ["SCDC", "SCDCSetup", "Networks", "Globals", "Batch", "scdc_model", "scdc_guide", "elbo",
+           "two_coin_loglik", "init_globals"]
