@@ -79,7 +79,7 @@ def test_gibbs_coclustering_matches_exact_enumeration(tiny):
     assert 0.15 < co[0, 1] < 0.85 and 0.15 < co[2, 3] < 0.85  # not a trivial posterior
 
     # measured (seed 1, 3000 sweeps × 2 chains): largest |Gibbs − exact| co-clustering error
-    # marginal 0.045 (mean over pairs 0.030; biased low: it ignores correlations between a user's
+    # marginal 0.046 (mean over pairs 0.031; biased low: it ignores correlations between a user's
     # labels), joint 0.009 (mean 0.004)
     errors = {}
     for membership in ("marginal", "joint"):

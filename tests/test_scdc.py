@@ -125,7 +125,7 @@ def test_posterior_api_save_load_and_arviz(blobs, tmp_path):
     assert back.workers().equals(post.workers())
     dt = post.to_arviz(n_draws=50)
     assert dt.posterior["alpha"].shape == (1, 50, 5)
-    assert dt.log_likelihood["L"].shape == (1, 50, data.n_annotations)
+    assert dt.log_likelihood["y"].shape == (1, 50, data.n_annotations)
     assert "elbo" in dt["optimisation"]
 
 

@@ -42,7 +42,8 @@ def links():
 
 
 # tiny settings per route: enough to exercise every code path in seconds
-FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False), "svi": dict(num_steps=15, n_draws=12, n_epochs=3),
+FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False),
+        "svi": dict(num_steps=15, n_draws=12, n_epochs=3),
         "nuts": dict(num_samples=8, warmup_steps=8, num_chains=1, jit_compile=False),
         "ep": dict(max_iter=4), "map": dict(max_iter=50),
         "gibbs": dict(n_sweeps=6, burn_in=2, progress_bar=False)}

@@ -115,17 +115,21 @@ def _integer_like(arr: np.ndarray) -> bool:
                                        and pd.api.types.infer_dtype(arr, skipna=True) == "integer")
 
 
+def _present_1d(name: str, arr: np.ndarray, what: str, one: str, where: Callable[[int], str]) -> np.ndarray:
+    """``arr`` if it is 1-D with no missing value, else a DataError naming ``name`` and the row."""
+    if arr.ndim != 1:
+        raise DataError(f"{name}: expected a 1-D array of {what}, got shape {arr.shape}")
+    missing = np.flatnonzero(pd.isna(arr)) if arr.size else np.zeros(0, dtype=np.int64)
+    if missing.size:
+        raise DataError(f"{name}, {where(missing[0])}: missing {one} ({missing.size} row(s) affected)")
+    return arr
+
+
 def _lookup(name: str, x, ids: np.ndarray | None, n: int, mode: str, what: str,
             where: Callable[[int], str] = _rows) -> np.ndarray:
     """Positions (int64, in [0, n)) of ``x``: as positions (``mode="position"``) or looked up in
     ``ids`` (``mode="id"``)."""
-    arr = _array(x)
-    if arr.ndim != 1:
-        raise DataError(f"{name}: expected a 1-D array of {what} {'ids' if mode == 'id' else 'indices'}, "
-                        f"got shape {arr.shape}")
-    missing = np.flatnonzero(pd.isna(arr)) if arr.size else np.zeros(0, dtype=np.int64)
-    if missing.size:
-        raise DataError(f"{name}, {where(missing[0])}: missing {what} id ({missing.size} row(s) affected)")
+    arr = _present_1d(name, _array(x), f"{what} {'ids' if mode == 'id' else 'indices'}", f"{what} id", where)
     if mode == "id":
         idx = pd.Index(ids).get_indexer(arr) if arr.size else np.zeros(0, dtype=np.int64)
         bad = np.flatnonzero(idx < 0)
@@ -281,14 +285,7 @@ class LinkData:
                                 "workers= (the worker of each annotation)")
             w = np.zeros(A, dtype=np.int64)
         elif worker_ids is None:
-            w_arr = _array(workers)
-            if w_arr.ndim != 1:
-                raise DataError(f"{names['workers']}: expected a 1-D array of worker ids, got shape "
-                                f"{w_arr.shape}")
-            missing = np.flatnonzero(pd.isna(w_arr)) if w_arr.size else np.zeros(0, dtype=np.int64)
-            if missing.size:
-                raise DataError(f"{names['workers']}, {where(missing[0])}: missing worker id "
-                                f"({missing.size} row(s) affected)")
+            w_arr = _present_1d(names["workers"], _array(workers), "worker ids", "worker id", where)
             w, worker_ids = _factorize(w_arr)
         else:
             if worker_ids.size == 0 and A:

@@ -41,6 +41,7 @@ EBFMI_WARN = 0.3
 PPC_TAIL = 0.025  # a posterior predictive p-value below this or above 1 − this is "extreme"
 PPC_WARN_Q, PPC_FAIL_Q = 0.95, 0.999  # quantiles of Binomial(n, 2 × PPC_TAIL) for the count of extremes
 K_GOOD = 0.7  # Pareto k̂ above min(this, 1 − 1/log10 S): PSIS-LOO unreliable for that label
+DISCRETE_VALUES = 10  # a label's log-likelihood with at most this many distinct values gets plain IS
 LOO_SPAN = 0.1  # nats: a label whose log-likelihood spans less cannot move its elpd term by more
 K_SHARE_WARN = 0.05
 AGREE_PASS, AGREE_WARN = 0.25, 0.5  # mean |Δ mean| / NUTS sd
@@ -191,6 +192,26 @@ def ppc_win_rates(dt) -> list[Check]:
     return out
 
 
+def ppc_link_rates(dt) -> list[Check]:
+    """Links (SCDC): each item's must-link rate (the share of its annotations that say "same
+    cluster") and each worker's, observed against the posterior predictive distribution of the same
+    statistic, as :func:`ppc_win_rates` does for preferences."""
+    c = dt.constant_data
+    y = np.asarray(dt.observed_data["y"].values, dtype=float)
+    rep = dt.posterior_predictive["y"].values
+    rep = rep.reshape(-1, rep.shape[-1])
+    i, j, w = (np.asarray(c[k].values) for k in ("i", "j", "worker"))
+    L = y.size
+    out = []
+    for name, what, keys in (("PPC: item must-link rates", "items", np.concatenate([i, j])),
+                             ("PPC: worker must-link rates", "workers", w)):
+        ids, inv = np.unique(keys, return_inverse=True)
+        M = sp.csr_matrix((np.ones(inv.size), (np.arange(inv.size) % L, inv)), shape=(L, ids.size))
+        n = np.asarray(M.sum(0)).ravel()
+        out.append(_ppc_check(name, what, ids, (M.T @ y) / n, np.asarray((M.T @ rep.T).T) / n))
+    return out
+
+
 FIRST_ITEM = "PPC: user first-item rates"
 
 
@@ -338,24 +359,38 @@ def loo(dt) -> Check:
     n_tail = max(2, int(min(0.2 * S, 3 * np.sqrt(S))))
     flat_tail = np.ptp(np.sort(-flat, 0)[-n_tail:], 0) == 0
     const = (span < 1e-8) | flat_tail
+    # labels whose log-likelihood takes a few values only (a discrete latent under point-estimated
+    # parameters, e.g. SCDC's clusters): bounded importance ratios, so plain importance sampling
+    # gives their elpd term (−log mean 1/p(y|θ)) with no Pareto tail to fit (k̂ = 0)
+    n_values = (np.diff(np.sort(flat, 0), axis=0) != 0).sum(0) + 1
+    discrete = (n_values <= DISCRETE_VALUES) & ~const
     if const.all():  # a point estimate (MAP) or draws that agree on every label
         return Check("PSIS-LOO", "skip", "no label's log-likelihood varies over the draws",
                      "needs draws of a posterior",
                      "a point estimate (e.g. a MAP route) has no spread to reweight: PSIS-LOO does not apply")
-    try:
-        res = azs.loo(_keep_labels(dt, ll, ~const))
-    except ValueError as err:  # e.g. too few draws for the Pareto fit of the tail
-        return Check("PSIS-LOO", "skip", "not computed", "needs enough posterior draws",
-                     f"arviz-stats could not run PSIS-LOO on {S} draws ({str(err).splitlines()[0][:120]}); "
-                     "draw more (more samples or sweeps) to get it")
+    smooth = ~const & ~discrete
     k = np.zeros(const.size)
-    k[~const] = np.ravel(res.pareto_k.values)
-    elpd = float(res.elpd) + float(flat[:, const].mean(0).sum())
+    elpd_i = flat.mean(0)
+    elpd_i[discrete] = -(np.logaddexp.reduce(-flat[:, discrete], axis=0) - np.log(S))
+    res = None
+    if smooth.any():
+        try:
+            res = azs.loo(_keep_labels(dt, ll, smooth))
+        except ValueError as err:  # e.g. too few draws for the Pareto fit of the tail
+            return Check("PSIS-LOO", "skip", "not computed", "needs enough posterior draws",
+                         f"arviz-stats could not run PSIS-LOO on {S} draws "
+                         f"({str(err).splitlines()[0][:120]}); draw more (more samples or sweeps) to get it")
+        k[smooth] = np.ravel(res.pareto_k.values)
+    elpd = (0.0 if res is None else float(res.elpd)) + float(elpd_i[~smooth].sum())
     if not np.isfinite(elpd):
         why = ("the log-likelihood has infinite or NaN draws" if not np.isfinite(flat).all() else
                f"PSIS overflowed: the log-likelihood spans up to {np.nanmax(span):.3g} nats over the draws "
                f"(lowest {np.nanmin(flat):.3g}); draws this far apart are not a usable LOO proposal")
         return Check("PSIS-LOO", "fail", "elpd_loo not finite", "a finite elpd_loo", why, {"pareto_k": k})
+    se = float(res.se) if res is not None else float(np.sqrt(elpd_i.size * elpd_i.var()))
+    p_loo = float(res.p) if res is not None else 0.0
+    lppd = np.logaddexp.reduce(flat[:, discrete], axis=0) - np.log(S)  # p_loo_i = lppd_i − elpd_loo_i
+    p_loo += float((lppd - elpd_i[discrete]).sum())
     k_max = k_threshold(flat.shape[0])
     high = ~(k <= k_max)  # a NaN k̂ (a failed Pareto fit) counts as high
     bad = high & (span >= LOO_SPAN)
@@ -363,7 +398,10 @@ def loo(dt) -> Check:
     verdict = "pass" if share == 0 else "warn" if share <= K_SHARE_WARN else "fail"
     note = ("" if is_mcmc(dt)
             else "draws of an approximation: k̂ also measures how far it is from the posterior; ")
-    return Check("PSIS-LOO", verdict, f"elpd_loo {elpd:.1f} ± {res.se:.1f}, p_loo {res.p:.1f}",
+    if discrete.any():
+        note += (f"{int(discrete.sum())} labels with at most {DISCRETE_VALUES} log-likelihood values by "
+                 "plain importance sampling; ")
+    return Check("PSIS-LOO", verdict, f"elpd_loo {elpd:.1f} ± {se:.1f}, p_loo {p_loo:.1f}",
                  f"no label with k̂ > {k_max:.2f} (for {flat.shape[0]} draws) and a log-likelihood "
                  f"spanning ≥ {LOO_SPAN} nats pass, ≤ {K_SHARE_WARN:.0%} of labels warn, else fail",
                  note + f"{int(bad.sum())} of {k.size} labels unreliable; {int((high & ~bad).sum())} more "
@@ -401,7 +439,9 @@ def agreement(dt, ref) -> list[Check]:
 def run_all(dt, held_out=None, reference=None) -> list[Check]:
     """Every check that applies; ``held_out`` = (p, y) of held-out labels for calibration,
     ``reference`` a NUTS ``DataTree`` on the same data."""
-    out = convergence(dt) + optimisation(dt) + sampler(dt) + ppc_win_rates(dt)
+    links = "worker" in dt.constant_data
+    out = convergence(dt) + optimisation(dt) + sampler(dt)
+    out += ppc_link_rates(dt) if links else ppc_win_rates(dt)
     out.append(calibration(*predicted_from_loglik(dt)))
     if held_out is not None:
         out.append(calibration(*held_out, where="held-out labels"))

@@ -195,3 +195,32 @@ def coclustering(P, partition=None, user_ids=None, max_labels: int = 40) -> byte
     ax.set_xlabel("user (ordered by the point partition)" if partition is not None else "user")
     ax.set_title("co-clustering of users")
     return _png(fig)
+
+
+def clusters(x, z, workers, max_points: int = 5000) -> bytes:
+    """Clustering from links (SCDC): the latent points x (their first two dimensions, or the two
+    leading principal components when d > 2) coloured by cluster; the cluster sizes; each worker's
+    sensitivity α against specificity β."""
+    import matplotlib.pyplot as plt
+
+    x = np.asarray(x)[:max_points]
+    z = np.asarray(z)[:max_points]
+    if x.shape[1] > 2:
+        xc = x - x.mean(0)
+        x = xc @ np.linalg.svd(xc, full_matrices=False)[2][:2].T
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax[0].scatter(x[:, 0], x[:, 1], c=z, cmap="tab20", s=6)
+    ax[0].set_title("latent x by cluster")
+    vals, n = np.unique(z, return_counts=True)
+    order = np.argsort(-n)
+    ax[1].bar(np.arange(vals.size), n[order])
+    ax[1].set_xticks(np.arange(vals.size), [str(v) for v in vals[order]], fontsize=7)
+    ax[1].set_title("cluster sizes (clusters in use)")
+    ax[2].scatter(workers["beta"], workers["alpha"], s=12 + 2 * np.sqrt(workers["annotations"]))
+    ax[2].set_xlabel("specificity β")
+    ax[2].set_ylabel("sensitivity α")
+    ax[2].set_xlim(0, 1.02)
+    ax[2].set_ylim(0, 1.02)
+    ax[2].set_title("workers (size: annotations)")
+    return _png(fig)
+

@@ -59,8 +59,11 @@ def _settings(post, dt, extra):
            "draws": f"{dt.posterior.sizes['chain']} chain(s) × {dt.posterior.sizes['draw']}"
            + ("" if ck.is_mcmc(dt) else " (independent draws of the approximate posterior)")}
     d = post.data
-    out["data"] = (f"{d.n_pairs} labels, {d.n_items} items"
-                   + (f", {d.n_users} users" if d.users is not None else ""))
+    if hasattr(d, "n_pairs"):
+        out["data"] = (f"{d.n_pairs} labels, {d.n_items} items"
+                       + (f", {d.n_users} users" if d.users is not None else ""))
+    else:  # links
+        out["data"] = f"{d.n_annotations} annotations, {d.n_items} items, {d.n_workers} workers"
     if dataclasses.is_dataclass(model):
         for f in dataclasses.fields(model):
             out[f"model.{f.name}"] = getattr(model, f.name)
@@ -111,6 +114,13 @@ def _figures(post, dt, checks) -> dict:
     co = _coclustering(post)
     if co is not None:
         figs[co[0]] = co[1]
+    if hasattr(post, "workers") and hasattr(post, "x_mean"):  # clustering from links (SCDC)
+        try:
+            figs["Clusters: the latent points by cluster, the clusters in use, the workers' "
+                 "reliabilities"] = plots.clusters(post.x_mean.numpy(), post.predict().to_numpy(),
+                                                   post.workers())
+        except Exception as err:  # a plot must not sink the report
+            figs[f"(cluster plot unavailable: {err})"] = None
     return {k: v for k, v in figs.items() if v is not None}
 
 

@@ -2,9 +2,9 @@
 
 posterior: ``n_clusters`` (clusters with an item, per draw of every item's cluster from its cluster
 probabilities), ``alpha`` and ``beta`` (draw, worker) (Beta draws for BayesSCDC; SCDC's point
-estimates repeated); log-likelihood and replicated labels per annotation from the two-coin model
-(Eq. 1) under the drawn clusters. Cluster labels are not identified, so no per-cluster variable is
-kept; an optimisation group carries the ELBO per epoch.
+estimates repeated); log-likelihood and replicated labels ``y`` per annotation (1 must-link) from
+the two-coin model (Eq. 1) under the drawn clusters. Cluster labels are not identified, so no
+per-cluster variable is kept; an optimisation group carries the ELBO per epoch.
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
 
     coords = {"item": np.asarray(d.item_ids), "worker": np.asarray(d.worker_ids)[:alpha.shape[1]],
               "annotation": np.arange(d.n_annotations)}
-    dims = {"alpha": ["worker"], "beta": ["worker"], "L": ["annotation"]}
+    dims = {"alpha": ["worker"], "beta": ["worker"], "y": ["annotation"]}
     groups = {"posterior": {"n_clusters": one_chain(n_clusters), "alpha": one_chain(alpha),
                             "beta": one_chain(beta)},
-              "posterior_predictive": {"L": one_chain(L_rep)}, "log_likelihood": {"L": one_chain(loglik)},
-              "observed_data": {"L": d.same.astype(np.int64)}}
+              "posterior_predictive": {"y": one_chain(L_rep)}, "log_likelihood": {"y": one_chain(loglik)},
+              "observed_data": {"y": d.same.astype(np.int64)}}
     return finish(post, groups, coords, dims, "annotation", identified="n_clusters alpha beta")
