@@ -98,7 +98,7 @@ def test_workers_reliabilities_recovered_with_clusters_unknown(blobs):
     assert np.corrcoef(wk["weight"], true_w)[0, 1] > 0.9
 
 
-def test_pinwheel_with_annotations_is_clustered(blobs):
+def test_pinwheel_with_annotations_is_clustered():
     """The paper's pinwheel (500 points, 100 annotated, 20 workers × 49 pairs, α = β = 0.9), small
     networks: Hungarian accuracy ≥ 0.9 (the paper: BayesSCDC 96.6 %)."""
     data, truth = cz.simulate_links(seed=0)
@@ -107,6 +107,34 @@ def test_pinwheel_with_annotations_is_clustered(blobs):
     acc = hungarian_accuracy(truth["labels"], post.predict().to_numpy())
     print(f"pinwheel accuracy {acc:.3f}, clusters in use {len(post.clusters_in_use())}")
     assert acc >= 0.9
+
+
+def test_another_guide_trains_through_the_pyro_program(blobs):
+    """guide=: a Pyro guide of z and x with a constrained parameter of its own (a positive
+    temperature on q(z | o)) is trained by Trace_ELBO on scdc_model: its parameter moves and the
+    clusters it gives beat chance."""
+    import pyro
+    import pyro.distributions as dist
+    from pyro import poutine
+    from torch.distributions import constraints
+
+    data, _, _, _ = blobs
+
+    def tempered_guide(batch, nets, g):
+        pyro.module("scdc", nets)
+        temp = pyro.param("temp", torch.tensor(2.0), constraint=constraints.positive)
+        B = batch.O.shape[0]
+        with pyro.plate("items", B), poutine.scale(scale=batch.item_scale), \
+                poutine.mask(mask=torch.arange(B) < batch.n_uniform):
+            z = pyro.sample("z", dist.Categorical(logits=nets.z_logits(batch.O) / temp))
+            m, s = nets.x_params(batch.O, torch.nn.functional.one_hot(z, nets.K).float())
+            pyro.sample("x", dist.Normal(m, s).to_event(1))
+
+    post = cz.fit(cz.SCDC(n_clusters=3, latent_dim=2, hidden=(16,)), data, guide=tempered_guide,
+                  n_epochs=40, batch_size=50, progress_bar=False, seed=0)
+    assert abs(float(pyro.param("temp")) - 2.0) > 1e-3
+    assert post.settings["guide"] == "tempered_guide"
+    assert hungarian_accuracy(data.labels, post.predict().to_numpy()) > 0.5
 
 
 def test_posterior_api_save_load_and_arviz(blobs, tmp_path):

@@ -212,8 +212,12 @@ class _Joint(_Rule):
     when its members change); scoring u costs one EP fit per community, so this rule is for small
     problems and for checking the marginal rule."""
 
-    def start(self, z, cache_size):
-        self.cache, self.cache_size = {}, cache_size
+    def __init__(self, setup, data, ep, cache_size):
+        super().__init__(setup, data, ep)
+        self.cache_size = cache_size
+
+    def start(self, z):
+        self.cache = {}
         self.comms = {int(c): self.fit(tuple(np.flatnonzero(z == c).tolist())) for c in np.unique(z)}
 
     def fit(self, members):
@@ -279,7 +283,7 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
     is kept; ``n_chains`` chains from independent CRP-prior initialisations; ``membership``
     "marginal" (the paper's product of per-label predictive probabilities) or "joint" (the EP
     evidence ratio); ``damping``, ``ep_max_iter``, ``ep_tol`` for each community's EP;
-    ``cache_size`` community fits kept (by member set) before the cache is emptied.
+    ``cache_size`` community fits the joint rule keeps (by member set) before emptying its cache.
     """
     if membership not in ("marginal", "joint"):
         raise DataError(f"membership: expected 'marginal' or 'joint', got {membership!r}")
@@ -296,15 +300,15 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
     a_l, b_l = (None, None) if prior is None else (float(prior.concentration), float(prior.rate))
     kept, trace_k, trace_lam = [], np.zeros((n_chains, n_sweeps), np.int64), np.zeros((n_chains, n_sweeps))
     ep = dict(damping=damping, max_iter=ep_max_iter, tol=ep_tol)
+    joint = membership == "joint"
     with progress(n_sweeps * n_chains, "dpm gibbs", progress_bar) as bar:
         for chain in range(n_chains):
             rng = np.random.default_rng([int(seed), chain])
             lam = float(model.concentration)
             z = _crp_draw(rng, U, lam)
-            rule = _Joint(setup, data, ep) if membership == "joint" else _Marginal(setup, data, ep)
-            rule.start(z, cache_size) if membership == "joint" else rule.start(z)
-            counts = dict(zip(*np.unique(z, return_counts=True)))
-            counts = {int(c): int(n) for c, n in counts.items()}
+            rule = _Joint(setup, data, ep, cache_size) if joint else _Marginal(setup, data, ep)
+            rule.start(z)
+            counts = {int(c): int(n) for c, n in zip(*np.unique(z, return_counts=True))}
             next_id = int(z.max()) + 1
             for sweep in range(n_sweeps):
                 for u in rng.permutation(U).tolist():

@@ -30,14 +30,6 @@ from .posterior import SCDCPosterior, encode_items
 ADVICE = "a smaller lr (e.g. 3e-4), a larger batch_size, or likelihood='gaussian' for unscaled data"
 
 
-def check_links(data):
-    from ...data.links import LinkData
-
-    if not isinstance(data, LinkData):
-        raise DataError(f"data: expected a crowdzoo.LinkData, got {type(data).__name__} "
-                        "(build one with LinkData.from_arrays or .from_frame)")
-
-
 class LinkTensors(NamedTuple):
     """A LinkData's arrays as tensors: observations (float32) and the annotations."""
 
@@ -84,7 +76,6 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
     replacing the amortised one (``num_particles`` samples per step); ``device`` "cpu" or "cuda".
     Warns (ConvergenceWarning) when the last tenth of the epochs still improved the ELBO by more than
     1 %."""
-    check_links(data)
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
@@ -106,8 +97,8 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
         if guide is not None:  # a user guide's params appear in Pyro's store on its first call
             first = next(batches(t, batch_size, annotation_batch, torch.Generator().manual_seed(0), device))
             loss_fn(first, nets, g, gen)
-            params += [p for p in pyro.get_param_store().values()
-                       if all(p is not q for q in params + list(g))]
+            ours = {id(p) for p in params}
+            params += [p for _, p in pyro.get_param_store().named_parameters() if id(p) not in ours]
         opt = torch.optim.Adam([{"params": params, "lr": lr}, {"params": list(g), "lr": lr_globals}])
         trace = np.empty(n_epochs)
         with progress(n_epochs, "scdc svi", progress_bar) as bar:
