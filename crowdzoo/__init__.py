@@ -23,7 +23,17 @@ if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and
         split_pairs,
         split_users,
     )
-    from .models import GPPL, SCDC, BradleyTerry, CollabGP, CrowdBTGP, CrowdGPPL, DPMCommunities, GPPLPerUser
+    from .models import (
+        GPPL,
+        SCDC,
+        BayesSCDC,
+        BradleyTerry,
+        CollabGP,
+        CrowdBTGP,
+        CrowdGPPL,
+        DPMCommunities,
+        GPPLPerUser,
+    )
     from .zoo import ZOO, fit, load
 
 __version__ = "0.1.0"
@@ -33,6 +43,7 @@ _LAZY = {
     "simulate_gppl": ".data", "split_each_user": ".data", "split_pairs": ".data", "split_users": ".data",
     "GPPL": ".models", "BradleyTerry": ".models", "CollabGP": ".models", "CrowdBTGP": ".models",
     "CrowdGPPL": ".models", "GPPLPerUser": ".models", "DPMCommunities": ".models", "SCDC": ".models",
+    "BayesSCDC": ".models",
     "LinkData": ".data", "simulate_links": ".data", "digits_links": ".data",
     "ZOO": ".zoo", "fit": ".zoo", "load": ".zoo",
 }
@@ -68,5 +79,5 @@ def report(posterior, path, **kwargs):
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
            "NumericalError", "ConvergenceWarning", "DataWarning", "fit", "load", "GPPL", "CrowdGPPL",
            "GPPLPerUser", "CrowdBTGP", "CollabGP", "BradleyTerry", "ZOO", "simulate_collab",
-           "split_each_user", "report", "DPMCommunities", "SCDC", "LinkData", "simulate_links",
+           "split_each_user", "report", "DPMCommunities", "SCDC", "BayesSCDC", "LinkData", "simulate_links",
            "digits_links"]

@@ -127,6 +127,11 @@ ZOO: tuple[Entry, ...] = (
           "crowdzoo.models.scdc.posterior:SCDCPosterior", paper="Luo, Tian, Shi, Zhu & Zhang 2018 §2",
           summary="clusters of items from observations and noisy crowd links (deep generative "
                   "model, two-coin workers)"),
+    Entry("bayesscdc", "crowdzoo.models.scdc.bayes:BayesSCDC", "links",
+          {"natgrad": "crowdzoo.models.scdc.natgrad:fit_natgrad"},
+          "crowdzoo.models.scdc.posterior:SCDCPosterior", paper="Luo, Tian, Shi, Zhu & Zhang 2018 §3",
+          summary="SCDC with conjugate priors: structured VI, message passing with the crowd's links, "
+                  "clusters switched off, Beta workers"),
 )
 
 

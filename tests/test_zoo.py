@@ -42,7 +42,7 @@ def links():
 
 
 # tiny settings per route: enough to exercise every code path in seconds
-FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False),
+FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False, n_epochs=3),
         "svi": dict(num_steps=15, n_draws=12, n_epochs=3),
         "nuts": dict(num_samples=8, warmup_steps=8, num_chains=1, jit_compile=False),
         "ep": dict(max_iter=4), "map": dict(max_iter=50),
@@ -52,7 +52,8 @@ MODELS_FAST = {"gppl": lambda: cz.GPPL(),
                "collabgp": lambda: cz.CollabGP(n_latent=2), "bradley-terry": lambda: cz.BradleyTerry(),
                "gppl-per-user": lambda: cz.GPPLPerUser(n_inducing=5),
                "crowdbt-gp": lambda: cz.CrowdBTGP(n_inducing=5), "dpm": lambda: cz.DPMCommunities(),
-               "scdc": lambda: cz.SCDC(n_clusters=4, latent_dim=2, hidden=(8,))}
+               "scdc": lambda: cz.SCDC(n_clusters=4, latent_dim=2, hidden=(8,)),
+               "bayesscdc": lambda: cz.BayesSCDC(n_clusters=4, latent_dim=2, hidden=(8,))}
 ROUTES = [(e.name, m) for e in zoo.ZOO for m in e.routes]
 
 

@@ -8,8 +8,9 @@ from .collabgp.model import CollabGP, collabgp_model
 from .crowdgppl.model import CrowdGPPL, CrowdSetup, crowdgppl_model
 from .dpm.model import DPMCommunities
 from .gppl.model import GPPL, GPPLSetup, gppl_model
+from .scdc.bayes import BayesSCDC
 from .scdc.model import SCDC
 
 __all__ = ["BradleyTerry", "CollabGP", "collabgp_model", "CrowdBTGP", "GPPL", "GPPLPerUser", "GPPLSetup",
            "gppl_model", "CrowdGPPL", "CrowdSetup", "crowdgppl_model", "DPMCommunities",
-           "SCDC"]
+           "SCDC", "BayesSCDC"]

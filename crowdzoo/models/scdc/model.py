@@ -66,29 +66,13 @@ class SCDC:
     worker_init: float = 0.8
 
     def __post_init__(self):
-        for name in ("n_clusters", "latent_dim"):
-            v = getattr(self, name)
-            if int(v) != v or v < 1:
-                raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
-        self.hidden = tuple(int(h) for h in self.hidden)
-        if any(h < 1 for h in self.hidden):
-            raise DataError(f"hidden: layer widths must be ≥ 1, got {self.hidden}")
-        if self.likelihood not in ("auto", "bernoulli", "gaussian"):
-            raise DataError("likelihood: expected 'auto', 'bernoulli' or 'gaussian', got "
-                            f"{self.likelihood!r}")
+        check_architecture(self)
         if not 0.5 < float(self.worker_init) < 1.0:
             raise DataError(f"worker_init: expected a value in (0.5, 1), got {self.worker_init!r}")
 
     def setup(self, data, seed: int = 0) -> SCDCSetup:
         """The observation likelihood and dimension for ``data`` (a LinkData)."""
-        O = data.O
-        lik = self.likelihood
-        if lik == "auto":
-            lik = "bernoulli" if (O.min() >= 0.0 and O.max() <= 1.0) else "gaussian"
-        elif lik == "bernoulli" and (O.min() < 0.0 or O.max() > 1.0):
-            raise DataError("likelihood: 'bernoulli' needs observations in [0, 1]; got values in "
-                            f"[{O.min():g}, {O.max():g}] (rescale O, or use likelihood='gaussian')")
-        return SCDCSetup(likelihood=lik, n_features=int(O.shape[1]))
+        return observation_setup(self.likelihood, data.O)
 
     def networks(self, setup: SCDCSetup, seed: int = 0, state: dict | None = None) -> Networks:
         """The encoder and decoder (:class:`Networks`), initialised from ``seed`` or loaded from
@@ -126,10 +110,7 @@ class Networks(nn.Module):
 
     def obs_dist(self, x):
         """p(o | x) as a distribution over the D observed values (event dim 1)."""
-        out = self.decoder(x)
-        if self.likelihood == "bernoulli":  # grey levels in [0, 1] as Bernoulli "probabilities" (−BCE)
-            return dist.Bernoulli(logits=out, validate_args=False).to_event(1)
-        return dist.Normal(out, self.log_scale.exp()).to_event(1)
+        return observation_dist(self.decoder(x), self.log_scale, self.likelihood)
 
 
 def mlp(sizes):
@@ -140,6 +121,40 @@ def mlp(sizes):
         if i < len(sizes) - 2:
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
+
+
+def check_architecture(model) -> None:
+    """The checks SCDC and BayesSCDC share: K, d ≥ 1, layer widths ≥ 1, a known likelihood."""
+    for name in ("n_clusters", "latent_dim"):
+        v = getattr(model, name)
+        if int(v) != v or v < 1:
+            raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
+    model.hidden = tuple(int(h) for h in model.hidden)
+    if any(h < 1 for h in model.hidden):
+        raise DataError(f"hidden: layer widths must be ≥ 1, got {model.hidden}")
+    if model.likelihood not in ("auto", "bernoulli", "gaussian"):
+        raise DataError("likelihood: expected 'auto', 'bernoulli' or 'gaussian', got "
+                        f"{model.likelihood!r}")
+
+
+def observation_setup(likelihood: str, O) -> SCDCSetup:
+    """The observation likelihood ("auto": Bernoulli when every value of ``O`` lies in [0, 1]) and
+    the observations' dimension."""
+    if likelihood == "auto":
+        likelihood = "bernoulli" if (O.min() >= 0.0 and O.max() <= 1.0) else "gaussian"
+    elif likelihood == "bernoulli" and (O.min() < 0.0 or O.max() > 1.0):
+        raise DataError("likelihood: 'bernoulli' needs observations in [0, 1]; got values in "
+                        f"[{O.min():g}, {O.max():g}] (rescale O, or use likelihood='gaussian')")
+    return SCDCSetup(likelihood=likelihood, n_features=int(O.shape[1]))
+
+
+def observation_dist(out, log_scale, likelihood: str):
+    """p(o | x) from the decoder's output ``out`` as a distribution over the D observed values (event
+    dim 1): Bernoulli logits (grey levels in [0, 1] as Bernoulli "probabilities", i.e. −BCE), or
+    Gaussian means with a learned log-scale per dimension."""
+    if likelihood == "bernoulli":
+        return dist.Bernoulli(logits=out, validate_args=False).to_event(1)
+    return dist.Normal(out, log_scale.exp()).to_event(1)
 
 
 class SCDCSetup(NamedTuple):
@@ -194,7 +209,7 @@ def scdc_model(batch: Batch, nets: Networks, g: Globals):
     the uniform sample are masked out of the item terms: their z only feed the annotations."""
     pyro.module("scdc", nets)
     B = batch.O.shape[0]
-    uniform = torch.arange(B) < batch.n_uniform
+    uniform = torch.arange(B, device=batch.O.device) < batch.n_uniform
     with pyro.plate("items", B), poutine.scale(scale=batch.item_scale), poutine.mask(mask=uniform):
         z = pyro.sample("z", dist.Categorical(logits=g.pi_logits))
         x = pyro.sample("x", dist.Normal(g.mu[z], g.log_sigma[z].exp()).to_event(1))
@@ -208,7 +223,7 @@ def scdc_guide(batch: Batch, nets: Networks, g: Globals):
     """The amortised guide q(z | o) q(x | o, z) (module docstring)."""
     pyro.module("scdc", nets)
     B = batch.O.shape[0]
-    uniform = torch.arange(B) < batch.n_uniform
+    uniform = torch.arange(B, device=batch.O.device) < batch.n_uniform
     with pyro.plate("items", B), poutine.scale(scale=batch.item_scale), poutine.mask(mask=uniform):
         z = pyro.sample("z", dist.Categorical(logits=nets.z_logits(batch.O)))
         m, s = nets.x_params(batch.O, torch.nn.functional.one_hot(z, nets.K).to(batch.O.dtype))
@@ -224,9 +239,9 @@ def elbo(batch: Batch, nets: Networks, g: Globals, generator=None):
     log_q = torch.log_softmax(logits, -1)  # (B, K)
     q = log_q.exp()
     n = batch.n_uniform
-    eye = torch.eye(K, dtype=O.dtype)
+    eye = torch.eye(K, dtype=O.dtype, device=O.device)
     m, s = nets.x_params(O[:n, None, :], eye)  # (n, K, d)
-    eps = torch.randn(m.shape, generator=generator, dtype=m.dtype)
+    eps = torch.randn(m.shape, generator=generator, dtype=m.dtype).to(m.device)  # a CPU generator
     x = m + s * eps
     log_px = dist.Normal(g.mu, g.log_sigma.exp()).log_prob(x).sum(-1)  # (n, K)
     log_qx = dist.Normal(m, s).log_prob(x).sum(-1)
@@ -241,5 +256,5 @@ def elbo(batch: Batch, nets: Networks, g: Globals, generator=None):
     return total, q
 
 
-__all__ = ["SCDC", "SCDCSetup", "Networks", "Globals", "Batch", "scdc_model", "scdc_guide", "elbo",
-           "two_coin_loglik", "init_globals"]
+__all__ = ["SCDC", "SCDCSetup", "Networks", "check_architecture", "observation_setup", "observation_dist",
+           "Globals", "Batch", "scdc_model", "scdc_guide", "elbo", "two_coin_loglik", "init_globals"]

@@ -44,7 +44,9 @@ class SCDCPosterior(Posterior):
     Attributes (besides :class:`~crowdzoo.core.posterior.Posterior`'s): ``cluster_probs`` (N, K),
     ``x_mean`` (N, d), ``pi`` (K,), ``mu`` (K, d), ``cov`` (K, d, d), ``alpha``, ``beta`` (W,),
     ``alpha_post``, ``beta_post`` (W, 2) Beta parameters or None, ``net_state`` the networks'
-    weights."""
+    weights, ``conjugate`` BayesSCDC's q(π) q(μ, Σ) q(α) q(β) (the fields of
+    :class:`~crowdzoo.models.scdc.bayes.Conjugate`) or None. For BayesSCDC ``cov`` is the mode of
+    q(Σ_k), S_k / (ν_k + d + 1) (its mean is undefined for clusters left at the prior's ν₀ < d + 1)."""
 
     cluster_probs: torch.Tensor
     x_mean: torch.Tensor
@@ -56,6 +58,7 @@ class SCDCPosterior(Posterior):
     net_state: dict
     alpha_post: torch.Tensor | None = None
     beta_post: torch.Tensor | None = None
+    conjugate: dict | None = None
 
     # ------------------------------------------------------------------ clusters
     def _index(self):
@@ -66,7 +69,6 @@ class SCDCPosterior(Posterior):
         q(z | o) (without annotations) by row position."""
         if O is None:
             return pd.DataFrame(self.cluster_probs.numpy(), index=self._index())
-        nets = self.model.networks(self.setup, state=self.net_state)
         X = np.array(O, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.setup.n_features:
             raise DataError(f"O: expected shape (n, {self.setup.n_features}), got {X.shape}")
@@ -75,7 +77,13 @@ class SCDCPosterior(Posterior):
             r, c = bad[0]
             raise DataError(f"O: row {r}, column {c}: {X[r, c]} is not finite")
         with torch.no_grad():
-            q, _ = encode_items(nets, torch.as_tensor(X, dtype=DTYPE))
+            O = torch.as_tensor(X, dtype=DTYPE)
+            if self.method == "natgrad":
+                from .natgrad import encode_new
+
+                q, _ = encode_new(self.model, self, O)
+            else:
+                q, _ = encode_items(self.model.networks(self.setup, state=self.net_state), O)
         return pd.DataFrame(q.double().numpy())
 
     def predict(self, O=None) -> pd.Series:

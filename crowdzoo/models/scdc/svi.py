@@ -148,7 +148,7 @@ def _trace_loss(guide, num_particles):
     return loss
 
 
-def _warn_unconverged(trace):
+def _warn_unconverged(trace, what="scdc svi", bound="ELBO"):
     n = len(trace)
     k = max(n // 10, 1)
     if n < 2 * k:
@@ -156,5 +156,5 @@ def _warn_unconverged(trace):
     before, last = trace[-2 * k:-k].mean(), trace[-k:].mean()
     if last - before > 0.01 * abs(before):
         rise = 100 * (last - before) / abs(before)
-        warnings.warn(f"scdc svi: the ELBO still rose by {rise:.1f} % over the last tenth of "
+        warnings.warn(f"{what}: the {bound} still rose by {rise:.1f} % over the last tenth of "
                       "the epochs; raise n_epochs", ConvergenceWarning, stacklevel=3)

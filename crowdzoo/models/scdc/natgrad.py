@@ -1,0 +1,228 @@
+"""BayesSCDC's route (Luo et al. 2018, Algorithm 1): per mini-batch, the recognition potentials (Eq. 9),
+local message passing (Eq. 12 and 14, with the annotations' messages), a natural-gradient step on the
+conjugate globals (Eq. 17) and an Adam step on the networks along the reparameterised gradient of J
+(Eq. 16), whose local part is differentiated through the message passing.
+
+A step takes a uniform mini-batch of ``batch_size`` items and, independently, ``annotation_batch``
+annotations drawn uniformly with replacement; the annotations' endpoints, each once, form the
+subgraph on which messages pass (the paper's stochastic approximation: "sample annotated data pairs
+uniformly ... form a subsample of the relational model, and do local message passing"). The uniform
+rows give the mixture's statistics (× N / batch), the annotations the workers' (× A / annotations).
+After training every item's q*(z) is the local optimum on the whole annotation graph.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ...core.seeds import isolated
+from ...errors import DataError, NumericalError
+from ...inference.common import check_finite, progress, summary
+from ...inference.natgrad import rho
+from .bayes import (
+    F64,
+    Conjugate,
+    Stats,
+    conjugate_update,
+    expected,
+    item_stats,
+    kl_globals,
+    local_step,
+    local_terms,
+    natgrad_step,
+    relational_weights,
+    sample_x,
+    worker_stats,
+)
+from .model import DTYPE, Batch
+from .posterior import SCDCPosterior
+from .svi import _warn_unconverged, link_tensors
+
+ADVICE = ("a smaller lr (e.g. 3e-4), a larger step_delay (slower early natural-gradient steps), or "
+          "likelihood='gaussian' for unscaled data")
+_CHUNK = 4096
+
+
+def batches(t, batch_size, annotation_batch, generator, device):
+    """One epoch of :class:`~.model.Batch` es: a permutation of the items in chunks of ``batch_size``,
+    each followed by the distinct endpoints of ``annotation_batch`` annotations drawn with replacement
+    (``li``, ``lj`` index those rows)."""
+    N, A = t.O.shape[0], t.i.shape[0]
+    perm = torch.randperm(N, generator=generator)
+    none = torch.zeros(0, dtype=torch.long)
+    for lo in range(0, N, batch_size):
+        items = perm[lo:lo + batch_size]
+        n = items.shape[0]
+        if A and annotation_batch:
+            ann = torch.randint(A, (annotation_batch,), generator=generator)
+            ends, inv = torch.unique(torch.cat([t.i[ann], t.j[ann]]), return_inverse=True)
+            b = ann.shape[0]
+            li, lj = n + inv[:b], n + inv[b:]
+        else:
+            ann, ends, li, lj, b = none, none, none, none, 0
+        rows = torch.cat([items, ends])
+        yield Batch(t.O[rows].to(device), n, li.to(device), lj.to(device), t.w[ann].to(device),
+                    t.L[ann].to(device, F64), N / n, A / b if b else 0.0)
+
+
+def init_conjugate(model, n_workers: int, generator, device) -> Conjugate:
+    """The authors' starting q: Dirichlet a_k = 1 + U(0, 1), NIW κ = 1, ν = d + 1, S = (d + 1) I,
+    m_k ~ N(0, 9 I), and Beta(10, 1) for every α_m, β_m (reliable workers)."""
+    K, d = model.n_clusters, model.latent_dim
+    kw = dict(dtype=F64)
+    q = Conjugate(1 + torch.rand(K, generator=generator, **kw), torch.ones(K, **kw),
+                  3 * torch.randn(K, d, generator=generator, **kw),
+                  (d + 1.0) * torch.eye(d, **kw).repeat(K, 1, 1),
+                  torch.full((K,), d + 1.0, **kw), torch.tensor([10.0, 1.0], **kw).repeat(n_workers, 1),
+                  torch.tensor([10.0, 1.0], **kw).repeat(n_workers, 1))
+    return Conjugate(*(x.to(device) for x in q))
+
+
+def kmeans_globals(model, nets, t, prior: Conjugate, q: Conjugate, seed: int, device) -> Conjugate:
+    """The mixture restarted from the data: k-means (K clusters) on the recognition network's latent
+    points h_n / λ_n, and the conjugate posterior of that hard assignment (the workers' q kept)."""
+    from sklearn.cluster import KMeans
+
+    with torch.no_grad():
+        h, lam = potentials(nets, t.O.to(device))
+    x = (h / lam).cpu()
+    K = min(model.n_clusters, x.shape[0])
+    z = KMeans(K, n_init=3, random_state=seed).fit(x.numpy()).labels_
+    phi = torch.nn.functional.one_hot(torch.as_tensor(z).long(), model.n_clusters).to(F64)
+    V = torch.diag_embed(1 / lam.cpu())
+    stats = Stats(phi.sum(0), phi.T @ x, torch.einsum("nk,nab->kab", phi, V + x[:, :, None] * x[:, None, :]),
+                  torch.zeros_like(q.alpha.cpu()), torch.zeros_like(q.beta.cpu()))
+    new = conjugate_update(Conjugate(*(v.cpu() for v in prior)), stats)
+    return Conjugate(*(v.to(device) for v in new))._replace(alpha=q.alpha, beta=q.beta)
+
+
+def step_objective(batch: Batch, nets, E, sweeps: int, generator=None):
+    """J of one mini-batch (Eq. 16, without the globals' KL) and what the global step needs: the local
+    optimum and each sampled annotation's P(same)."""
+    h, lam = nets.potentials(batch.O)
+    w, same, diff = relational_weights(E, batch.w, batch.L)
+    loc = local_step(E, h, lam, batch.li, batch.lj, w, sweeps)
+    n = batch.n_uniform
+    x_hat = sample_x(loc, generator)[:n]
+    log_po = nets.obs_dist(x_hat.to(DTYPE)).log_prob(batch.O[:n]).to(F64)
+    J = batch.item_scale * (log_po + local_terms(E, loc)[:n]).sum()
+    s = (loc.phi[batch.li] * loc.phi[batch.lj]).sum(-1)
+    if batch.L.shape[0]:
+        J = J + batch.ann_scale * (s * same + (1 - s) * diff).sum()
+    return J, loc, s
+
+
+def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 128,
+                annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float = 10.0,
+                forgetting_rate: float = 0.6, warmup: int | None = None, init: str = "kmeans",
+                device: str = "cpu", progress_bar: bool | None = None, setup=None) -> SCDCPosterior:
+    """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items.
+
+    ``batch_size`` items and ``annotation_batch`` annotations per step (default: the annotations
+    spread evenly over an epoch); Adam with ``lr`` for the networks; the globals' step size
+    ρ_t = (t + ``step_delay``)^(−``forgetting_rate``) (the Robbins–Monro schedule of crowdGPPL's
+    natgrad, Eq. 18 there); ``warmup`` epochs (default a quarter of ``n_epochs``) in which only the
+    networks learn, against the initial mixture, before the globals move — without it the mixture
+    collapses onto the untrained recognition network's output (on the pinwheel: 2 clusters in use,
+    accuracy 0.38; the paper's "bad initialisation"); ``init`` "kmeans" (after the warm-up the mixture
+    restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the authors'
+    random q throughout); ``device`` "cpu" or "cuda". Warns
+    (ConvergenceWarning) when the last tenth of the epochs still raised the bound by more than 1 %."""
+    for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
+        if int(v) != v or v < 1:
+            raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
+    if not 0.5 < forgetting_rate <= 1.0:
+        raise DataError(f"forgetting_rate: expected a value in (0.5, 1], got {forgetting_rate!r}")
+    if not step_delay >= 1.0:
+        raise DataError(f"step_delay: expected a value ≥ 1, got {step_delay!r}")
+    if device != "cpu" and not torch.cuda.is_available():
+        raise DataError(f"device: {device!r} requested but torch sees no GPU; use device='cpu'")
+    warmup = n_epochs // 4 if warmup is None else warmup
+    if init not in ("kmeans", "random"):
+        raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}")
+    if int(warmup) != warmup or not 0 <= warmup < n_epochs:
+        raise DataError(f"warmup: expected an integer in [0, n_epochs = {n_epochs}), got {warmup!r}")
+    N, A, W = data.n_items, data.n_annotations, max(data.n_workers, 1)
+    steps = math.ceil(N / batch_size)
+    annotation_batch = annotation_batch if annotation_batch is not None else math.ceil(A / steps)
+    with isolated(seed):
+        setup = setup or model.setup(data, seed=seed)
+        nets = model.networks(setup, seed=seed).to(device)
+        gen = torch.Generator().manual_seed(int(seed))
+        prior = model.prior(W, device)
+        q = init_conjugate(model, W, gen, device)
+        t = link_tensors(data)
+        opt = torch.optim.Adam(nets.parameters(), lr=lr)
+        trace = np.empty(n_epochs)
+        it = 0
+        with progress(n_epochs, "bayesscdc natgrad", progress_bar) as bar:
+            for epoch in range(n_epochs):
+                total, n_steps = 0.0, 0
+                if epoch == warmup and init == "kmeans":
+                    q = kmeans_globals(model, nets, t, prior, q, seed, device)
+                for batch in batches(t, batch_size, annotation_batch, gen, device):
+                    E = expected(q)
+                    try:
+                        J, loc, s = step_objective(batch, nets, E, model.sweeps, gen)
+                    except torch.linalg.LinAlgError as err:
+                        raise NumericalError(f"bayesscdc natgrad, epoch {epoch}: a local precision matrix is "
+                                             f"not positive definite ({err}). Try: {ADVICE}") from None
+                    check_finite(float(J.detach()), "the bound J", epoch, ADVICE)
+                    opt.zero_grad()
+                    (-J / N).to(DTYPE).backward()
+                    opt.step()
+                    with torch.no_grad():
+                        loc = loc._replace(**{k: v.detach() for k, v in loc._asdict().items()})
+                        n_k, sx, sxx = item_stats(loc, slice(0, batch.n_uniform), batch.item_scale)
+                        a_st, b_st = worker_stats(s.detach(), batch.w, batch.L, W, batch.ann_scale)
+                        target = conjugate_update(prior, Stats(n_k, sx, sxx, a_st, b_st))
+                        if epoch >= warmup:
+                            it += 1
+                            q = natgrad_step(q, target, rho(it, step_delay, forgetting_rate))
+                    total += float(J.detach())
+                    n_steps += 1
+                trace[epoch] = (total / n_steps - float(kl_globals(q, prior))) / N
+                bar.set_postfix(elbo=f"{trace[epoch]:.4g}")
+                bar.update()
+        summary(bar, f"bayesscdc natgrad: {n_epochs} epochs, final bound {trace[-1]:.6g}")
+        _warn_unconverged(trace, "bayesscdc natgrad", "bound")
+        with torch.no_grad():
+            loc = encode_all(nets, q, t, model.sweeps, device)
+    q = Conjugate(*(x.cpu() for x in q))
+    nets = nets.cpu()
+    d = model.latent_dim
+    return SCDCPosterior(
+        model=model, setup=setup, data=data, method="natgrad", trace={"elbo": trace},
+        settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
+                      lr=lr, step_delay=step_delay, forgetting_rate=forgetting_rate, warmup=warmup,
+                      init=init, device=device),
+        cluster_probs=loc.phi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(), mu=q.m,
+        cov=q.S / (q.nu + d + 1)[:, None, None],
+        alpha=q.alpha[:, 0] / q.alpha.sum(-1), beta=q.beta[:, 0] / q.beta.sum(-1),
+        alpha_post=q.alpha, beta_post=q.beta, conjugate=q._asdict(),
+        net_state={k: v.detach().cpu().clone() for k, v in nets.state_dict().items()})
+
+
+def potentials(nets, O):
+    """The recognition potentials (h, λ) of every row of ``O``, in chunks."""
+    out = [nets.potentials(O[lo:lo + _CHUNK]) for lo in range(0, O.shape[0], _CHUNK)]
+    return torch.cat([h for h, _ in out]), torch.cat([lam for _, lam in out])
+
+
+def encode_all(nets, q: Conjugate, t, sweeps: int, device):
+    """Every item's local optimum on the whole annotation graph (Eq. 12 and 14)."""
+    E = expected(q)
+    h, lam = potentials(nets, t.O.to(device))
+    w, _, _ = relational_weights(E, t.w.to(device), t.L.to(device, F64))
+    return local_step(E, h, lam, t.i.to(device), t.j.to(device), w, sweeps)
+
+
+def encode_new(model, post, O):
+    """q*(z) and E[x] of new observations ``O`` (a float tensor), without annotations."""
+    nets = model.networks(post.setup, state=post.net_state)
+    q = Conjugate(**post.conjugate)
+    h, lam = potentials(nets, O)
+    loc = local_step(expected(q), h, lam, sweeps=model.sweeps)
+    return loc.phi, loc.x
