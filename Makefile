@@ -36,6 +36,7 @@ bench: $(VENV)
 	$(PY) benchmarks/bench_crowd.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_collab.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_dpm.py --out docs/benchmarks.md
+	$(PY) benchmarks/bench_scdc.py --out docs/benchmarks.md
 
 lint: $(VENV)
 	.venv/bin/ruff check crowdzoo tests benchmarks

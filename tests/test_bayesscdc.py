@@ -262,3 +262,18 @@ def test_bad_settings_are_refused_naming_the_argument():
                      (dict(step_delay=0.0), "step_delay")):
         with pytest.raises(DataError, match=name):
             cz.fit(model, data, progress_bar=False, **kw)
+
+
+def test_messages_in_chunks_equal_one_pass_and_a_dense_sum():
+    """Eq. 14's relational term, summed in chunks of annotations (to bound memory on large graphs),
+    equals the dense sum W φ with W the symmetric matrix of the annotations' weights."""
+    from crowdzoo.models.scdc.bayes import messages
+
+    g = torch.Generator().manual_seed(0)
+    phi = torch.rand(50, 4, generator=g, dtype=F64)
+    li, lj = torch.randint(50, (300,), generator=g), torch.randint(50, (300,), generator=g)
+    w = torch.randn(300, generator=g, dtype=F64)
+    Wd = torch.zeros(50, 50, dtype=F64).index_put((li, lj), w, accumulate=True)
+    dense = (Wd + Wd.T) @ phi
+    torch.testing.assert_close(messages(phi, li, lj, w), dense)
+    torch.testing.assert_close(messages(phi, li, lj, w, chunk=7), dense)

@@ -246,12 +246,20 @@ def local_step(E: Expected, h, lam, li=None, lj=None, w=None, sweeps: int = 4) -
             break
         logits = E.log_pi + ell
         if li is not None and li.shape[0]:
-            msg = torch.zeros_like(logits)
-            msg = msg.index_add(0, li, w[:, None] * phi[lj]).index_add(0, lj, w[:, None] * phi[li])
-            logits = logits + msg
+            logits = logits + messages(phi, li, lj, w)
         log_phi = torch.log_softmax(logits, -1)
         phi = log_phi.exp()
     return Local(phi, log_phi, x, P_chol, ell)
+
+
+def messages(phi, li, lj, w, chunk: int = 65536):
+    """Σ_a E[w_a] φ_{n'} into each row n of the annotations a = (n, n') (Eq. 14's relational term), in
+    chunks of annotations so that the temporaries stay O(chunk · K) however many annotations there are."""
+    msg = torch.zeros_like(phi)
+    for lo in range(0, li.shape[0], chunk):
+        a, b, v = li[lo:lo + chunk], lj[lo:lo + chunk], w[lo:lo + chunk, None]
+        msg = msg.index_add(0, a, v * phi[b]).index_add(0, b, v * phi[a])
+    return msg
 
 
 def sample_x(loc: Local, generator=None):
@@ -333,5 +341,5 @@ def kl_niw(q: Conjugate, p: Conjugate) -> torch.Tensor:
 
 
 __all__ = ["BayesSCDC", "RecognitionNetworks", "Conjugate", "Expected", "Local", "Stats", "expected",
-           "local_step", "local_terms", "sample_x", "relational_weights", "expected_loglik", "item_stats",
-           "worker_stats", "conjugate_update", "natgrad_step", "kl_globals", "kl_niw"]
+           "local_step", "local_terms", "messages", "sample_x", "relational_weights", "expected_loglik",
+           "item_stats", "worker_stats", "conjugate_update", "natgrad_step", "kl_globals", "kl_niw"]
