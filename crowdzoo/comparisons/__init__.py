@@ -11,6 +11,7 @@ from . import (
     crowd_routes,
     dpm,
     gppl_routes,
+    scdc,
     simulation,
     sushi,
     synthetic_sushi,
@@ -29,7 +30,8 @@ REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "collabgp-active-synthetic": collabgp.active_synthetic,
             "collabgp-active-sushi": collabgp.active_sushi, "collabgp-evidence": collabgp.evidence,
             "collabgp-routes": collabgp.routes, "ukpconvarg-diagnostics": ukpconvarg_diagnostics,
-            "dpm-simulation": dpm, "dpm-sushi-a": sushi.dpm_sushi_a}
+            "dpm-simulation": dpm, "dpm-sushi-a": sushi.dpm_sushi_a,
+            "scdc-pinwheel": scdc.pinwheel, "scdc-digits": scdc.digits, "scdc-mnist": scdc.mnist}
 
 
 def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,
