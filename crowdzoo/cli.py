@@ -174,7 +174,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--executor", default=None,
                       help="a Dask scheduler address (e.g. tcp://host:8786); default: local processes")
     cmp_.add_argument("--data-dir", default=None,
-                      help="sushi-*: folder with Kamishima's Sushi files (not shipped: not redistributable)")
+                      help="sushi-*, dpm-sushi-a: folder with Kamishima's Sushi files; scdc-mnist: MNIST's "
+                           "training idx files and crowd_annotations_mnist.npy (neither is shipped)")
     cmp_.add_argument("--out", default=None, help="markdown file (the tidy CSV goes beside it)")
     rep = sub.add_parser("report", help="posterior diagnostic report of a run (HTML or Markdown)", **fmt)
     rep.add_argument("run_dir", help="a folder written by `crowdzoo fit` or `crowdzoo demo`")

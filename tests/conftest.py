@@ -40,3 +40,15 @@ def gaps(fits, problem):
     ref = heldout_probs(fits["nuts"], problem["test"])
     return {k: float(np.abs(heldout_probs(p, problem["test"]) - ref).mean())
             for k, p in fits.items() if k != "nuts"}
+
+
+@pytest.fixture(scope="session")
+def blob_links():
+    """Three well-separated 2-D blobs (150 points) and 5 MCVC workers × 2000 pairs with known α, β:
+    (data, alpha, beta)."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat([0, 1, 2], 50)
+    X = rng.normal(size=(150, 2)) * 0.4 + np.array([[0, 0], [4, 0], [0, 4]])[labels]
+    alpha, beta = np.array([0.95, 0.9, 0.85, 0.8, 0.7]), np.array([0.9, 0.95, 0.75, 0.85, 0.8])
+    df = cz.data.mcvc_workers(labels, 5, alpha, beta, n_pairs=2000, seed=0)
+    return cz.LinkData.from_frame(df, X, labels=labels), alpha, beta

@@ -207,15 +207,11 @@ def test_pinwheel_is_clustered_and_spare_clusters_are_switched_off(pinwheel):
     assert np.abs(wk["beta"] - 0.9).mean() < 0.1
 
 
-def test_workers_reliabilities_recovered_with_clusters_unknown():
+def test_workers_reliabilities_recovered_with_clusters_unknown(blob_links):
     """Three separated blobs, 5 MCVC workers × 2000 pairs: q(α_m), q(β_m)'s means within 0.05 of the
     simulated truth, and the truth inside the 99 % intervals for most workers."""
-    rng = np.random.default_rng(0)
-    labels = np.repeat([0, 1, 2], 50)
-    X = rng.normal(size=(150, 2)) * 0.4 + np.array([[0, 0], [4, 0], [0, 4]])[labels]
-    alpha, beta = np.array([0.95, 0.9, 0.85, 0.8, 0.7]), np.array([0.9, 0.95, 0.75, 0.85, 0.8])
-    df = cz.data.mcvc_workers(labels, 5, alpha, beta, n_pairs=2000, seed=0)
-    data = cz.LinkData.from_frame(df, X, labels=labels)
+    data, alpha, beta = blob_links
+    labels = data.labels
     post = cz.fit(cz.BayesSCDC(n_clusters=6, latent_dim=2, hidden=(32, 32)), data, n_epochs=150,
                   batch_size=50, progress_bar=False, seed=0)
     acc = hungarian_accuracy(labels, post.predict().to_numpy())

@@ -71,14 +71,9 @@ def test_two_coin_maximiser_is_the_closed_form_count():
 
 
 @pytest.fixture(scope="module")
-def blobs():
-    """Three well-separated 2-D blobs (150 points) and 5 MCVC workers × 2000 pairs: α, β known."""
-    rng = np.random.default_rng(0)
-    labels = np.repeat([0, 1, 2], 50)
-    X = rng.normal(size=(150, 2)) * 0.4 + np.array([[0, 0], [4, 0], [0, 4]])[labels]
-    alpha, beta = np.array([0.95, 0.9, 0.85, 0.8, 0.7]), np.array([0.9, 0.95, 0.75, 0.85, 0.8])
-    df = cz.data.mcvc_workers(labels, 5, alpha, beta, n_pairs=2000, seed=0)
-    data = cz.LinkData.from_frame(df, X, labels=labels)
+def blobs(blob_links):
+    """The blobs of conftest's ``blob_links``, fitted by SCDC: (data, posterior, α, β)."""
+    data, alpha, beta = blob_links
     post = cz.fit(cz.SCDC(n_clusters=6, latent_dim=2, hidden=(32, 32)), data, n_epochs=150, batch_size=50,
                   progress_bar=False, seed=0)
     return data, post, alpha, beta
