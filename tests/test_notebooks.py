@@ -22,9 +22,10 @@ def _run(script: Path, tmp_path: Path, fast: bool):
     return out.stdout
 
 
-def test_there_are_four_notebooks():
+def test_there_are_five_notebooks():
     assert {p.stem for p in NOTEBOOKS} == {"gppl_from_scratch", "crowdgppl_simulated_crowd",
-                                           "diagnosing_a_posterior", "communities_of_taste"}
+                                           "diagnosing_a_posterior", "communities_of_taste",
+                                           "clustering_with_a_noisy_crowd"}
 
 
 @pytest.mark.parametrize("script", NOTEBOOKS, ids=lambda p: p.stem)
