@@ -71,14 +71,23 @@ def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6
         if delta < tol and it > 1:
             break
     # final posterior and evidence with the final sites
-    mu, Sigma, v, C = site_posterior(L, H, tau, nu, HL)
+    mu, Sigma, v, _ = site_posterior(L, H, tau, nu, HL)
+    return mu, Sigma, tau, nu, float(ep_log_evidence(L, H, sgn, tau, nu, HL)), it
+
+
+def ep_log_evidence(L, H, sgn, tau, nu, HL=None):
+    """log Z_EP of prior N(0, L Lᵀ) and probit sites Φ(sgn_p h_pᵀ f) replaced by the rank-one Gaussian
+    sites (τ, ν) (R&W Eq. 3.65 with rank-one sites), as a differentiable function of L and H.
+
+    At an EP fixed point the sites are stationary points of log Z_EP, so with (τ, ν) held fixed the
+    gradient of this function with respect to the kernel's hyper-parameters (through L and H) is the
+    exact gradient of the EP evidence (Seeger 2005; R&W §5.5.2 for the Laplace analogue)."""
+    mu, _, v, C = site_posterior(L, H, tau, nu, HL)
     eta = H.T @ nu
     m = H @ mu
     v_cav = 1.0 / (1.0 / v - tau)
     m_cav = v_cav * (m / v - nu)
     zi = sgn * m_cav / torch.sqrt(1.0 + v_cav)
-    log_Zhat = log_ndtr(zi)
-    log_C = (log_Zhat + 0.5 * torch.log1p(v_cav * tau)
+    log_C = (log_ndtr(zi) + 0.5 * torch.log1p(v_cav * tau)
              - 0.5 * (nu + m_cav / v_cav) ** 2 / (tau + 1.0 / v_cav) + 0.5 * m_cav ** 2 / v_cav)
-    log_Z = log_C.sum() - 0.5 * logdet_from_chol(C) + 0.5 * eta @ mu
-    return mu, Sigma, tau, nu, float(log_Z), it
+    return log_C.sum() - 0.5 * logdet_from_chol(C) + 0.5 * eta @ mu

@@ -13,25 +13,35 @@ The inverse scale s is **integrated over a grid** by default: the EP evidence Z_
 Eq. 3.65 generalised to rank-one sites) times the prior p(s) weights one Gaussian per grid value,
 and the posterior is their mixture. ``s_mode="max"`` instead keeps the single grid value that
 maximises the EP evidence (type-II maximum likelihood).
+
+``learn_kernel=True`` first maximises log Z_EP(ℓ, s) + log p(s) over the log length-scales ℓ (ARD)
+and log s by L-BFGS, from the median heuristic (Eq. 26) and the prior's mean of s, rerunning EP
+(warm-started) at every evaluation. At the EP fixed point the gradient with the sites held fixed is
+the exact gradient of the evidence (:func:`~crowdzoo.inference.ep.ep_log_evidence`). The grid over s
+then runs with the learned length-scales, which the posterior's model carries (the crowdGPPL paper
+fixes them and names learning them as future work, §6).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import torch
 
 from ...core.seeds import isolated
+from ...errors import DataError
 from ...gp.conditional import probit_rows
-from ...gp.linalg import DTYPE
+from ...gp.linalg import DTYPE, cholesky
 from ...inference.common import label_tensors
-from ...inference.ep import ep_fixed_s
+from ...inference.ep import ep_fixed_s, ep_log_evidence
 from .posterior import GPPLPosterior
 
 
 def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 25,
            s_range=None, damping: float = 0.5, max_iter: int = 200, tol: float = 1e-6,
-           min_weight: float = 1e-6, setup=None, progress_bar=None) -> GPPLPosterior:
+           min_weight: float = 1e-6, learn_kernel: bool = False, kernel_iter: int = 50, setup=None,
+           progress_bar=None) -> GPPLPosterior:
     """Fit GPPL by EP, integrating s over ``n_grid`` log-spaced values (``s_mode="integrate"``)
     or keeping the evidence-maximising one (``s_mode="max"``).
 
@@ -40,9 +50,13 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
     """
     if s_mode not in ("integrate", "max"):
         raise ValueError(f"s_mode: expected 'integrate' or 'max', got {s_mode!r}")
-    setup = setup or model.setup(data, seed=seed)
     a, b, y = label_tensors(data)
     sgn = 2.0 * y - 1.0
+    learned = {}
+    if learn_kernel:
+        model, learned = learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter)
+        setup = None
+    setup = setup or model.setup(data, seed=seed)
     prior = setup.s_prior
     if s_range is None:
         with isolated(seed):  # the caller's RNG is left as it was
@@ -79,4 +93,47 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
         trace={"s_grid": grid.numpy(), "log_evidence": logZ_t.numpy(),
                "log_weight": logw_t.numpy(), "iterations": np.asarray(iters)},
         settings=dict(seed=seed, s_mode=s_mode, n_grid=n_grid, s_range=(lo, hi), damping=damping,
-                      max_iter=max_iter, tol=tol))
+                      max_iter=max_iter, tol=tol, learn_kernel=learn_kernel, **learned))
+
+
+def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter):
+    """(the model with the learned length-scales, what was learned): the maximum of
+    log Z_EP(ℓ, s) + log p(s) over (log ℓ, log s) by L-BFGS (module docstring)."""
+    from ...gp.kernels import Kernel
+
+    named = isinstance(model.kernel, str) or (isinstance(model.kernel, Kernel)
+                                              and model.kernel.lengthscale is None)
+    if not named or np.asarray(data.item_features).shape[1] == 0:
+        raise DataError("learn_kernel: needs a named kernel ('se', 'matern32') whose length-scales the "
+                        "model sets, on items with features; pass kernel='se' or kernel='matern32', or "
+                        "learn_kernel=False")
+    base = model.setup(data, seed=seed)
+    ell0 = base.kernel.lengthscale
+    prior = model.prior_s()
+    theta = torch.cat([torch.log(ell0), torch.log(prior.mean.reshape(1))]).detach().requires_grad_()
+    sites = {"tau": None, "nu": None}
+    inducing = base.Z if not base.exact else None
+
+    def neg_log_evidence():
+        ell, s = theta[:-1].exp(), theta[-1].exp()
+        setup = dataclasses.replace(model, lengthscale=ell).setup(data, seed=seed, inducing=inducing)
+        K, H = setup.K_mm / s, probit_rows(setup, a, b, s)
+        with torch.no_grad():
+            _, _, tau, nu, _, _ = ep_fixed_s(K.detach(), H.detach(), sgn, sites["tau"], sites["nu"], damping,
+                                             max_iter, tol * 1e-2)
+        sites.update(tau=tau, nu=nu)
+        return -(ep_log_evidence(cholesky(K, jitter=setup.jitter), H, sgn, tau, nu) + prior.log_prob(s))
+
+    opt = torch.optim.LBFGS([theta], max_iter=kernel_iter, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = neg_log_evidence()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    ell = theta[:-1].detach().exp()
+    return (dataclasses.replace(model, lengthscale=ell),
+            {"learned_lengthscale": ell.tolist(), "learned_s": float(theta[-1].detach().exp()),
+             "start_lengthscale": ell0.tolist()})

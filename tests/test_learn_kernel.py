@@ -1,0 +1,130 @@
+"""Issue 18, first increment: GPPL's EP route learns the kernel's length-scales (ARD) and s by
+maximising the EP evidence. The evidence's gradient with the sites held at the EP fixed point against
+finite differences of the converged evidence; a known ARD truth recovered; bad requests refused."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import norm
+
+import crowdzoo as cz
+from crowdzoo.errors import DataError
+from crowdzoo.gp.conditional import probit_rows
+from crowdzoo.gp.linalg import cholesky
+from crowdzoo.inference.common import label_tensors
+from crowdzoo.inference.ep import ep_fixed_s, ep_log_evidence
+
+
+@pytest.mark.parametrize("kernel", ["se", "matern32"])
+def test_ep_evidence_gradient_matches_finite_differences(kernel):
+    """∂ log Z_EP / ∂ log ℓ_d by autograd, sites fixed at the converged EP, equals the central finite
+    difference of the evidence with EP rerun to convergence at ℓ e^{±ε} (relative error < 1e-5)."""
+    data, _ = cz.simulate_gppl(n_items=25, n_pairs=200, n_features=2, s=1.0, seed=3)
+    model = cz.GPPL(kernel=kernel)
+    a, b, y = label_tensors(data)
+    sgn = 2 * y - 1
+
+    def evidence(log_ell, sites=None):
+        setup = dataclasses.replace(model, lengthscale=log_ell.exp()).setup(data)
+        K, H = setup.K_mm, probit_rows(setup, a, b, 1.0)
+        if sites is None:
+            with torch.no_grad():
+                return ep_fixed_s(K, H, sgn, tol=1e-12, max_iter=3000)
+        return ep_log_evidence(cholesky(K, jitter=setup.jitter), H, sgn, *sites)
+
+    log_ell = torch.tensor([0.1, -0.3], dtype=torch.float64, requires_grad=True)
+    _, _, tau, nu, log_Z, _ = evidence(log_ell.detach())
+    f = evidence(log_ell, (tau, nu))
+    assert abs(float(f.detach()) - log_Z) < 1e-10
+    (grad,) = torch.autograd.grad(f, log_ell)
+    eps = 1e-5
+    for d in range(2):
+        e = torch.zeros(2, dtype=torch.float64)
+        e[d] = eps
+        fd = (evidence(log_ell.detach() + e)[4] - evidence(log_ell.detach() - e)[4]) / (2 * eps)
+        print(f"{kernel} d={d}: autograd {float(grad[d]):.8f}, finite difference {fd:.8f}")
+        assert abs(float(grad[d]) - fd) < 1e-5 * max(1.0, abs(fd))
+
+
+def _ard_problem(seed=0, n_items=80, n_pairs=800):
+    """f depends on the first of two features only: f = sin(1.5 x₀)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n_items, 2))
+    f = np.sin(1.5 * X[:, 0])
+    a = rng.integers(n_items, size=n_pairs)
+    b = (a + 1 + rng.integers(n_items - 1, size=n_pairs)) % n_items
+    y = (rng.random(n_pairs) < norm.cdf(2 * (f[a] - f[b]))).astype(float)
+    return cz.PairwiseData.from_arrays(a, b, y, item_features=X), f
+
+
+def test_learned_lengthscales_recover_a_known_ard_truth(tmp_path):
+    """The relevant feature gets a length-scale at least three times shorter than the irrelevant one
+    (the median heuristic gives both about the same), the learned kernel's evidence is higher than the
+    median heuristic's at the same s, and the posterior's model carries the learned values (they
+    survive save/load)."""
+    data, f = _ard_problem()
+    post = cz.fit(cz.GPPL(kernel="se"), data, method="ep", learn_kernel=True)
+    ell = np.array(post.settings["learned_lengthscale"])
+    start = np.array(post.settings["start_lengthscale"])
+    print(f"median heuristic {start.round(3)}, learned {ell.round(3)}, s {post.settings['learned_s']:.3f}")
+    assert ell[1] > 3 * ell[0]
+    np.testing.assert_allclose(post.model.lengthscale.numpy(), ell)
+    a, b, y = label_tensors(data)
+    s = post.settings["learned_s"]
+
+    def converged(model):
+        setup = model.setup(data)
+        return ep_fixed_s(setup.K_mm / s, probit_rows(setup, a, b, s), 2 * y - 1, tol=1e-10)[4]
+
+    learned, heuristic = converged(post.model), converged(dataclasses.replace(post.model, lengthscale=None))
+    print(f"log Z_EP at s = {s:.3f}: learned {learned:.3f}, median heuristic {heuristic:.3f}")
+    assert learned > heuristic
+    post.save(tmp_path / "p.pt")
+    back = cz.load(tmp_path / "p.pt")
+    np.testing.assert_allclose(back.predict_proba(data.item_ids[:5], data.item_ids[5:10]),
+                               post.predict_proba(data.item_ids[:5], data.item_ids[5:10]))
+
+
+def test_learned_kernel_beats_the_median_heuristic_on_issue_18s_problem():
+    """Issue 18's problem (N = 100, D = 3 uniform on (−2, 2), f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂, 1000
+    training and 1000 held-out pairs, y ~ Bernoulli(Φ(f_a − f_b))): with the SE kernel learned, Kendall
+    τ against the true f and the held-out CEE are better than with the median heuristic (the issue
+    quotes BoTorch's PairwiseGP at τ .930, CEE .394 on its draw of this problem)."""
+    from scipy.stats import kendalltau
+
+    rng = np.random.default_rng(0)
+    N = 100
+    X = rng.uniform(-2, 2, size=(N, 3))
+    f = np.sin(X[:, 0]) + 0.5 * np.cos(2 * X[:, 1]) + 0.3 * X[:, 0] * X[:, 2]
+
+    def pairs(n):
+        a = rng.integers(N, size=n)
+        b = (a + 1 + rng.integers(N - 1, size=n)) % N
+        return a, b, (rng.random(n) < norm.cdf(f[a] - f[b])).astype(float)
+
+    (a, b, y), (at, bt, yt) = pairs(1000), pairs(1000)
+    data = cz.PairwiseData.from_arrays(a, b, y, item_features=X)
+    scores = {}
+    for learn in (False, True):
+        post = cz.fit(cz.GPPL(kernel="se"), data, method="ep", learn_kernel=learn)
+        p = post.predict_proba(at, bt)
+        cee = -np.mean(yt * np.log(p) + (1 - yt) * np.log1p(-p))
+        tau = kendalltau(post.utilities()[0].to_numpy(), f)[0]
+        scores[learn] = (tau, cee)
+        print(f"learn_kernel={learn}: Kendall τ {tau:.3f}, held-out CEE {cee:.3f}, accuracy "
+              f"{np.mean((p > 0.5) == yt):.3f}, length-scales {post.settings.get('learned_lengthscale')}")
+    assert scores[True][0] > scores[False][0] + 0.01
+    assert scores[True][1] < scores[False][1]
+
+
+def test_learn_kernel_refuses_what_it_cannot_learn():
+    data, _ = cz.simulate_gppl(n_items=10, n_pairs=40, n_features=0, seed=1)
+    with pytest.raises(DataError, match="learn_kernel"):
+        cz.fit(cz.GPPL(), data, method="ep", learn_kernel=True)
+    data, _ = _ard_problem(n_items=20, n_pairs=60)
+    with pytest.raises(DataError, match="learn_kernel"):
+        cz.fit(cz.GPPL(kernel=lambda x1, x2: torch.exp(-torch.cdist(x1, x2))), data, method="ep",
+               learn_kernel=True)
