@@ -23,6 +23,7 @@ from crowdzoo.models.scdc.bayes import (
     item_stats,
     kl_niw,
     local_step,
+    moments,
     natgrad_step,
     relational_weights,
     worker_stats,
@@ -55,8 +56,7 @@ def test_global_updates_agree_with_scikit_learns_variational_gmm():
     none = torch.zeros(1, 2, dtype=F64)
     start = torch.as_tensor(KMeans(K, n_init=1, random_state=0).fit(X).labels_).long()
     phi = torch.nn.functional.one_hot(start, K).double()
-    sxx = torch.einsum("nk,na,nb->kab", phi, O, O)
-    q = conjugate_update(prior, Stats(phi.sum(0), phi.T @ O, sxx, none, none))
+    q = conjugate_update(prior, Stats(*moments(phi, O, torch.zeros(O.shape[0], d, d, dtype=F64)), none, none))
     for _ in range(300):
         loc = local_step(expected(q), h, lam, sweeps=1)
         target = conjugate_update(prior, Stats(*item_stats(loc, slice(None), 1.0), none, none))
@@ -109,13 +109,12 @@ def _surrogate(E, h, lam, x, V, logits, li, lj, w, same, diff):
     """The local part of the surrogate objective L̂ (Eq. 10) at q(z) = softmax(logits), q(x) = N(x, V)."""
     log_phi = torch.log_softmax(logits, -1)
     phi = log_phi.exp()
-    d = x.shape[-1]
     ell = expected_loglik(E, x, V)
     psi = (h * x).sum(-1) - 0.5 * (lam * (torch.diagonal(V, dim1=-2, dim2=-1) + x ** 2)).sum(-1)
     ent_x = 0.5 * torch.logdet(2 * math.pi * math.e * V)
     s = (phi[li] * phi[lj]).sum(-1)
     return ((phi * (E.log_pi + ell - log_phi)).sum() + (psi + ent_x).sum()
-            + (s * same + (1 - s) * diff).sum()) + 0 * d
+            + (s * same + (1 - s) * diff).sum())
 
 
 def test_message_passing_reaches_a_stationary_point_of_the_surrogate():

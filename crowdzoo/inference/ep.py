@@ -71,8 +71,8 @@ def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6
         if delta < tol and it > 1:
             break
     # final posterior and evidence with the final sites
-    mu, Sigma, v, _ = site_posterior(L, H, tau, nu, HL)
-    return mu, Sigma, tau, nu, float(ep_log_evidence(L, H, sgn, tau, nu, HL)), it
+    mu, Sigma, v, C = site_posterior(L, H, tau, nu, HL)
+    return mu, Sigma, tau, nu, float(_log_evidence(H, sgn, tau, nu, mu, v, C)), it
 
 
 def ep_log_evidence(L, H, sgn, tau, nu, HL=None):
@@ -83,11 +83,13 @@ def ep_log_evidence(L, H, sgn, tau, nu, HL=None):
     gradient of this function with respect to the kernel's hyper-parameters (through L and H) is the
     exact gradient of the EP evidence (Seeger 2005; R&W §5.5.2 for the Laplace analogue)."""
     mu, _, v, C = site_posterior(L, H, tau, nu, HL)
-    eta = H.T @ nu
-    m = H @ mu
+    return _log_evidence(H, sgn, tau, nu, mu, v, C)
+
+
+def _log_evidence(H, sgn, tau, nu, mu, v, C):
     v_cav = 1.0 / (1.0 / v - tau)
-    m_cav = v_cav * (m / v - nu)
+    m_cav = v_cav * (H @ mu / v - nu)
     zi = sgn * m_cav / torch.sqrt(1.0 + v_cav)
     log_C = (log_ndtr(zi) + 0.5 * torch.log1p(v_cav * tau)
              - 0.5 * (nu + m_cav / v_cav) ** 2 / (tau + 1.0 / v_cav) + 0.5 * m_cav ** 2 / v_cav)
-    return log_C.sum() - 0.5 * logdet_from_chol(C) + 0.5 * eta @ mu
+    return log_C.sum() - 0.5 * logdet_from_chol(C) + 0.5 * (H.T @ nu) @ mu

@@ -118,11 +118,12 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
         ell, s = theta[:-1].exp(), theta[-1].exp()
         setup = dataclasses.replace(model, lengthscale=ell).setup(data, seed=seed, inducing=inducing)
         K, H = setup.K_mm / s, probit_rows(setup, a, b, s)
-        with torch.no_grad():
+        L = cholesky(K, jitter=setup.jitter, what="K_mm / s (EP prior)")
+        with torch.no_grad():  # the sites at the EP fixed point; the same L for EP and the gradient
             _, _, tau, nu, _, _ = ep_fixed_s(K.detach(), H.detach(), sgn, sites["tau"], sites["nu"], damping,
-                                             max_iter, tol * 1e-2)
+                                             max_iter, tol * 1e-2, L=L.detach())
         sites.update(tau=tau, nu=nu)
-        return -(ep_log_evidence(cholesky(K, jitter=setup.jitter), H, sgn, tau, nu) + prior.log_prob(s))
+        return -(ep_log_evidence(L, H, sgn, tau, nu) + prior.log_prob(s))
 
     opt = torch.optim.LBFGS([theta], max_iter=kernel_iter, line_search_fn="strong_wolfe")
 

@@ -294,8 +294,12 @@ class Stats(NamedTuple):
 
 def item_stats(loc: Local, rows, scale: float):
     """(n_k, Σ φ x, Σ φ (V + xxᵀ)) over ``rows`` of ``loc``, times ``scale``."""
-    phi, x = loc.phi[rows], loc.x[rows]
-    V = torch.cholesky_inverse(loc.P_chol[rows])
+    return moments(loc.phi[rows], loc.x[rows], torch.cholesky_inverse(loc.P_chol[rows]), scale)
+
+
+def moments(phi, x, V, scale: float = 1.0):
+    """(n_k, Σ_n φ_nk x_n, Σ_n φ_nk (V_n + x_n x_nᵀ)) times ``scale``: the NIW's and the Dirichlet's
+    statistics of responsibilities ``phi`` (n, K) and Gaussians N(x_n, V_n)."""
     return (scale * phi.sum(0), scale * phi.T @ x,
             scale * torch.einsum("nk,nab->kab", phi, V + x[:, :, None] * x[:, None, :]))
 
@@ -342,4 +346,5 @@ def kl_niw(q: Conjugate, p: Conjugate) -> torch.Tensor:
 
 __all__ = ["BayesSCDC", "RecognitionNetworks", "Conjugate", "Expected", "Local", "Stats", "expected",
            "local_step", "local_terms", "messages", "sample_x", "relational_weights", "expected_loglik",
-           "item_stats", "worker_stats", "conjugate_update", "natgrad_step", "kl_globals", "kl_niw"]
+           "item_stats", "moments", "worker_stats", "conjugate_update", "natgrad_step", "kl_globals",
+           "kl_niw"]

@@ -31,6 +31,7 @@ from .bayes import (
     kl_globals,
     local_step,
     local_terms,
+    moments,
     natgrad_step,
     relational_weights,
     sample_x,
@@ -92,8 +93,7 @@ def kmeans_globals(model, nets, t, prior: Conjugate, q: Conjugate, seed: int, de
     z = KMeans(K, n_init=3, random_state=seed).fit(x.numpy()).labels_
     phi = torch.nn.functional.one_hot(torch.as_tensor(z).long(), model.n_clusters).to(F64)
     V = torch.diag_embed(1 / lam.cpu())
-    stats = Stats(phi.sum(0), phi.T @ x, torch.einsum("nk,nab->kab", phi, V + x[:, :, None] * x[:, None, :]),
-                  torch.zeros_like(q.alpha.cpu()), torch.zeros_like(q.beta.cpu()))
+    stats = Stats(*moments(phi, x, V), torch.zeros_like(q.alpha.cpu()), torch.zeros_like(q.beta.cpu()))
     new = conjugate_update(Conjugate(*(v.cpu() for v in prior)), stats)
     return Conjugate(*(v.to(device) for v in new))._replace(alpha=q.alpha, beta=q.beta)
 
