@@ -1,6 +1,10 @@
-"""Issue 18, first increment: GPPL's EP route learns the kernel's length-scales (ARD) and s by
-maximising the EP evidence. The evidence's gradient with the sites held at the EP fixed point against
-finite differences of the converged evidence; a known ARD truth recovered; bad requests refused."""
+"""Issue 18: GPPL learns the kernel's length-scales (ARD).
+
+EP maximises the EP evidence (and s): the evidence's gradient with the sites held at the EP fixed point
+against finite differences of the converged evidence; a known ARD truth recovered. natgrad interleaves
+Adam steps on log ℓ with its natural-gradient steps: q carried across a change of kernel keeps its
+whitened form (an identity); the bound rises; the learned values agree with EP's within 20 %; a known
+ARD truth recovered; checkpoints resume bit for bit. Bad requests refused."""
 from __future__ import annotations
 
 import dataclasses
@@ -88,13 +92,7 @@ def test_learned_lengthscales_recover_a_known_ard_truth(tmp_path):
                                post.predict_proba(data.item_ids[:5], data.item_ids[5:10]))
 
 
-def test_learned_kernel_beats_the_median_heuristic_on_issue_18s_problem():
-    """Issue 18's problem (N = 100, D = 3 uniform on (−2, 2), f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂, 1000
-    training and 1000 held-out pairs, y ~ Bernoulli(Φ(f_a − f_b))): with the SE kernel learned, Kendall
-    τ against the true f and the held-out CEE are better than with the median heuristic (the issue
-    quotes BoTorch's PairwiseGP at τ .930, CEE .394 on its draw of this problem)."""
-    from scipy.stats import kendalltau
-
+def _issue18_problem():
     rng = np.random.default_rng(0)
     N = 100
     X = rng.uniform(-2, 2, size=(N, 3))
@@ -106,25 +104,132 @@ def test_learned_kernel_beats_the_median_heuristic_on_issue_18s_problem():
         return a, b, (rng.random(n) < norm.cdf(f[a] - f[b])).astype(float)
 
     (a, b, y), (at, bt, yt) = pairs(1000), pairs(1000)
-    data = cz.PairwiseData.from_arrays(a, b, y, item_features=X)
+    return cz.PairwiseData.from_arrays(a, b, y, item_features=X), f, (at, bt, yt)
+
+
+@pytest.fixture(scope="module")
+def issue18():
+    return _issue18_problem()
+
+
+@pytest.mark.parametrize("method", ["ep", "natgrad"])
+def test_learned_kernel_beats_the_median_heuristic_on_issue_18s_problem(issue18, method):
+    """Issue 18's problem (N = 100, D = 3 uniform on (−2, 2), f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂, 1000
+    training and 1000 held-out pairs, y ~ Bernoulli(Φ(f_a − f_b))): with the SE kernel learned, Kendall
+    τ against the true f and the held-out CEE are better than with the median heuristic (the issue
+    quotes BoTorch's PairwiseGP at τ .930, CEE .394 on its draw of this problem)."""
+    from scipy.stats import kendalltau
+
+    data, f, (at, bt, yt) = issue18
     scores = {}
     for learn in (False, True):
-        post = cz.fit(cz.GPPL(kernel="se"), data, method="ep", learn_kernel=learn)
+        kw = dict(likelihood="exact") if method == "natgrad" else {}
+        post = cz.fit(cz.GPPL(kernel="se"), data, method=method, learn_kernel=learn, progress_bar=False, **kw)
         p = post.predict_proba(at, bt)
         cee = -np.mean(yt * np.log(p) + (1 - yt) * np.log1p(-p))
         tau = kendalltau(post.utilities()[0].to_numpy(), f)[0]
         scores[learn] = (tau, cee)
-        print(f"learn_kernel={learn}: Kendall τ {tau:.3f}, held-out CEE {cee:.3f}, accuracy "
+        print(f"{method} learn_kernel={learn}: Kendall τ {tau:.3f}, held-out CEE {cee:.3f}, accuracy "
               f"{np.mean((p > 0.5) == yt):.3f}, length-scales {post.settings.get('learned_lengthscale')}")
     assert scores[True][0] > scores[False][0] + 0.01
     assert scores[True][1] < scores[False][1]
 
 
-def test_learn_kernel_refuses_what_it_cannot_learn():
+@pytest.mark.parametrize("method", ["ep", "natgrad"])
+def test_learn_kernel_refuses_what_it_cannot_learn(method):
     data, _ = cz.simulate_gppl(n_items=10, n_pairs=40, n_features=0, seed=1)
     with pytest.raises(DataError, match="learn_kernel"):
-        cz.fit(cz.GPPL(), data, method="ep", learn_kernel=True)
+        cz.fit(cz.GPPL(), data, method=method, learn_kernel=True)
     data, _ = _ard_problem(n_items=20, n_pairs=60)
     with pytest.raises(DataError, match="learn_kernel"):
-        cz.fit(cz.GPPL(kernel=lambda x1, x2: torch.exp(-torch.cdist(x1, x2))), data, method="ep",
+        cz.fit(cz.GPPL(kernel=lambda x1, x2: torch.exp(-torch.cdist(x1, x2))), data, method=method,
                learn_kernel=True)
+    if method == "natgrad":
+        with pytest.raises(DataError, match="learn_inducing"):
+            cz.fit(cz.GPPL(kernel="se"), data, method=method, learn_inducing=True)
+        with pytest.raises(DataError, match="rho_min"):
+            cz.fit(cz.GPPL(kernel="se"), data, method=method, learn_kernel=True, rho_min=2.0)
+
+
+def test_natgrad_learned_lengthscales_match_ep_within_20_percent(issue18):
+    """The two routes climb different objectives (EP's evidence with s point-estimated; the bound of
+    Eq. 30 with q(s)) to nearby length-scales: every learned ℓ_d of natgrad within 20 % of EP's, at
+    tol = 1e-5. (At the default 1e-4 the fit stops while ℓ₂ still creeps along a flat bound: 3.5
+    against EP's 4.55, with the same τ and CEE.)"""
+    data = issue18[0]
+    ep = cz.fit(cz.GPPL(kernel="se"), data, method="ep", learn_kernel=True)
+    ng = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=True, tol=1e-5, progress_bar=False)
+    ell_ep = np.array(ep.settings["learned_lengthscale"])
+    ell_ng = np.array(ng.settings["learned_lengthscale"])
+    print(f"EP {ell_ep.round(3)}, natgrad {ell_ng.round(3)}, ratio {(ell_ng / ell_ep).round(3)}, start "
+          f"{np.round(ng.settings['start_lengthscale'], 3)}; natgrad {ng.settings['iterations']} iterations")
+    assert ng.settings["likelihood"] == "exact" and ng.settings["converged"]
+    np.testing.assert_allclose(ell_ng, ell_ep, rtol=0.2)
+    start = np.array(ng.settings["start_lengthscale"])
+    assert np.abs(np.log(ell_ng / start)).max() > 0.5  # they moved far from the median heuristic
+
+
+def test_natgrad_learned_lengthscales_recover_a_known_ard_truth():
+    data, _ = _ard_problem()
+    post = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=True, progress_bar=False)
+    ell = np.array(post.settings["learned_lengthscale"])
+    print(f"median heuristic {np.round(post.settings['start_lengthscale'], 3)}, learned {ell.round(3)}")
+    assert ell[1] > 3 * ell[0]
+    np.testing.assert_allclose(post.model.lengthscale.numpy(), ell)
+    assert torch.equal(post.setup.kernel.lengthscale, post.model.lengthscale)
+
+
+def test_natgrad_bound_rises_while_the_kernel_learns():
+    """Full batch: the bound of Eq. 30 at successive evaluations never falls by more than 1e-3 of its
+    size and ends well above where the median heuristic's own converged fit ends."""
+    data, _ = _ard_problem(seed=1)
+    post = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=True, progress_bar=False)
+    fixed = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", likelihood="exact", progress_bar=False)
+    bounds = post.trace["bound"]
+    drops = -np.diff(bounds) / np.abs(bounds[1:])
+    print(f"{bounds.size} evaluations, largest relative drop {drops.max():.2e}; final bound "
+          f"{bounds[-1]:.3f} against {fixed.trace['bound'][-1]:.3f} with ℓ fixed")
+    assert drops.max() < 1e-3
+    assert bounds[-1] > fixed.trace["bound"][-1] + 1.0
+
+
+def test_natgrad_in_the_whitened_basis_is_the_same_fit():
+    """With the kernel 'learned' at a zero learning rate, q lives in the whitened basis u = L⁻¹ f_m; the
+    natural-gradient step is the same step there (a linear image), so the posterior equals the
+    f-space fit's to round-off."""
+    data, _ = _ard_problem(n_items=30, n_pairs=300)
+    kw = dict(method="natgrad", likelihood="exact", rho_min=0.5, max_iter=40, tol=0.0, progress_bar=False)
+    whitened = cz.fit(cz.GPPL(kernel="se"), data, learn_kernel=True, kernel_lr=0.0, **kw)
+    plain = cz.fit(cz.GPPL(kernel="se"), data, **kw)
+    assert whitened.settings["learned_lengthscale"] == whitened.settings["start_lengthscale"]
+    torch.testing.assert_close(whitened.means, plain.means, rtol=1e-7, atol=1e-9)
+    torch.testing.assert_close(whitened.covs, plain.covs, rtol=1e-7, atol=1e-9)
+    assert abs(float(whitened.s[0] - plain.s[0])) < 1e-9
+
+
+def test_natgrad_learns_inducing_inputs(issue18):
+    """M = 10 inducing inputs on issue 18's problem: learning them with the length-scales ends at a
+    higher bound and a lower held-out CEE than learning the length-scales alone."""
+    data, f, (at, bt, yt) = issue18
+    fits = {}
+    for inducing in (False, True):
+        post = cz.fit(cz.GPPL(kernel="se", n_inducing=10), data, method="natgrad", learn_kernel=True,
+                      learn_inducing=inducing, progress_bar=False)
+        p = post.predict_proba(at, bt)
+        fits[inducing] = (post.trace["bound"][-1], -np.mean(yt * np.log(p) + (1 - yt) * np.log1p(-p)))
+        print(f"learn_inducing={inducing}: bound {fits[inducing][0]:.2f}, held-out CEE {fits[inducing][1]:.4f}, "
+              f"inducing inputs moved {post.settings.get('learned_inducing_moved')}")
+    assert fits[True][0] > fits[False][0] + 1.0
+    assert fits[True][1] < fits[False][1]
+
+
+def test_natgrad_learning_resumes_bit_for_bit(tmp_path):
+    """θ and Adam's moments are in the loop's state: a fit stopped at iteration 12 and resumed ends at
+    the same posterior as an uninterrupted one."""
+    data, _ = _ard_problem(n_items=30, n_pairs=300)
+    kw = dict(method="natgrad", learn_kernel=True, max_iter=25, tol=0.0, progress_bar=False, batch_size=100)
+    whole = cz.fit(cz.GPPL(kernel="se"), data, **kw)
+    part = cz.fit(cz.GPPL(kernel="se"), data, **{**kw, "max_iter": 12})
+    rest = cz.fit(cz.GPPL(kernel="se"), data, resume=part, **kw)
+    assert rest.settings["learned_lengthscale"] == whole.settings["learned_lengthscale"]
+    torch.testing.assert_close(rest.means, whole.means, rtol=0, atol=0)

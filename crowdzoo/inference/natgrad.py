@@ -37,12 +37,16 @@ from .common import check_finite, progress, summary
 class Problem(NamedTuple):
     """What a model gives the loop: ``init(generator) -> state``; ``step(state, idx, rho, pi) ->
     state`` for the labels ``idx``; ``bound(state, idx, scale) -> float`` on the labels ``idx``,
-    their sum multiplied by ``scale``; ``n_labels`` P."""
+    their sum multiplied by ``scale``; ``n_labels`` P; ``gain(previous, state) -> float`` (optional):
+    what the steps of other moving parts (learned hyper-parameters) added to the bound since the
+    previous evaluation, to first order; the fit converges only when that, too, is below the
+    tolerance — so that a bound flat in q but still climbing in θ does not stop the fit."""
 
     init: Callable[[torch.Generator], Any]
     step: Callable[[Any, torch.Tensor, float, float], Any]
     bound: Callable[[Any, torch.Tensor, float], float]
     n_labels: int
+    gain: Callable[[Any, Any], float] | None = None
 
 
 class Settings(NamedTuple):
@@ -56,6 +60,7 @@ class Settings(NamedTuple):
     tol: float = 1e-4
     eval_every: int = 5
     eval_size: int = 2000
+    rho_min: float = 0.0  # a floor under ρ_i (routes that learn hyper-parameters keep q moving with them)
 
 
 class Result(NamedTuple):
@@ -102,14 +107,15 @@ class StopRule:
         """This iteration's step size: ``scale`` × ρ_i of Eq. 18."""
         return self.scale * rho(i, delay, forgetting_rate)
 
-    def update(self, i: int, bound: float, iterations_run: int) -> bool:
-        """Record the bound of iteration ``i``; True when the fit should stop."""
+    def update(self, i: int, bound: float, iterations_run: int, settled: bool = True) -> bool:
+        """Record the bound of iteration ``i``; True when the fit should stop. ``settled``: whether
+        the problem's other moving parts (learned hyper-parameters) have stopped moving."""
         prev = self.bounds[-1] if self.bounds else None
         self.bounds.append(bound)
         self.iterations.append(i)
         if prev is None:
             return False
-        if iterations_run >= self.min_iter and abs(bound - prev) < self.tol * abs(prev):
+        if iterations_run >= self.min_iter and settled and abs(bound - prev) < self.tol * abs(prev):
             self.converged, self.reason = True, "converged"
             return True
         self.falls = self.falls + 1 if bound < prev else 0
@@ -226,6 +232,7 @@ def run(problem: Problem, settings: Settings, *, seed: int, what: str, advice: s
     pi_ev = P / ev.shape[0]
     every = torch.arange(P) if P_i == P else None
     done = (start, state, gen.get_state())
+    at_eval = state
 
     def snapshot():
         i, s, g = done
@@ -238,7 +245,8 @@ def run(problem: Problem, settings: Settings, *, seed: int, what: str, advice: s
         try:
             for i in range(start + 1, st.max_iter + 1):
                 idx = every if every is not None else torch.randint(P, (P_i,), generator=gen)
-                state = problem.step(state, idx, stop.rho(i, st.delay, st.forgetting_rate), pi)
+                rho_i = stop.scale * max(rho(i, st.delay, st.forgetting_rate), st.rho_min)
+                state = problem.step(state, idx, rho_i, pi)
                 bar.update()
                 if callback is not None:
                     callback(i, state)
@@ -247,7 +255,9 @@ def run(problem: Problem, settings: Settings, *, seed: int, what: str, advice: s
                     bound = problem.bound(state, ev, pi_ev)
                     check_finite(bound, f"the lower bound ({what})", i, advice)
                     bar.set_postfix(bound=f"{bound:.2f}")
-                    halt = stop.update(i, bound, i)
+                    settled = problem.gain is None or abs(problem.gain(at_eval, state)) < st.tol * abs(bound)
+                    halt = stop.update(i, bound, i, settled)
+                    at_eval = state
                 done = (i, state, gen.get_state())
                 if checkpoint is not None and checkpoint_every and not i % checkpoint_every:
                     write_checkpoint(checkpoint, snapshot(), meta or {})

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from ...core.seeds import isolated
-from ...errors import DataError
 from ...gp.conditional import probit_rows
+from ...gp.learn import check_learnable
 from ...gp.linalg import DTYPE, cholesky
 from ...inference.common import label_tensors
 from ...inference.ep import ep_fixed_s, ep_log_evidence
@@ -99,14 +99,7 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
 def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter):
     """(the model with the learned length-scales, what was learned): the maximum of
     log Z_EP(ℓ, s) + log p(s) over (log ℓ, log s) by L-BFGS (module docstring)."""
-    from ...gp.kernels import Kernel
-
-    named = isinstance(model.kernel, str) or (isinstance(model.kernel, Kernel)
-                                              and model.kernel.lengthscale is None)
-    if not named or np.asarray(data.item_features).shape[1] == 0:
-        raise DataError("learn_kernel: needs a named kernel ('se', 'matern32') whose length-scales the "
-                        "model sets, on items with features; pass kernel='se' or kernel='matern32', or "
-                        "learn_kernel=False")
+    check_learnable(model, data.item_features)
     base = model.setup(data, seed=seed)
     ell0 = base.kernel.lengthscale
     prior = model.prior_s()

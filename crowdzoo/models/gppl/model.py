@@ -84,7 +84,7 @@ class GPPL:
         ell = torch.as_tensor(ell, dtype=DTYPE).reshape(-1).expand(X.shape[1]).clone()
         kern = as_kernel(self.kernel, ell)
         if inducing is not None:
-            Z = torch.as_tensor(np.asarray(inducing), dtype=DTYPE)
+            Z = inducing if torch.is_tensor(inducing) else torch.as_tensor(np.asarray(inducing), dtype=DTYPE)
         elif self.n_inducing is None or self.n_inducing >= X.shape[0]:
             Z = X
         else:

@@ -17,6 +17,12 @@ Two likelihood treatments, chosen by ``likelihood=``:
 
 The bound of Eq. 30 (its likelihood term by Gauss–Hermite quadrature in both cases) decides
 convergence (:class:`~crowdzoo.inference.natgrad.StopRule`).
+
+``learn_kernel=True`` (beyond the paper, which fixes ℓ by the median heuristic and names learning it
+as future work, §6): after each natural-gradient step the log length-scales (ARD), and with
+``learn_inducing=True`` the inducing inputs Z, take one Adam step up the same mini-batch bound with
+q held fixed (:mod:`crowdzoo.inference.hyper`; Hensman et al. 2013, Salimbeni et al. 2018). The
+median heuristic is the starting point; the learned values are in the posterior's model and settings.
 """
 from __future__ import annotations
 
@@ -37,10 +43,12 @@ from ...gp.conjugate import (
     scale_rate,
     second_moment,
 )
+from ...gp.learn import KernelSpace
 from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
 from ...inference.common import label_tensors
+from ...inference.hyper import Adam, adam_init, ascend, gain
 from .posterior import GPPLPosterior
 
 
@@ -51,6 +59,36 @@ class NatGradState(NamedTuple):
     eta: torch.Tensor  # S⁻¹ m (M,)
     shape: torch.Tensor  # α
     rate: torch.Tensor  # β
+    hyper: Adam | None = None  # θ = (log ℓ, Z) and its Adam moments, when they are learned
+
+
+class Basis(NamedTuple):
+    """The coordinates q lives in, at one θ: f_m itself (K = K_mm, pair rows A_a − A_b) or, when the
+    kernel is learned, the whitened u = L_mm⁻¹ f_m (K = I, pair rows L_mm⁻¹(k_m(a) − k_m(b))), in which
+    q(u) stays put while θ moves and S⁻¹ ⪰ E[s] I stays well conditioned. The natural-gradient step
+    is the same step in either: the two are linear images of each other."""
+
+    setup: object
+    K_inv: torch.Tensor
+    logdet_K: torch.Tensor
+    whitened: bool
+
+    def rows(self, a, b):
+        return self.setup.pair_terms(a, b) if self.whitened else self.setup.pair_rows(a, b)
+
+    def to_f(self, m, S):
+        """q(f_m)'s mean and covariance from this basis's."""
+        if not self.whitened:
+            return m, S
+        L = self.setup.L_mm
+        return L @ m, sym(L @ S @ L.T)
+
+
+def _basis(setup, whitened: bool = False) -> Basis:
+    if whitened:
+        return Basis(setup, torch.eye(setup.M, dtype=DTYPE), torch.zeros((), dtype=DTYPE), True)
+    return Basis(setup, cho_solve(setup.L_mm, torch.eye(setup.M, dtype=DTYPE)), logdet_from_chol(setup.L_mm),
+                 False)
 
 
 def _moments(state: NatGradState):
@@ -59,43 +97,85 @@ def _moments(state: NatGradState):
     return S @ state.eta, sym(S), L_Lam
 
 
+def _rho_min(rho_min, space, batch_size, P):
+    if rho_min is not None:
+        if not 0.0 <= rho_min <= 1.0:
+            raise DataError(f"rho_min: expected a value in [0, 1], got {rho_min!r}")
+        return float(rho_min)
+    return 0.0 if space is None else (0.5 if batch_size >= P else 0.1)
+
+
 def _marginals(A_d, c, m, S, Es):
     """Mean and variance of f_a − f_b under q (Eq. 14 with the E[s] of Eq. 15)."""
     return A_d @ m, c / Es + ((A_d @ S) * A_d).sum(-1)
 
 
-def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
+def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 batch_size: int = 1000, delay: float = 1.0, forgetting_rate: float = 0.9,
                 max_iter: int = 500, min_iter: int = 10, tol: float = 1e-4, eval_every: int = 5,
                 eval_size: int = 2000, inner_iter: int = 3, n_gh: int = 20,
+                learn_kernel: bool = False, learn_inducing: bool = False, kernel_lr: float = 0.1,
+                rho_min: float | None = None,
                 progress_bar: bool | None = None, setup=None, resume=None, checkpoint=None,
                 checkpoint_every: int = 0, callback=None) -> GPPLPosterior:
     """Fit GPPL by the paper's natural-gradient SVI (Alg. 1).
 
     ``batch_size`` P_i pairs per iteration (all pairs when P ≤ P_i), ``delay`` ε and
-    ``forgetting_rate`` r of ρ_i, ``likelihood`` ``"linearised"`` (Eq. 7–11, the paper) or
-    ``"exact"`` (Gauss–Hermite natural gradients), ``inner_iter`` re-linearisations of G per batch.
+    ``forgetting_rate`` r of ρ_i, ``likelihood`` ``"linearised"`` (Eq. 7–11, the paper; the default)
+    or ``"exact"`` (Gauss–Hermite natural gradients; the default when the kernel is learned, because
+    the length-scales climb the bound of Eq. 30, which only the exact q maximises), ``inner_iter``
+    re-linearisations of G per batch.
     ``checkpoint``: a file the loop writes every ``checkpoint_every`` iterations and on
     KeyboardInterrupt; ``resume``: such a file, or a natgrad posterior, to continue from (the
     same posterior as an uninterrupted run; ``max_iter`` counts the whole run).
+    ``learn_kernel`` / ``learn_inducing``: Adam steps of size ``kernel_lr`` on the log length-scales /
+    the inducing inputs between the natural-gradient steps (module docstring); q's step size then
+    stays above ``rho_min`` (default 0.5 on the full batch, 0.1 on mini-batches; 0 when nothing is
+    learned), since the length-scales' gradient with q held fixed is the bound's only when q keeps
+    up with them.
     """
+    if likelihood is None:  # the hyper-gradient is the bound's only where q maximises the bound itself
+        likelihood = "exact" if (learn_kernel or learn_inducing) else "linearised"
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
     alpha0, beta0 = require_gamma(model.prior_s(), "s_prior")
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
     a, b, y = label_tensors(data)
     M = setup.M
-    L_K = setup.L_mm
-    K_inv = cho_solve(L_K, torch.eye(M, dtype=DTYPE))
-    logdet_K = logdet_from_chol(L_K)
     Es0 = alpha0 / beta0
+    space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
+    cache = {"theta": None, "basis": _basis(setup, whitened=space is not None)}
+
+    def basis_of(state) -> Basis:
+        """The basis at the state's θ (rebuilt only when θ moved)."""
+        if state.hyper is None:
+            return cache["basis"]
+        if cache["theta"] is not state.hyper.theta:
+            with torch.no_grad():
+                cache.update(theta=state.hyper.theta, basis=_basis(space.build(state.hyper.theta), True))
+        return cache["basis"]
 
     def init(gen):  # q: the prior at E[s] = α₀/β₀
-        return NatGradState(Lam=Es0 * K_inv, eta=torch.zeros(M, dtype=DTYPE),
-                            shape=torch.tensor(alpha0, dtype=DTYPE), rate=torch.tensor(beta0, dtype=DTYPE))
+        return NatGradState(Lam=Es0 * cache["basis"].K_inv, eta=torch.zeros(M, dtype=DTYPE),
+                            shape=torch.tensor(alpha0, dtype=DTYPE), rate=torch.tensor(beta0, dtype=DTYPE),
+                            hyper=None if space is None else adam_init(space.theta0))
 
     def step(state, idx, r_i, pi):
-        A_d, c = setup.pair_rows(a[idx], b[idx])
+        state = _q_step(state, basis_of(state), idx, r_i, pi)
+        if state.hyper is None:
+            return state
+        m_u, S_u, _ = _moments(state)
+        Es = state.shape / state.rate
+
+        def likelihood_term(theta):  # q(u) held; its KL to N(0, I/s) does not depend on θ
+            d, c = space.build(theta).pair_terms(a[idx], b[idx])
+            return pi * expected_log_probit(y[idx], *_marginals(d, c, m_u, S_u, Es), n_gh)[0].sum()
+
+        return state._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr))
+
+    def _q_step(state, basis, idx, r_i, pi):
+        K_inv = basis.K_inv
+        A_d, c = basis.rows(a[idx], b[idx])
         yb = y[idx]
         Es = state.shape / state.rate
         m, S, _ = _moments(state)
@@ -116,17 +196,21 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
         return state._replace(shape=shape, rate=rate)
 
     def bound(state, idx, scale):
-        """Eq. 30: likelihood term + E_q(s)[ln p(f_m|s)] − E[ln q(f_m)] + E[ln p(s) − ln q(s)]."""
+        """Eq. 30: likelihood term + E_q(s)[ln p(f_m|s)] − E[ln q(f_m)] + E[ln p(s) − ln q(s)] (the KL is
+        the same in either basis)."""
+        basis = basis_of(state)
         m, S, L_Lam = _moments(state)
-        A_d, c = setup.pair_rows(a[idx], b[idx])
+        A_d, c = basis.rows(a[idx], b[idx])
         Es, Elog_s = gamma_moments(state.shape, state.rate)
         ell, _, _ = expected_log_probit(y[idx], *_marginals(A_d, c, m, S, Es), n_gh)
-        kl_f = kl_gaussian(second_moment(K_inv, m, S), M, logdet_K, -logdet_from_chol(L_Lam), Es, Elog_s)
+        kl_f = kl_gaussian(second_moment(basis.K_inv, m, S), M, basis.logdet_K, -logdet_from_chol(L_Lam),
+                           Es, Elog_s)
         return float(scale * ell.sum() - kl_f - kl_gamma(state.shape, state.rate, alpha0, beta0))
 
     settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
-                             eval_size)
-    res = loop.run(loop.Problem(init, step, bound, a.shape[0]), settings, seed=seed,
+                             eval_size, _rho_min(rho_min, space, batch_size, a.shape[0]))
+    res = loop.run(loop.Problem(init, step, bound, a.shape[0], lambda s0, s1: gain(s0.hyper, s1.hyper)),
+                   settings, seed=seed,
                    what=f"natgrad GPPL ({likelihood})",
                    advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                           "or fewer inducing points",
@@ -134,13 +218,19 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
                    checkpoint_every=checkpoint_every, callback=callback,
                    meta=dict(model=model, method="natgrad"), setup=setup)
     state = res.state
-    m, S, _ = _moments(state)
+    basis = basis_of(state)
+    m, S = basis.to_f(*_moments(state)[:2])
+    learned = {}
+    if space is not None:
+        setup = basis.setup
+        model, learned = space.learned(state.hyper.theta, setup)
     return GPPLPosterior(
         model=model, setup=setup, data=data, method="natgrad", weights=torch.ones(1, dtype=DTYPE),
         means=m[None], covs=S[None], s=(state.shape / state.rate).reshape(1), s_shape=float(state.shape),
         s_rate=float(state.rate),
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
-        settings=dict(likelihood=likelihood, inner_iter=inner_iter, **res.settings),
+        settings=dict(likelihood=likelihood, inner_iter=inner_iter, learn_kernel=learn_kernel,
+                      learn_inducing=learn_inducing, **learned, **res.settings),
         checkpoint=res.checkpoint)
 
 
