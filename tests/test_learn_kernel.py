@@ -217,10 +217,24 @@ def test_natgrad_learns_inducing_inputs(issue18):
                       learn_inducing=inducing, progress_bar=False)
         p = post.predict_proba(at, bt)
         fits[inducing] = (post.trace["bound"][-1], -np.mean(yt * np.log(p) + (1 - yt) * np.log1p(-p)))
-        print(f"learn_inducing={inducing}: bound {fits[inducing][0]:.2f}, held-out CEE {fits[inducing][1]:.4f}, "
-              f"inducing inputs moved {post.settings.get('learned_inducing_moved')}")
+        print(f"learn_inducing={inducing}: bound {fits[inducing][0]:.2f}, held-out CEE "
+              f"{fits[inducing][1]:.4f}, inducing inputs moved {post.settings.get('learned_inducing_moved')}")
     assert fits[True][0] > fits[False][0] + 1.0
     assert fits[True][1] < fits[False][1]
+
+
+@pytest.mark.parametrize("method", ["ep", "natgrad"])
+def test_learned_values_reach_arviz_and_the_report(tmp_path, method):
+    data, _ = _ard_problem(n_items=30, n_pairs=300)
+    post = cz.fit(cz.GPPL(kernel="se"), data, method=method, learn_kernel=True, progress_bar=False)
+    ell = post.settings["learned_lengthscale"]
+    dt = post.to_arviz(n_draws=50)
+    np.testing.assert_allclose(dt.attrs["learned_lengthscale"], ell)
+    np.testing.assert_allclose(dt.attrs["start_lengthscale"], post.settings["start_lengthscale"])
+    rep = cz.report(post, tmp_path / "r.html")
+    assert rep.settings["fit.learned_lengthscale"] == ell
+    np.testing.assert_allclose(rep.settings["model.lengthscale"], ell)
+    assert "learned_lengthscale" in (tmp_path / "r.html").read_text()
 
 
 def test_natgrad_learning_resumes_bit_for_bit(tmp_path):

@@ -70,7 +70,8 @@ def _settings(post, dt, extra):
     for k, v in (post.settings or {}).items():
         out[f"fit.{k}"] = v
     out.update(extra or {})
-    return {k: v for k, v in out.items() if not isinstance(v, torch.Tensor)}
+    small = {k: v.tolist() for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() <= 50}
+    return {k: small.get(k, v) for k, v in out.items() if k in small or not isinstance(v, torch.Tensor)}
 
 
 def _summary(dt) -> pd.DataFrame:
