@@ -172,7 +172,9 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--jobs", type=int, default=1)
     cmp_.add_argument("--quick", action="store_true", help="smaller settings (each comparison says which)")
     cmp_.add_argument("--executor", default=None,
-                      help="a Dask scheduler address (e.g. tcp://host:8786); default: local processes")
+                      help="a Dask scheduler address (e.g. tcp://host:8786): every repeat runs on that "
+                           'cluster (needs pip install "crowdzoo[dask]"; --jobs is then unused); default: '
+                           "local processes")
     cmp_.add_argument("--data-dir", default=None,
                       help="sushi-*, dpm-sushi-a: folder with Kamishima's Sushi files; scdc-mnist: MNIST's "
                            "training idx files and crowd_annotations_mnist.npy (neither is shipped)")
@@ -724,17 +726,13 @@ def cmd_compare(args) -> int:
 
     if args.name not in REGISTRY:
         raise DataError(f"compare: unknown comparison {args.name!r}; choose one of {sorted(REGISTRY)}")
-    executor = None
-    if args.executor:
-        try:
-            from dask.distributed import Client
-        except ImportError:
-            raise DataError("--executor: a Dask scheduler address needs dask.distributed "
-                            "(pip install 'dask[distributed]'); leave it out to use local processes"
-                            ) from None
-        executor = Client(args.executor).get_executor()
-    df, table = run(args.name, repeats=args.repeats, jobs=args.jobs, quick=args.quick, executor=executor,
-                    data_dir=args.data_dir)
+    client = _dask_client(args.executor) if args.executor else None
+    try:
+        df, table = run(args.name, repeats=args.repeats, jobs=args.jobs, quick=args.quick, executor=client,
+                        data_dir=args.data_dir)
+    finally:
+        if client is not None:
+            client.close()
     print(table)
     if args.out:
         out = Path(args.out)
@@ -750,6 +748,26 @@ def cmd_compare(args) -> int:
             fig = f"\n![{args.name}]({out.with_suffix('.png').name})\n"
         out.write_text(f"Made by `{cmd} --out {args.out}`.\n\n{table}\n{fig}")
     return 0
+
+
+def _dask_client(address: str):
+    """A ``dask.distributed.Client`` of the scheduler at ``address``, or a DataError naming --executor:
+    Dask is not installed, the address is not one, or no scheduler answers there within Dask's connect
+    timeout (``distributed.comm.timeouts.connect``, 30 s unless configured)."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise DataError('--executor: running on a Dask cluster needs dask.distributed: pip install '
+                        '"crowdzoo[dask]" (or leave --executor out to use local processes, --jobs)') from None
+    try:
+        return Client(address)
+    except ValueError as err:
+        raise DataError(f"--executor: {address!r} is not a Dask scheduler address ({err}); give one like "
+                        "tcp://HOST:8786") from None
+    except OSError as err:  # Dask's connect timeout is a TimeoutError, an OSError
+        raise DataError(f"--executor: no Dask scheduler answered at {address} ({err}); start one with "
+                        "`dask scheduler` and give the address it prints, or leave --executor out to use "
+                        "local processes") from None
 
 
 def _load_run(run_dir: Path, what: str):

@@ -34,28 +34,58 @@ REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "scdc-pinwheel": scdc.pinwheel, "scdc-digits": scdc.digits, "scdc-mnist": scdc.mnist}
 
 
-def run(name: str, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,
-        data_dir=None):
-    """Run comparison ``name`` for ``repeats`` seeds (in parallel through ``executor`` or a local
-    process pool of ``jobs`` workers). ``data_dir``: where the comparisons that read data the zoo
-    cannot ship (Sushi) find it. Returns (tidy DataFrame, markdown table)."""
-    mod = REGISTRY[name]
+def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None, data_dir=None):
+    """Run comparison ``name`` for ``repeats`` seeds (0, 1, …) and return (tidy DataFrame, markdown
+    table).
+
+    ``name``: a key of ``REGISTRY``, or a comparison of one's own: an object with
+    ``run_one(seed, quick=...)`` → tidy DataFrame and ``summarise(df)`` → markdown, whose ``run_one``
+    can be pickled (a function of an importable module) to where the repeats run.
+
+    The repeats run in this process (``jobs=1``), in a local process pool of ``jobs`` workers, or on
+    ``executor``: a ``concurrent.futures.Executor`` (a Dask cluster's ``client.get_executor()`` is
+    one) or a ``dask.distributed.Client``. On an executor each repeat is its own future, so Dask
+    reruns a repeat whose worker died (up to ``distributed.scheduler.allowed-failures`` times); the
+    frames are put together in seed order and every repeat runs with one torch thread, as in the
+    local pool, so the table is the local pool's. ``data_dir``: where the comparisons that read data
+    the zoo cannot ship (Sushi) find it."""
+    mod = REGISTRY[name] if isinstance(name, str) else name
     seeds = list(range(repeats))
     # only the comparisons against a paper's table read data from a path
     opts = {}
     if hasattr(mod, "needs_data_dir"):
         opts["data_dir"] = None if data_dir is None else str(data_dir)
-    args = [(name, s, quick, opts) for s in seeds]
+    # a registry entry travels by name (the worker looks it up); one's own comparison by its run_one
+    what = name if isinstance(name, str) else mod.run_one
+    args = [(what, s, quick, opts) for s in seeds]
     if executor is None and jobs > 1:
         # one torch thread per worker: jobs × torch's default threads oversubscribe the cores
         with cf.ProcessPoolExecutor(max_workers=jobs, initializer=_one_thread) as ex:
             frames = list(ex.map(_call, args))
     elif executor is not None:
-        frames = list(executor.map(_call, args))
+        frames = _on_executor(executor, args)
     else:
         frames = [_call(x) for x in args]
     df = pd.concat(frames, ignore_index=True)
     return df, mod.summarise(df)
+
+
+def _on_executor(executor, args):
+    """Submit each repeat as its own future and return the frames in the order of ``args`` (seeds)."""
+    if not isinstance(executor, cf.Executor):
+        get_executor = getattr(executor, "get_executor", None)  # a dask.distributed.Client
+        if get_executor is None:
+            raise TypeError(f"executor: expected a concurrent.futures.Executor or a dask.distributed.Client, "
+                            f"got {type(executor).__name__}")
+        # pure=False: a repeat is a new task each run (fits are timed), not a cached result
+        executor = get_executor(pure=False)
+    futures = [executor.submit(_call_one_thread, a) for a in args]
+    try:
+        return [f.result() for f in futures]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
 
 
 def _one_thread():
@@ -64,9 +94,22 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
+def _call_one_thread(args):
+    """``_call`` with one torch thread (as in the local pool, whose numbers the table must repeat)."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _call(args)
+    finally:
+        torch.set_num_threads(n)
+
+
 def _call(args):
-    name, seed, quick, opts = args
-    return REGISTRY[name].run_one(seed, quick=quick, **opts)
+    what, seed, quick, opts = args
+    run_one = REGISTRY[what].run_one if isinstance(what, str) else what
+    return run_one(seed, quick=quick, **opts)
 
 
 __all__ = ["run", "REGISTRY"]
