@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import torch
 
+from ..errors import DataError
+
 
 class Adam(NamedTuple):
     """θ and Adam's moments (Kingma & Ba 2015, Alg. 1) after ``t`` steps, and ``gain`` = Σ gradᵀΔθ over
@@ -54,3 +56,14 @@ def ascend(state: Adam, objective: Callable[[torch.Tensor], torch.Tensor], lr: f
 def gain(before: Adam | None, after: Adam | None) -> float:
     """What θ's steps between two states added to the objective, to first order."""
     return 0.0 if before is None or after is None else after.gain - before.gain
+
+
+def rho_floor(rho_min: float | None, learning: bool, full_batch: bool) -> float:
+    """The floor under the natural-gradient step size ρ_i: ``rho_min`` if given; else 0.5 on the full
+    batch and 0.1 on mini-batches while hyper-parameters learn (their gradient with q held fixed is
+    the bound's only when q keeps up with them), 0 otherwise (the paper's ρ_i)."""
+    if rho_min is not None:
+        if not 0.0 <= rho_min <= 1.0:
+            raise DataError(f"rho_min: expected a value in [0, 1], got {rho_min!r}")
+        return float(rho_min)
+    return 0.0 if not learning else (0.5 if full_batch else 0.1)

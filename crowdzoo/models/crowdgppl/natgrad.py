@@ -24,10 +24,17 @@ current contribution (Δt̂, Δv̂_c, ŵ_c,j):
 The bound of Eq. 31 (likelihood term by Gauss–Hermite quadrature of z's Gaussian closure) is
 evaluated on a fixed subset of labels every ``eval_every`` iterations; the run stops when it
 changes by less than ``tol`` (relative) or after ``max_iter`` iterations.
+
+``learn_kernel=True`` (beyond the paper, §6's future work) learns the item and user kernels'
+log length-scales (ARD) as GPPL's natgrad does (:mod:`crowdzoo.models.gppl.natgrad`): one Adam step
+up the mini-batch bound after each sweep, with q held fixed in the whitened basis u = L⁻¹ f (where the
+KL terms do not depend on the length-scales), a floor under ρ, and the exact likelihood by default.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -37,9 +44,12 @@ from torch.special import ndtr
 from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
 from ...gp.conjugate import kl_gamma, kl_gaussian, q_s, require_gamma, scale_rate, second_moment
+from ...gp.learn import KernelSpace
 from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
+from ...inference.hyper import Adam, adam_init, ascend, gain, rho_floor
+from ..gppl.model import GPPL
 from .posterior import CrowdGPPLPosterior
 
 
@@ -65,17 +75,75 @@ def _block(Lam, eta, what) -> Block:
 
 
 class Side(NamedTuple):
-    """Fixed GP algebra of one side: K⁻¹ (M, M), log|K|, rows A (n, M) = K_nm K⁻¹."""
+    """Fixed GP algebra of one side: K⁻¹ (M, M), log|K|, rows A (n, M) = K_nm K⁻¹ — or, ``whitened``,
+    the same for u = L⁻¹ f: K = I and A = B ᵀ = (L⁻¹ K_mn)ᵀ."""
 
     K_inv: torch.Tensor
     logdet: torch.Tensor
     A: torch.Tensor | None
+    whitened: bool = False
 
 
-def _side(setup) -> Side:
+def _side(setup, whitened: bool = False) -> Side:
     eye = torch.eye(setup.M, dtype=DTYPE)
+    if whitened:
+        return Side(eye, torch.zeros((), dtype=DTYPE), setup.B.T, True)
     A = torch.linalg.solve_triangular(setup.L_mm.T, setup.B, upper=True).T
     return Side(cho_solve(setup.L_mm, eye), logdet_from_chol(setup.L_mm), A)
+
+
+def _to_f(blk: Block, side: Side | None, setup_side):
+    """(mean, covariance) of q over the inducing values f from a block in ``side``'s basis."""
+    if side is None or not side.whitened:
+        return blk.m, blk.S
+    L = setup_side.L_mm
+    return blk.m @ L.T, sym(L @ blk.S @ L.T)
+
+
+@dataclass
+class CrowdKernels:
+    """θ = (item log length-scales, user log length-scales) ↦ a crowdGPPL setup (differentiable)."""
+
+    setup: object
+    items: KernelSpace
+    users: KernelSpace | None
+
+    @classmethod
+    def of(cls, model, data, setup, seed):
+        if not model.item_features:
+            raise DataError("learn_kernel: the model has no item kernel (item_features=False); set "
+                            "item_features=True or learn_kernel=False")
+        items = KernelSpace.of(GPPL(n_inducing=model.n_inducing, kernel=model.kernel, jitter=model.jitter,
+                                    scaled_lengthscale=model.scaled_lengthscale),
+                               data.item_features, setup.items, seed, True, False)
+        users = None
+        if setup.users is not None:
+            kern = model.kernel if model.user_kernel is None else model.user_kernel
+            kern = kern if isinstance(kern, str) or model.user_kernel is not None else "matern32"
+            users = KernelSpace.of(GPPL(n_inducing=model.n_inducing_users, kernel=kern, jitter=model.jitter),
+                                   data.user_features, setup.users, seed + 1, True, False)
+        return cls(setup, items, users)
+
+    @property
+    def theta0(self):
+        return self.items.theta0 if self.users is None else torch.cat([self.items.theta0, self.users.theta0])
+
+    def build(self, theta):
+        n = self.items.theta0.shape[0]
+        users = None if self.users is None else self.users.build(theta[n:])
+        return dataclasses.replace(self.setup, items=self.items.build(theta[:n]), users=users)
+
+    def learned(self, model, theta):
+        n = self.items.theta0.shape[0]
+        ell = theta[:n].detach().exp()
+        out = {"learned_lengthscale": ell.tolist(), "start_lengthscale": self.items.theta0.exp().tolist()}
+        model = dataclasses.replace(model, lengthscale=ell)
+        if self.users is not None:
+            ell_u = theta[n:].detach().exp()
+            out.update(learned_user_lengthscale=ell_u.tolist(),
+                       start_user_lengthscale=self.users.theta0.exp().tolist())
+            model = dataclasses.replace(model, user_lengthscale=ell_u)
+        return model, out
 
 
 def _step(blk: Block, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹") -> Block:
@@ -113,7 +181,7 @@ class Batch(NamedTuple):
 
 
 def _batch(setup, items: Side, users: Side | None, a, b, j, y) -> Batch:
-    dA, c = setup.items.pair_rows(a, b)
+    dA, c = setup.items.pair_terms(a, b) if items.whitened else setup.items.pair_rows(a, b)
     if users is None:
         return Batch(dA, c, None, torch.zeros_like(c), j, y)
     Aw = users.A[j]
@@ -180,12 +248,14 @@ class CrowdState(NamedTuple):
     v: Block
     w: Block
     gam: dict
+    hyper: Adam | None = None  # the kernels' log length-scales and their Adam moments, when learned
 
 
-def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
+def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 batch_size: int = 1000, delay: float = 1.0, forgetting_rate: float | None = None,
                 max_iter: int = 1000, min_iter: int = 10, tol: float = 1e-3, eval_every: int = 5,
                 eval_size: int = 2000, n_gh: int = 20, init_var: float | None = None,
+                learn_kernel: bool = False, kernel_lr: float = 0.1, rho_min: float | None = None,
                 progress_bar: bool | None = None, setup=None, resume=None, checkpoint=None,
                 checkpoint_every: int = 0, callback=None) -> CrowdGPPLPosterior:
     """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
@@ -211,7 +281,12 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
     the mean-field optimum itself is over-confident (docs/crowdgppl.md, "Sparse personal data"), so
     a much smaller tol trades calibration for bound. ``max_iter`` 1000: with the linearised likelihood
     a crowd of 15 raters × 30 items (docs/crowdgppl.md, "The default route on a user's first crowd")
-    needs 255–345 iterations to meet tol (docs/crowdgppl-defaults.md), so 500 left little headroom."""
+    needs 255–345 iterations to meet tol (docs/crowdgppl-defaults.md), so 500 left little headroom.
+
+    ``learn_kernel``, ``kernel_lr``, ``rho_min``: as for GPPL's natgrad (module docstring); the
+    likelihood is then "exact" unless given."""
+    if likelihood is None:
+        likelihood = "exact" if learn_kernel else "linearised"
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
     if init_var is None:
@@ -227,8 +302,20 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
     P, M, C, M_u = a.shape[0], setup.M, setup.C, setup.M_u
     if forgetting_rate is None:
         forgetting_rate = 0.0 if likelihood == "exact" and min(batch_size, P) == P else 0.9
-    items = _side(setup.items)
-    users = None if setup.users is None else _side(setup.users)
+    space = CrowdKernels.of(model, data, setup, seed) if learn_kernel else None
+    whiten = space is not None
+    items = _side(setup.items, whiten)
+    users = None if setup.users is None else _side(setup.users, whiten)
+    cache = {"theta": None, "sides": (setup, items, users)}
+
+    def sides_of(state):
+        """(setup, item side, user side) at the state's length-scales (rebuilt when they moved)."""
+        if state.hyper is not None and cache["theta"] is not state.hyper.theta:
+            with torch.no_grad():
+                new = space.build(state.hyper.theta)
+                cache.update(theta=state.hyper.theta, sides=(new, _side(new.items, True), None if
+                                                             new.users is None else _side(new.users, True)))
+        return cache["sides"]
     E0 = {k: s / r for k, (s, r) in pri.items()}
     # Q of Eq. 8 from the prior variance of z (independent items: 2/s per function, Eq. 6)
     prior_var_z = 2.0 * C / (E0["v"] * E0["w"]) + (2.0 / E0["t"] if setup.consensus else 0.0)
@@ -248,28 +335,43 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
             w = _block(Lam_w, Lam_w * eps, "Σ⁻¹")
         else:
             Lam_w = (E0["w"] / init_var * users.K_inv).expand(C, M_u, M_u).clone()
-            w0 = eps @ setup.users.L_mm.T
+            w0 = eps if users.whitened else eps @ setup.users.L_mm.T
             w = _block(Lam_w, (Lam_w @ w0[..., None])[..., 0], "Σ⁻¹")
         gam = {k: (torch.full((1 if k == "t" else C,), s, dtype=DTYPE),
                    torch.full((1 if k == "t" else C,), r, dtype=DTYPE)) for k, (s, r) in pri.items()}
-        return CrowdState(t, v, w, gam)
+        return CrowdState(t, v, w, gam, None if space is None else adam_init(space.theta0))
 
     def step(state, idx, r_i, pi):
-        bt = _batch(setup, items, users, a[idx], b[idx], j[idx], y[idx])
+        su, it, us = sides_of(state)
+        bt = _batch(su, it, us, a[idx], b[idx], j[idx], y[idx])
         Q = beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y)
-        st, pull = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, items, users,
+        st, pull = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, it, us,
                           likelihood, Q, r_i, pi, n_gh)
-        gam = _update_scales(st, state.gam, pri, items, users, pull)
-        return CrowdState(st["t"], st["v"], st["w"], gam)
+        gam = _update_scales(st, state.gam, pri, it, us, pull)
+        new = CrowdState(st["t"], st["v"], st["w"], gam, state.hyper)
+        if state.hyper is None:
+            return new
+        Es = {k: s / r for k, (s, r) in gam.items()}
+
+        def likelihood_term(theta):  # q held in the whitened basis: the KL terms do not depend on θ
+            s_th = space.build(theta)
+            u_th = None if s_th.users is None else _side(s_th.users, True)
+            b_th = _batch(s_th, _side(s_th.items, True), u_th, a[idx], b[idx], j[idx], y[idx])
+            mu, var = _total(_moments(st, b_th, Es["t"], Es["v"], Es["w"]))
+            return pi * expected_log_probit(b_th.y, mu, var, n_gh)[0].sum()
+
+        return new._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr))
 
     def bound(state, idx, scale):
-        bt = _batch(setup, items, users, a[idx], b[idx], j[idx], y[idx])
+        su, items, users = sides_of(state)
+        bt = _batch(su, items, users, a[idx], b[idx], j[idx], y[idx])
         return _bound({"t": state.t, "v": state.v, "w": state.w}, state.gam, pri, bt, items, users, scale,
                       n_gh)
 
     settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
-                             eval_size)
-    res = loop.run(loop.Problem(init, step, bound, P), settings, seed=seed,
+                             eval_size, rho_floor(rho_min, space is not None, batch_size >= P))
+    res = loop.run(loop.Problem(init, step, bound, P, lambda s0, s1: gain(s0.hyper, s1.hyper)), settings,
+                   seed=seed,
                    what=f"natgrad crowdGPPL ({likelihood})",
                    advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                           "likelihood='exact', or fewer components",
@@ -278,15 +380,23 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str = "linearised",
                    meta=dict(model=model, method="natgrad"), setup=setup)
     st = res.state
     Es = {k: s / r for k, (s, r) in st.gam.items()}
+    setup, items, users = sides_of(st)
+    t_m, t_S = (None, None) if st.t is None else _to_f(st.t, items, setup.items)
+    v_m, v_S = _to_f(st.v, items, setup.items)
+    w_m, w_S = _to_f(st.w, users, setup.users)
+    learned = {}
+    if space is not None:
+        model, learned = space.learned(model, st.hyper.theta)
     return CrowdGPPLPosterior(
         model=model, setup=setup, data=data, method="natgrad", weights=torch.ones(1, dtype=DTYPE),
-        t_m=None if st.t is None else st.t.m[None], v_m=st.v.m[None], w_m=st.w.m[None],
+        t_m=None if t_m is None else t_m[None], v_m=v_m[None], w_m=w_m[None],
         s_t=Es["t"] if setup.consensus else None, s_v=Es["v"][None], s_w=Es["w"][None],
-        t_cov=None if st.t is None else st.t.S, v_cov=st.v.S, w_cov=st.w.S,
+        t_cov=t_S, v_cov=v_S, w_cov=w_S,
         gamma={k: (s if k != "t" else s[0], r if k != "t" else r[0]) for k, (s, r) in st.gam.items()
                if k != "t" or setup.consensus},
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
-        settings=dict(likelihood=likelihood, init_var=init_var, **res.settings), checkpoint=res.checkpoint)
+        settings=dict(likelihood=likelihood, init_var=init_var, learn_kernel=learn_kernel, **learned,
+                      **res.settings), checkpoint=res.checkpoint)
 
 
 def _terms(dv, dv_var, w, w_var):

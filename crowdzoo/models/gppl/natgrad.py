@@ -48,7 +48,7 @@ from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
 from ...inference.common import label_tensors
-from ...inference.hyper import Adam, adam_init, ascend, gain
+from ...inference.hyper import Adam, adam_init, ascend, gain, rho_floor
 from .posterior import GPPLPosterior
 
 
@@ -95,14 +95,6 @@ def _moments(state: NatGradState):
     L_Lam = cholesky(state.Lam, what="S⁻¹ (natural-gradient precision)")
     S = cho_solve(L_Lam, torch.eye(state.Lam.shape[0], dtype=DTYPE))
     return S @ state.eta, sym(S), L_Lam
-
-
-def _rho_min(rho_min, space, batch_size, P):
-    if rho_min is not None:
-        if not 0.0 <= rho_min <= 1.0:
-            raise DataError(f"rho_min: expected a value in [0, 1], got {rho_min!r}")
-        return float(rho_min)
-    return 0.0 if space is None else (0.5 if batch_size >= P else 0.1)
 
 
 def _marginals(A_d, c, m, S, Es):
@@ -208,7 +200,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         return float(scale * ell.sum() - kl_f - kl_gamma(state.shape, state.rate, alpha0, beta0))
 
     settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
-                             eval_size, _rho_min(rho_min, space, batch_size, a.shape[0]))
+                             eval_size, rho_floor(rho_min, space is not None, batch_size >= a.shape[0]))
     res = loop.run(loop.Problem(init, step, bound, a.shape[0], lambda s0, s1: gain(s0.hyper, s1.hyper)),
                    settings, seed=seed,
                    what=f"natgrad GPPL ({likelihood})",
