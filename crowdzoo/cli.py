@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import os
 import re
 import shlex
 import sys
@@ -539,9 +540,14 @@ def _setting_message(msg: str) -> str:
     return _flag_names(msg)
 
 
+def _lead_rank(plan) -> bool:
+    """False on ranks other than 0 of a ``--distributed`` fit (they write nothing)."""
+    return not plan["settings"].get("distributed") or int(os.environ.get("RANK", "0")) == 0
+
+
 def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dict:
     """Fit, predict and write utilities.csv (and utilities_personal.csv for crowd models),
-    predictions.csv, metrics.json, run.json, posterior.pt."""
+    predictions.csv, metrics.json, run.json, posterior.pt (on rank 0 only, for ``--distributed``)."""
     import crowdzoo as cz
 
     from .metrics import accuracy, cross_entropy, kendall_tau
@@ -552,6 +558,9 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
                    if args.test_fraction else (data, None))
     crowd = e.data == "crowd pairs"
     model = e.model_class()(**plan["model_kw"])
+    if not _lead_rank(plan):
+        cz.fit(model, train, method=args.method, seed=args.seed, **settings)
+        return {}
     made = _prepare_out(out, keep=_resume_file(args, out))
     ckpt = out / "checkpoint.pt"
     if "checkpoint" in plan["static"]:
@@ -621,6 +630,10 @@ def cmd_fit(args) -> int:
                         "from Python: crowdzoo.fit(crowdzoo.SCDC(), crowdzoo.LinkData.from_frame(df, O))")
     out = Path(args.out)
     plan = _plan(args)
+    if not _lead_rank(plan):  # a follower rank of a torchrun launch: it fits its shard, rank 0 writes
+        data = load_csvs(args.pairs, args.items, args)
+        run_fit(data, args, out, plan=plan)
+        return 0
     _check_out(out, args.overwrite, keep=_resume_file(args, out))
     data = load_csvs(args.pairs, args.items, args)
     metrics = run_fit(data, args, out, plan=plan)

@@ -9,6 +9,10 @@ class NumericalError(RuntimeError):
     """A numerical failure (indefinite matrix, NaN bound) with advice on what to try."""
 
 
+class DistributedError(RuntimeError):
+    """A collective operation across ranks failed: another rank stopped, or did not answer in time."""
+
+
 class ConvergenceWarning(UserWarning):
     """An iterative fit stopped before its convergence rule was met, or had to shrink its steps;
     the message says which setting to change."""

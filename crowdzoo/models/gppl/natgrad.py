@@ -48,6 +48,7 @@ from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
 from ...inference.common import label_tensors
+from ...inference.distributed import shard
 from ...inference.hyper import Adam, adam_init, ascend, gain, rho_floor
 from .posterior import GPPLPosterior
 
@@ -107,7 +108,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 max_iter: int = 500, min_iter: int = 10, tol: float = 1e-4, eval_every: int = 5,
                 eval_size: int = 2000, inner_iter: int = 3, n_gh: int = 20,
                 learn_kernel: bool = False, learn_inducing: bool = False, kernel_lr: float = 0.1,
-                rho_min: float | None = None,
+                rho_min: float | None = None, distributed: bool = False,
                 progress_bar: bool | None = None, setup=None, resume=None, checkpoint=None,
                 checkpoint_every: int = 0, callback=None) -> GPPLPosterior:
     """Fit GPPL by the paper's natural-gradient SVI (Alg. 1).
@@ -125,6 +126,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     stays above ``rho_min`` (default 0.5 on the full batch, 0.1 on mini-batches; 0 when nothing is
     learned), since the length-scales' gradient with q held fixed is the bound's only when q keeps
     up with them.
+    ``distributed``: data-parallel over the ranks of a ``torchrun`` launch
+    (:mod:`crowdzoo.inference.distributed`): each rank keeps a shard of the labels, the step's
+    statistics are summed across ranks, and only rank 0 shows progress and writes checkpoints.
     """
     if likelihood is None:  # the hyper-gradient is the bound's only where q maximises the bound itself
         likelihood = "exact" if (learn_kernel or learn_inducing) else "linearised"
@@ -133,9 +137,15 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     alpha0, beta0 = require_gamma(model.prior_s(), "s_prior")
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
     a, b, y = label_tensors(data)
+    P = a.shape[0]
+    sh = shard(P, distributed)
+    a, b, y = a[sh.lo:sh.hi].clone(), b[sh.lo:sh.hi].clone(), y[sh.lo:sh.hi].clone()  # this rank's labels
     M = setup.M
     Es0 = alpha0 / beta0
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
+    if distributed and space is not None:
+        raise DataError("distributed: learning the kernel is not data-parallel yet; pass learn_kernel=False "
+                        "and learn_inducing=False, or distributed=False")
     cache = {"theta": None, "basis": _basis(setup, whitened=space is not None)}
 
     def basis_of(state) -> Basis:
@@ -153,6 +163,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                             hyper=None if space is None else adam_init(space.theta0))
 
     def step(state, idx, r_i, pi):
+        idx = sh.local(idx)
         state = _q_step(state, basis_of(state), idx, r_i, pi)
         if state.hyper is None:
             return state
@@ -172,19 +183,18 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         Es = state.shape / state.rate
         m, S, _ = _moments(state)
         if likelihood == "linearised":
-            state = _linearised_step(state, A_d, yb, m, Es, Es0, K_inv, r_i, pi, inner_iter)
+            state = _linearised_step(state, A_d, yb, m, Es, Es0, K_inv, r_i, pi, inner_iter, sh.sum)
         else:
             mu, v = _marginals(A_d, c, m, S, Es)
             _, g_mu, g_v = expected_log_probit(yb, mu, v, n_gh)
-            Lam_lik = -2.0 * pi * (A_d.T * g_v) @ A_d
-            eta_lik = pi * A_d.T @ (g_mu - 2.0 * g_v * mu)
+            Lam_lik, eta_lik = sh.sum(-2.0 * pi * (A_d.T * g_v) @ A_d, pi * A_d.T @ (g_mu - 2.0 * g_v * mu))
             state = state._replace(Lam=sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + Lam_lik)),
                                    eta=(1 - r_i) * state.eta + r_i * eta_lik)
         m, S, _ = _moments(state)
         shape, rate = q_s(alpha0, beta0, M, second_moment(K_inv, m, S))  # Eq. 15
-        if likelihood == "exact" and c.any():  # the likelihood's pull through c / E[s] (scale_rate)
+        if likelihood == "exact" and not basis.setup.exact:  # the likelihood's pull through c / E[s]
             _, _, g_v = expected_log_probit(yb, *_marginals(A_d, c, m, S, Es), n_gh)
-            rate = scale_rate(rate, shape, -pi * (g_v * c).sum())
+            rate = scale_rate(rate, shape, sh.sum(-pi * (g_v * c).sum()))
         return state._replace(shape=shape, rate=rate)
 
     def bound(state, idx, scale):
@@ -192,23 +202,24 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         the same in either basis)."""
         basis = basis_of(state)
         m, S, L_Lam = _moments(state)
+        idx = sh.local(idx)
         A_d, c = basis.rows(a[idx], b[idx])
         Es, Elog_s = gamma_moments(state.shape, state.rate)
         ell, _, _ = expected_log_probit(y[idx], *_marginals(A_d, c, m, S, Es), n_gh)
         kl_f = kl_gaussian(second_moment(basis.K_inv, m, S), M, basis.logdet_K, -logdet_from_chol(L_Lam),
                            Es, Elog_s)
-        return float(scale * ell.sum() - kl_f - kl_gamma(state.shape, state.rate, alpha0, beta0))
+        return float(scale * sh.sum(ell.sum()) - kl_f - kl_gamma(state.shape, state.rate, alpha0, beta0))
 
     settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
-                             eval_size, rho_floor(rho_min, space is not None, batch_size >= a.shape[0]))
-    res = loop.run(loop.Problem(init, step, bound, a.shape[0], lambda s0, s1: gain(s0.hyper, s1.hyper)),
+                             eval_size, rho_floor(rho_min, space is not None, batch_size >= P))
+    res = loop.run(loop.Problem(init, step, bound, P, lambda s0, s1: gain(s0.hyper, s1.hyper)),
                    settings, seed=seed,
                    what=f"natgrad GPPL ({likelihood})",
                    advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                           "or fewer inducing points",
-                   progress_bar=progress_bar, resume=resume, checkpoint=checkpoint,
-                   checkpoint_every=checkpoint_every, callback=callback,
-                   meta=dict(model=model, method="natgrad"), setup=setup)
+                   progress_bar=progress_bar if sh.lead else False, resume=resume,
+                   checkpoint=checkpoint if sh.lead else None, checkpoint_every=checkpoint_every,
+                   callback=callback, meta=dict(model=model, method="natgrad"), setup=setup)
     state = res.state
     basis = basis_of(state)
     m, S = basis.to_f(*_moments(state)[:2])
@@ -221,12 +232,12 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         means=m[None], covs=S[None], s=(state.shape / state.rate).reshape(1), s_shape=float(state.shape),
         s_rate=float(state.rate),
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
-        settings=dict(likelihood=likelihood, inner_iter=inner_iter, learn_kernel=learn_kernel,
+        settings=dict(likelihood=likelihood, inner_iter=inner_iter, learn_kernel=learn_kernel, ranks=sh.world,
                       learn_inducing=learn_inducing, **learned, **res.settings),
         checkpoint=res.checkpoint)
 
 
-def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter):
+def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter, reduce=lambda *t: t):
     """Eq. 17–18 with the linearised probit (Eq. 9–10) and Q from Eq. 8; G re-linearised
     ``inner_iter`` times about the updated mean (Alg. 1, lines 4–6).
 
@@ -243,8 +254,9 @@ def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter):
         # G_p = dΦ(ẑ_p)/d(f_a − f_b) at the mean, Eq. 10
         G = torch.exp(-0.5 * mu ** 2) / math.sqrt(2 * math.pi)
         w = G * G / Q
-        Lam = sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + pi * (A_d.T * w) @ A_d))
-        eta = (1 - r_i) * state.eta + r_i * pi * A_d.T @ (G / Q * (y - Phi + G * mu))
+        Lam_lik, eta_lik = reduce(pi * (A_d.T * w) @ A_d, pi * A_d.T @ (G / Q * (y - Phi + G * mu)))
+        Lam = sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + Lam_lik))
+        eta = (1 - r_i) * state.eta + r_i * eta_lik
         new = state._replace(Lam=Lam, eta=eta)
         mean = _moments(new)[0]
     if not torch.isfinite(new.eta).all():

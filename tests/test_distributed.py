@@ -1,0 +1,132 @@
+"""Issue 19: data-parallel natural-gradient SVI on torch.distributed (gloo, loopback only).
+
+Two ranks launched by ``torchrun`` each hold half of the labels and sum their step statistics with an
+all-reduce; the posterior equals a single-process fit on the same mini-batches to within 1e-8, for
+both likelihoods. A rank that fails ends the other with a clear DistributedError, not a hang."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+import crowdzoo as cz
+
+pytest.importorskip("torch.distributed")
+if not torch.distributed.is_available():
+    pytest.skip("torch.distributed is not available", allow_module_level=True)
+
+FIT = dict(n_inducing=12)
+SETTINGS = dict(method="natgrad", batch_size=150, max_iter=30, tol=0.0, progress_bar=False)
+
+WORKER = textwrap.dedent('''
+    import os, sys, torch, warnings
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    import crowdzoo as cz
+    lik, out, fail_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    rank = int(os.environ["RANK"])
+
+    def callback(i, state):
+        if rank == 1 and i == fail_at:
+            raise SystemExit("rank 1 stops on purpose")
+
+    data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
+    post = cz.fit(cz.GPPL(n_inducing=12), data, method="natgrad", likelihood=lik, distributed=True,
+                  batch_size=150, max_iter=30, tol=0.0, progress_bar=False, callback=callback)
+    torch.save({"means": post.means, "covs": post.covs, "s": post.s, "ranks": post.settings["ranks"]},
+               f"{out}.{rank}.pt")
+''')
+
+
+def _port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def worker(tmp_path):
+    path = tmp_path / "worker.py"
+    path.write_text(WORKER)
+    return path
+
+
+@pytest.mark.parametrize("likelihood", ["linearised", "exact"])
+def test_two_ranks_give_the_single_process_posterior(tmp_path, worker, likelihood):
+    out = tmp_path / likelihood
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+           "127.0.0.1", "--master-port", str(_port()), str(worker), likelihood, str(out), "-1"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
+    single = cz.fit(cz.GPPL(**FIT), data, likelihood=likelihood, **SETTINGS)
+    assert single.settings["ranks"] == 1
+    for rank in (0, 1):
+        got = torch.load(f"{out}.{rank}.pt")
+        assert got["ranks"] == 2
+        gap = float((got["means"] - single.means).abs().max())
+        print(f"{likelihood} rank {rank}: max |Δ mean| {gap:.2e}")
+        torch.testing.assert_close(got["means"], single.means, rtol=0, atol=1e-8)
+        torch.testing.assert_close(got["covs"], single.covs, rtol=0, atol=1e-8)
+        torch.testing.assert_close(got["s"], single.s, rtol=0, atol=1e-8)
+
+
+def test_a_failed_rank_ends_the_others_with_a_clear_error(tmp_path, worker):
+    """Rank 1 stops at iteration 5; rank 0 (no torchrun agent to kill it) must end by itself with a
+    DistributedError naming the timeout setting, well before the test's own limit."""
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_port()), "WORLD_SIZE": "2",
+           "CROWDZOO_DISTRIBUTED_TIMEOUT": "20"}
+    out = tmp_path / "fail"
+    procs = [subprocess.Popen([sys.executable, str(worker), "exact", str(out), "5"],
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stderr=subprocess.PIPE,
+                              text=True) for r in (0, 1)]
+    t0 = time.time()
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    print(f"both ranks ended after {time.time() - t0:.1f} s; rank 0 said: {errs[0].strip().splitlines()[-1]}")
+    assert procs[1].returncode != 0 and "on purpose" in errs[1]
+    assert procs[0].returncode != 0
+    assert "DistributedError" in errs[0] and "CROWDZOO_DISTRIBUTED_TIMEOUT" in errs[0]
+    assert not list(tmp_path.glob("fail.*.pt"))
+
+
+def test_distributed_without_a_launch_says_how_to_launch(monkeypatch):
+    from crowdzoo.errors import DistributedError
+
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    data, _ = cz.simulate_gppl(n_items=10, n_pairs=40, seed=0)
+    with pytest.raises(DistributedError, match="torchrun"):
+        cz.fit(cz.GPPL(), data, method="natgrad", distributed=True)
+
+
+def test_cli_fit_distributed_writes_once_and_matches_one_process(tmp_path):
+    """`torchrun --nproc-per-node 2 crowdzoo fit gppl ... --distributed` (the guide's command): rank 0
+    writes the run once; its utilities equal a one-process `crowdzoo fit` of the same CSV files."""
+    import pandas as pd
+
+    data, _ = cz.simulate_gppl(n_items=30, n_pairs=400, n_features=2, seed=0)
+    data.to_frame().to_csv(tmp_path / "pairs.csv", index=False)
+    items = pd.DataFrame(data.item_features, index=pd.Index(data.item_ids, name="item"))
+    items.to_csv(tmp_path / "items.csv")
+    exe = os.path.join(os.path.dirname(sys.executable), "crowdzoo")
+    args = ["fit", "gppl", "--pairs", "pairs.csv", "--items", "items.csv", "--id-col", "item",
+            "--method", "natgrad", "--n-inducing", "10"]
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                          "--master-addr", "127.0.0.1", "--master-port", str(_port()), exe, *args,
+                          "--distributed", "--out", "two"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("wrote ") == 1
+    one = subprocess.run([exe, *args, "--out", "one"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert one.returncode == 0, one.stderr[-3000:]
+    u2 = pd.read_csv(tmp_path / "two" / "utilities.csv").sort_values("item")
+    u1 = pd.read_csv(tmp_path / "one" / "utilities.csv").sort_values("item")
+    assert (u2["item"].to_numpy() == u1["item"].to_numpy()).all()
+    assert abs(u2["mean"].to_numpy() - u1["mean"].to_numpy()).max() < 1e-8
