@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 VENV    := .venv/.installed
 
-.PHONY: demo test test-slow bench lint docs notebooks chromium clean
+.PHONY: demo test test-slow bench bench-peers lint docs notebooks chromium clean
 
 $(VENV): pyproject.toml
 	test -d .venv || python3 -m venv .venv
@@ -37,6 +37,20 @@ bench: $(VENV)
 	$(PY) benchmarks/bench_collab.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_dpm.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_scdc.py --out docs/benchmarks.md
+
+# crowdzoo beside BoTorch, choix and crowd-kit (issue 18), each method in its own process; the peers
+# live in their own .venv-peers (never dependencies of crowdzoo). Writes its section of docs/benchmarks.md.
+PEERS   := .venv-peers/.installed
+
+$(PEERS):
+	test -d .venv-peers || python3 -m venv .venv-peers
+	.venv-peers/bin/pip install -q --upgrade pip
+	.venv-peers/bin/pip install -q torch==2.13.0
+	.venv-peers/bin/pip install -q botorch choix crowd-kit numpy scipy pandas
+	touch $(PEERS)
+
+bench-peers: $(VENV) $(PEERS)
+	$(PY) benchmarks/peers/run_peers.py --out docs/benchmarks.md
 
 lint: $(VENV)
 	.venv/bin/ruff check crowdzoo tests benchmarks
