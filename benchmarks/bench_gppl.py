@@ -95,13 +95,17 @@ def _sub(fn, **kw):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def machine():
-    cpu = platform.processor() or platform.machine()
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one)."""
     try:
         with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     except (OSError, StopIteration):
-        pass
+        return platform.processor() or platform.machine()
+
+
+def machine():
+    cpu = cpu_name()
     import torch
 
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}"

@@ -41,6 +41,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.dirname(HERE))
+from bench_gppl import cpu_name  # noqa: E402
 from child import threads_env  # noqa: E402
 from problems import crowd_problem, gppl_problem, save  # noqa: E402
 
@@ -209,12 +211,7 @@ def _versions(python, modules):
 
 
 def machine(threads):
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_name()
     ours = _versions(sys.executable, ["torch", "pyro-ppl", "numpy"])
     peers = _versions(os.path.join(ROOT, ".venv-peers", "bin", "python"),
                       ["torch", "botorch", "gpytorch", "choix", "crowd-kit", "numpy", "scipy", "pandas"])
