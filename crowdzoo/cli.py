@@ -245,7 +245,7 @@ def _fit_options(p, out_default=None):
                                metavar=spec.type.__name__.upper())
 
 
-def _read_csv(path, flag: str, sep: str = ",") -> pd.DataFrame:
+def _read_csv(path, flag: str, sep: str = ",", nrows: int | None = None) -> pd.DataFrame:
     """A CSV file, or a DataError naming ``flag`` (missing, empty, unreadable)."""
     p = Path(path)
     if not p.exists():
@@ -255,7 +255,7 @@ def _read_csv(path, flag: str, sep: str = ",") -> pd.DataFrame:
     if p.stat().st_size == 0:
         raise DataError(f"{flag}: {path} is empty (0 bytes); expected a CSV file with a header row")
     try:
-        return pd.read_csv(p, sep=sep)
+        return pd.read_csv(p, sep=sep, nrows=nrows)
     except pd.errors.EmptyDataError:
         raise DataError(f"{flag}: {path} has no header row and no data (blank lines only)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as err:
@@ -354,9 +354,11 @@ def _flag_names(msg: str) -> str:
     return msg
 
 
-def load_csvs(pairs_path, items_path, args):
+def load_csvs(pairs_path, items_path, args, shard: bool = False):
     """PairwiseData from the CSVs: ``--pairs``, ``--items`` (optional: item ids in ``--id-col``,
-    features chosen by ``--features``/``--one-hot``) and, for crowd models, ``--users``."""
+    features chosen by ``--features``/``--one-hot``) and, for crowd models, ``--users``. ``shard``:
+    only this rank's share of ``--pairs`` (a ``--distributed`` fit; :mod:`crowdzoo.data.shard`), read
+    in chunks so that no rank holds every label."""
     from .data import PairwiseData
 
     sep = getattr(args, "sep", ",")
@@ -366,7 +368,7 @@ def load_csvs(pairs_path, items_path, args):
                 else getattr(args, "user_col", None))
     y_col = None if getattr(args, "winner_first", False) or args.y_col == "" else args.y_col
     tie_col = getattr(args, "tie_col", None)
-    pairs = _read_csv(pairs_path, "--pairs", sep)
+    pairs = _read_csv(pairs_path, "--pairs", sep, nrows=1 if shard else None)  # a shard: the checks only
     need = {args.a_col: "--a-col", args.b_col: "--b-col"}
     need.update({c: f for c, f in ((y_col, "--y-col"), (user_col, "--user-col"), (tie_col, "--tie-col"))
                  if c})
@@ -394,6 +396,8 @@ def load_csvs(pairs_path, items_path, args):
     cols = {"a": (args.a_col, "--a-col"), "b": (args.b_col, "--b-col"), "user": (user_col, "--user-col"),
             "y": (y_col, "--y-col") if y_col else None, "tie": (tie_col, "--tie-col") if tie_col else None}
     try:
+        if shard:
+            return PairwiseData.read_shard(pairs_path, items=items, sep=sep, **kw)
         return PairwiseData.from_frame(pairs, items, **kw)
     except DataError as err:
         raise DataError(_cli_message(str(err), cols)) from None
@@ -597,6 +601,9 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
             personal.to_csv(out / "utilities_personal.csv")
             written.append("utilities_personal.csv")
     preds, metrics = [], {"method": args.method, "seconds": seconds, "n_pairs": train.n_pairs}
+    if train.label_range is not None:  # a --distributed fit: rank 0 holds (and scores) its shard alone
+        lo, hi, metrics["n_pairs"] = train.label_range
+        metrics["train_scored_on"] = f"rank 0's shard of --pairs: labels {lo}..{hi - 1}"
     for split, part in (("train", train), ("test", test)):
         if part is None:
             continue
@@ -630,12 +637,17 @@ def cmd_fit(args) -> int:
                         "from Python: crowdzoo.fit(crowdzoo.SCDC(), crowdzoo.LinkData.from_frame(df, O))")
     out = Path(args.out)
     plan = _plan(args)
+    sharded = bool(plan["settings"].get("distributed"))
+    if sharded and args.test_fraction:
+        raise DataError("--test-fraction: not with --distributed (each rank reads only its shard of "
+                        "--pairs); hold out pairs in a file of their own and score them with "
+                        "`crowdzoo predict`")
     if not _lead_rank(plan):  # a follower rank of a torchrun launch: it fits its shard, rank 0 writes
-        data = load_csvs(args.pairs, args.items, args)
+        data = load_csvs(args.pairs, args.items, args, shard=True)
         run_fit(data, args, out, plan=plan)
         return 0
     _check_out(out, args.overwrite, keep=_resume_file(args, out))
-    data = load_csvs(args.pairs, args.items, args)
+    data = load_csvs(args.pairs, args.items, args, shard=sharded)
     metrics = run_fit(data, args, out, plan=plan)
     print(json.dumps(metrics, indent=2))
     print(f"wrote {', '.join(str(out / f) for f in args.written)}")

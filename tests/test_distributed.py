@@ -5,6 +5,7 @@ all-reduce; the posterior equals a single-process fit on the same mini-batches t
 both likelihoods. A rank that fails ends the other with a clear DistributedError, not a hang."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -130,3 +132,120 @@ def test_cli_fit_distributed_writes_once_and_matches_one_process(tmp_path):
     u1 = pd.read_csv(tmp_path / "one" / "utilities.csv").sort_values("item")
     assert (u2["item"].to_numpy() == u1["item"].to_numpy()).all()
     assert abs(u2["mean"].to_numpy() - u1["mean"].to_numpy()).max() < 1e-8
+    import json
+
+    metrics = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert metrics["n_pairs"] == 400 and metrics["train_scored_on"].endswith("labels 0..199")
+    bad = subprocess.run([exe, *args, "--distributed", "--test-fraction", "0.2", "--out", "x"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "--test-fraction" in bad.stderr and "Traceback" not in bad.stderr
+
+
+CROWD_WORKER = textwrap.dedent('''
+    import os, sys, torch, warnings
+    import pandas as pd
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    import crowdzoo as cz
+    folder = sys.argv[1]
+    rank = int(os.environ["RANK"])
+    items = pd.read_csv(f"{folder}/items.csv", index_col="item")
+    shard = cz.PairwiseData.read_shard(f"{folder}/crowd.csv", items=items, a="winner", b="loser", y=None,
+                                       user="rater", chunksize=97)
+    out = {"range": shard.label_range, "n_items": shard.n_items, "n_users": shard.n_users}
+    for lik in ("linearised", "exact"):
+        post = cz.fit(cz.CrowdGPPL(n_inducing=10, n_components=3), shard, method="natgrad", likelihood=lik,
+                      distributed=True, batch_size=120, max_iter=12, tol=0.0, progress_bar=False)
+        out[lik] = {"v_m": post.v_m, "w_m": post.w_m, "t_m": post.t_m, "s_v": post.s_v,
+                    "ranks": post.settings["ranks"]}
+    data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
+    post = cz.fit(cz.GPPL(n_inducing=12, kernel="se"), data, method="natgrad", learn_kernel=True,
+                  distributed=True, batch_size=150, max_iter=20, tol=0.0, progress_bar=False)
+    out["gppl_learn"] = {"means": post.means, "ell": torch.tensor(post.settings["learned_lengthscale"])}
+    torch.save(out, f"{folder}/out.{rank}.pt")
+''')
+
+
+def _crowd_files(folder):
+    """A crowd as a user keeps it: string ids for items and raters, a winner/loser CSV, an items table."""
+    import pandas as pd
+
+    data, _ = cz.simulate_crowd(n_items=25, n_users=9, n_pairs=700, n_components=2, n_user_features=0,
+                                seed=3)
+    item_ids = [f"film-{k:02d}" for k in range(data.n_items)]
+    user_ids = [f"rater {k}" for k in range(data.n_users)]
+    win = data.y == 1
+    frame = pd.DataFrame({"rater": [user_ids[u] for u in data.users],
+                          "winner": [item_ids[i] for i in np.where(win, data.a, data.b)],
+                          "loser": [item_ids[i] for i in np.where(win, data.b, data.a)]})
+    frame.to_csv(folder / "crowd.csv", index=False)
+    items = pd.DataFrame(data.item_features, index=pd.Index(item_ids, name="item"), columns=["x0", "x1"])
+    items.to_csv(folder / "items.csv")
+    return cz.PairwiseData.from_frame(frame, items, a="winner", b="loser", y=None, user="rater")
+
+
+def test_crowdgppl_two_ranks_reading_their_shards_give_the_single_process_posterior(tmp_path):
+    """crowdGPPL (both likelihoods) fitted by 2 gloo ranks, each having read only its half of a
+    winner/loser CSV with string ids (read_shard, in chunks), equals one process on the whole file to
+    1e-8; and GPPL with its kernel learned (the length-scales' gradient summed over ranks) too."""
+    whole = _crowd_files(tmp_path)
+    script = tmp_path / "crowd_worker.py"
+    script.write_text(CROWD_WORKER)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+           "127.0.0.1", "--master-port", str(_port()), str(script), str(tmp_path)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = [torch.load(tmp_path / f"out.{r}.pt") for r in (0, 1)]
+    P = whole.n_pairs
+    assert got[0]["range"] == (0, 350, P) and got[1]["range"] == (350, P, P)
+    assert all(g["n_items"] == whole.n_items and g["n_users"] == whole.n_users for g in got)
+    for lik in ("linearised", "exact"):
+        single = cz.fit(cz.CrowdGPPL(n_inducing=10, n_components=3), whole, method="natgrad", likelihood=lik,
+                        batch_size=120, max_iter=12, tol=0.0, progress_bar=False)
+        for r, g in enumerate(got):
+            two = g[lik]
+            assert two["ranks"] == 2
+            gap = max(float((two[k] - getattr(single, k)).abs().max()) for k in ("v_m", "w_m", "t_m", "s_v"))
+            print(f"crowdGPPL {lik} rank {r}: max |Δ| {gap:.2e}")
+            for k in ("v_m", "w_m", "t_m", "s_v"):
+                torch.testing.assert_close(two[k], getattr(single, k), rtol=0, atol=1e-8)
+    data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
+    single = cz.fit(cz.GPPL(n_inducing=12, kernel="se"), data, method="natgrad", learn_kernel=True,
+                    batch_size=150, max_iter=20, tol=0.0, progress_bar=False)
+    ell = torch.tensor(single.settings["learned_lengthscale"])
+    assert (ell - torch.tensor(single.settings["start_lengthscale"])).abs().max() > 1e-3  # it learned
+    for g in got:
+        print(f"GPPL learn_kernel: ℓ {g['gppl_learn']['ell'].tolist()} vs one process {ell.tolist()}")
+        torch.testing.assert_close(g["gppl_learn"]["ell"], ell, rtol=0, atol=1e-8)
+        torch.testing.assert_close(g["gppl_learn"]["means"], single.means, rtol=0, atol=1e-8)
+
+
+def test_read_shard_outside_a_launch(tmp_path):
+    """One process may read the whole file as a shard of one (it equals from_frame's data); a shard
+    of several ranks needs the launch; a shard fitted without distributed=True is refused; bad rows are
+    named by the file's row."""
+    import pandas as pd
+
+    from crowdzoo.errors import DataError
+
+    whole = _crowd_files(tmp_path)
+    items = pd.read_csv(tmp_path / "items.csv", index_col="item")
+    one = cz.PairwiseData.read_shard(tmp_path / "crowd.csv", items=items, a="winner", b="loser", y=None,
+                                     user="rater", rank=0, world=1, chunksize=64)
+    assert one.label_range == (0, whole.n_pairs, whole.n_pairs)
+    for k in ("a", "b", "y", "users"):
+        assert (getattr(one, k) == getattr(whole, k)).all()
+    assert list(one.user_ids) == list(whole.user_ids) and one.user_features is None
+    half = dataclasses.replace(one.subset(np.arange(300)), label_range=(0, 300, whole.n_pairs))
+    with pytest.raises(DataError, match="one rank's shard"):
+        cz.fit(cz.CrowdGPPL(n_inducing=10, n_components=2), half, method="natgrad", max_iter=2)
+    with pytest.raises(DataError, match="process group"):
+        cz.PairwiseData.read_shard(tmp_path / "crowd.csv", items=items, a="winner", b="loser", y=None,
+                                   user="rater", rank=1, world=2)
+    frame = pd.read_csv(tmp_path / "crowd.csv")
+    frame.loc[500, "loser"] = frame.loc[500, "winner"]
+    frame.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(DataError, match=r"index 500\).*compared with itself"):
+        cz.PairwiseData.read_shard(tmp_path / "bad.csv", items=items, a="winner", b="loser", y=None,
+                                   user="rater", rank=0, world=1, chunksize=64)
+    assert (pd.read_csv(tmp_path / "bad.csv").loc[500, "loser"] == frame.loc[500, "loser"])

@@ -198,6 +198,15 @@ class PairwiseData:
     user_features: np.ndarray | None = None
     item_ids: np.ndarray = field(default=None)
     user_ids: np.ndarray | None = None
+    label_range: tuple[int, int, int] | None = None  # (lo, hi, P): one rank's labels lo..hi-1 of P
+
+    @classmethod
+    def read_shard(cls, path, rank: int | None = None, world: int | None = None, **kw) -> PairwiseData:
+        """One rank's shard of a pairs CSV for a distributed fit, read without holding the whole file:
+        :func:`crowdzoo.data.shard.read_shard` (``rank``/``world`` default to the torchrun launch's)."""
+        from .shard import read_shard
+
+        return read_shard(path, rank=rank, world=world, **kw)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -470,5 +479,9 @@ class PairwiseData:
 
     def __repr__(self) -> str:
         u = f", users={self.n_users}" if self.users is not None else ""
+        sh = ""
+        if self.label_range is not None:
+            lo, hi, P = self.label_range
+            sh = f", shard=labels {lo}..{hi - 1} of {P}"
         return (f"PairwiseData(pairs={self.n_pairs}, items={self.n_items}, "
-                f"item_dims={self.item_features.shape[1]}{u})")
+                f"item_dims={self.item_features.shape[1]}{u}{sh})")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import DistributedError
+from ..errors import DataError, DistributedError
 
 
 def timeout_seconds() -> float:
@@ -29,12 +29,16 @@ def timeout_seconds() -> float:
 
 @dataclass(frozen=True)
 class Shard:
-    """Labels [lo, hi) of P live on this ``rank`` of ``world`` ranks."""
+    """Labels [lo, hi) of ``n_labels`` live on this ``rank`` of ``world`` ranks; this process's data
+    hold labels from global position ``offset`` on (0 when it holds them all, ``lo`` when it read only
+    its shard, :meth:`crowdzoo.PairwiseData.read_shard`)."""
 
     rank: int
     world: int
     lo: int
     hi: int
+    n_labels: int = -1
+    offset: int = 0
 
     @property
     def lead(self) -> bool:
@@ -69,11 +73,14 @@ class Shard:
         return tuple(out) if len(out) > 1 else out[0]
 
 
-def shard(n_labels: int, distributed: bool) -> Shard:
-    """This process's shard: every label when not ``distributed``; else a contiguous 1/R of them on
-    rank r of R, the process group initialised from torchrun's environment if it is not already."""
-    if not distributed:
-        return Shard(0, 1, 0, n_labels)
+def bounds(n_labels: int, rank: int, world: int) -> tuple[int, int]:
+    """[lo, hi): the contiguous share of ``n_labels`` labels that rank ``rank`` of ``world`` holds."""
+    return n_labels * rank // world, n_labels * (rank + 1) // world
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(rank, world size) of the process group, initialised from torchrun's environment (gloo backend,
+    ``CROWDZOO_DISTRIBUTED_TIMEOUT``) if the script has not done it already."""
     import torch.distributed as dist
 
     if not dist.is_available():
@@ -85,6 +92,44 @@ def shard(n_labels: int, distributed: bool) -> Shard:
                                    "launch with `torchrun --nproc-per-node R script.py` (or initialise "
                                    "torch.distributed yourself) before fit(..., distributed=True)")
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout_seconds()))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    lo, hi = n_labels * rank // world, n_labels * (rank + 1) // world
-    return Shard(rank, world, lo, hi)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def shard(data, distributed: bool) -> Shard:
+    """This process's shard of ``data``'s labels (a PairwiseData, or the number of labels P): every
+    label when not ``distributed``; else a contiguous 1/R of them on rank r of R. Data that is already
+    one rank's shard (:meth:`~crowdzoo.PairwiseData.read_shard`, its ``label_range`` set) is used as it
+    is, after checking that it is this rank's."""
+    held = getattr(data, "label_range", None)
+    n_held = data if isinstance(data, int) else len(data.a)
+    if not distributed:
+        if held is not None and held[2] != n_held:
+            raise DataError(f"data: holds labels {held[0]}..{held[1] - 1} of {held[2]} (one rank's shard, "
+                            "from read_shard); fit it with distributed=True inside the torchrun launch, or "
+                            "read the whole file")
+        return Shard(0, 1, 0, n_held, n_held, 0)
+    rank, world = rank_and_world()
+    if held is None:
+        lo, hi = bounds(n_held, rank, world)
+        return Shard(rank, world, lo, hi, n_held, 0)
+    lo, hi, P = held
+    _check_tiling(lo, hi, P, rank, world)
+    return Shard(rank, world, lo, hi, P, lo)
+
+
+def _check_tiling(lo: int, hi: int, P: int, rank: int, world: int) -> None:
+    """The ranks' shards, in rank order, must be labels 0..P-1 exactly once (an all-gather)."""
+    import torch.distributed as dist
+
+    got = [torch.zeros(3, dtype=torch.long) for _ in range(world)]
+    dist.all_gather(got, torch.tensor([lo, hi, P], dtype=torch.long))
+    ranges = [tuple(int(v) for v in t) for t in got]
+    end = 0
+    for r, (lo_r, hi_r, P_r) in enumerate(ranges):
+        if lo_r != end or P_r != P or hi_r < lo_r:
+            raise DataError(f"data: the ranks' shards do not tile the labels 0..{P - 1} in rank order (rank "
+                            f"{r} holds [{lo_r}, {hi_r}) of {P_r} after [0, {end})); read every rank's "
+                            "shard of the same file with read_shard inside one launch")
+        end = hi_r
+    if end != P:
+        raise DataError(f"data: the ranks' shards cover labels 0..{end - 1} of {P}")

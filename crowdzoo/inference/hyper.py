@@ -43,14 +43,19 @@ def adam_ascent(state: Adam, grad: torch.Tensor, lr: float, betas=(0.9, 0.99), e
     return Adam(state.theta + step, m, v, t, state.gain + float(grad @ step))
 
 
-def ascend(state: Adam, objective: Callable[[torch.Tensor], torch.Tensor], lr: float) -> Adam:
-    """One Adam step up ``objective(θ)`` (a scalar tensor, differentiable in θ)."""
+def ascend(state: Adam, objective: Callable[[torch.Tensor], torch.Tensor], lr: float,
+           reduce: Callable | None = None) -> Adam:
+    """One Adam step up ``objective(θ)`` (a scalar tensor, differentiable in θ). ``reduce`` sums the
+    gradient over the ranks of a distributed fit, whose objective is a sum over labels that each rank
+    holds a share of (:mod:`crowdzoo.inference.distributed`); every rank then takes the same step."""
     theta = state.theta.detach().requires_grad_()
-    (grad,) = torch.autograd.grad(objective(theta), theta)
+    (grad,) = torch.autograd.grad(objective(theta), theta, allow_unused=True)
+    grad = torch.zeros_like(theta) if grad is None else grad.detach()
+    if reduce is not None:
+        grad = reduce(grad)
     if not torch.isfinite(grad).all():
         return state  # a non-finite gradient (e.g. a kernel at a degenerate length-scale): skip the step
-    return adam_ascent(state, grad.detach(), lr)
-
+    return adam_ascent(state, grad, lr)
 
 
 def gain(before: Adam | None, after: Adam | None) -> float:

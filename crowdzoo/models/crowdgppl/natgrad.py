@@ -48,6 +48,7 @@ from ...gp.learn import KernelSpace
 from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
+from ...inference.distributed import shard
 from ...inference.hyper import Adam, adam_init, ascend, gain, rho_floor
 from ..gppl.model import GPPL
 from .posterior import CrowdGPPLPosterior
@@ -146,18 +147,22 @@ class CrowdKernels:
         return model, out
 
 
-def _step(blk: Block, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹") -> Block:
+def _step(blk: Block, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹", reduce=None) -> Block:
     """One natural-gradient step. rows (P, M) (or None with user positions j for a diagonal
-    block); lam, nu (P,)."""
+    block); lam, nu (P,). ``reduce`` sums the labels' statistics Σ λ AᵀA, Σ ν A over the ranks of a
+    distributed fit (:mod:`crowdzoo.inference.distributed`); None: this process holds every label."""
     if rows is None:
         n = blk.Lam.shape[-1]
         lam_sum = torch.zeros(n, dtype=DTYPE).index_add_(0, j, lam)
         nu_sum = torch.zeros(n, dtype=DTYPE).index_add_(0, j, nu)
-        Lam = (1 - r_i) * blk.Lam + r_i * (prior_prec + pi * lam_sum)
-        eta = (1 - r_i) * blk.eta + r_i * pi * nu_sum
     else:
-        Lam = sym((1 - r_i) * blk.Lam + r_i * (prior_prec + pi * (rows.T * lam) @ rows))
-        eta = (1 - r_i) * blk.eta + r_i * pi * rows.T @ nu
+        lam_sum, nu_sum = (rows.T * lam) @ rows, rows.T @ nu
+    if reduce is not None:
+        lam_sum, nu_sum = reduce(lam_sum, nu_sum)
+    Lam = (1 - r_i) * blk.Lam + r_i * (prior_prec + pi * lam_sum)
+    if rows is not None:
+        Lam = sym(Lam)
+    eta = (1 - r_i) * blk.eta + r_i * pi * nu_sum
     return _block(Lam, eta, what)
 
 
@@ -256,8 +261,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 max_iter: int = 1000, min_iter: int = 10, tol: float = 1e-3, eval_every: int = 5,
                 eval_size: int = 2000, n_gh: int = 20, init_var: float | None = None,
                 learn_kernel: bool = False, kernel_lr: float = 0.1, rho_min: float | None = None,
-                progress_bar: bool | None = None, setup=None, resume=None, checkpoint=None,
-                checkpoint_every: int = 0, callback=None) -> CrowdGPPLPosterior:
+                distributed: bool = False, progress_bar: bool | None = None, setup=None, resume=None,
+                checkpoint=None, checkpoint_every: int = 0, callback=None) -> CrowdGPPLPosterior:
     """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
     ``resume`` as for GPPL's :func:`~crowdzoo.models.gppl.natgrad.fit_natgrad`).
 
@@ -284,7 +289,13 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     needs 255–345 iterations to meet tol (docs/crowdgppl-defaults.md), so 500 left little headroom.
 
     ``learn_kernel``, ``kernel_lr``, ``rho_min``: as for GPPL's natgrad (module docstring); the
-    likelihood is then "exact" unless given."""
+    likelihood is then "exact" unless given.
+
+    ``distributed``: data-parallel over the ranks of a ``torchrun`` launch
+    (:mod:`crowdzoo.inference.distributed`), as for GPPL: each rank keeps a shard of the labels
+    (``data`` may itself be a shard, :meth:`~crowdzoo.PairwiseData.read_shard`); every factor's
+    statistics (Eq. 32–37), the likelihood's pull on q(s), the bound and, with ``learn_kernel``, the
+    length-scales' gradient are summed across ranks, so every rank takes the single-process step."""
     if likelihood is None:
         likelihood = "exact" if learn_kernel else "linearised"
     if likelihood not in ("linearised", "exact"):
@@ -299,7 +310,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     pri.setdefault("t", (1.0, 1.0))
     a, b, y = label_tensors(data)
     j = user_tensor(data)
-    P, M, C, M_u = a.shape[0], setup.M, setup.C, setup.M_u
+    sh = shard(data, distributed)
+    a, b, j, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, j, y))  # this rank's labels
+    P, M, C, M_u = sh.n_labels, setup.M, setup.C, setup.M_u
     if forgetting_rate is None:
         forgetting_rate = 0.0 if likelihood == "exact" and min(batch_size, P) == P else 0.9
     space = CrowdKernels.of(model, data, setup, seed) if learn_kernel else None
@@ -341,12 +354,15 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                    torch.full((1 if k == "t" else C,), r, dtype=DTYPE)) for k, (s, r) in pri.items()}
         return CrowdState(t, v, w, gam, None if space is None else adam_init(space.theta0))
 
+    reduce = sh.sum if sh.world > 1 else None
+
     def step(state, idx, r_i, pi):
+        idx = sh.local(idx)
         su, it, us = sides_of(state)
         bt = _batch(su, it, us, a[idx], b[idx], j[idx], y[idx])
         Q = beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y)
         st, pull = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, it, us,
-                          likelihood, Q, r_i, pi, n_gh)
+                          likelihood, Q, r_i, pi, n_gh, reduce)
         gam = _update_scales(st, state.gam, pri, it, us, pull)
         new = CrowdState(st["t"], st["v"], st["w"], gam, state.hyper)
         if state.hyper is None:
@@ -360,13 +376,14 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
             mu, var = _total(_moments(st, b_th, Es["t"], Es["v"], Es["w"]))
             return pi * expected_log_probit(b_th.y, mu, var, n_gh)[0].sum()
 
-        return new._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr))
+        return new._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr, reduce))
 
     def bound(state, idx, scale):
+        idx = sh.local(idx)
         su, items, users = sides_of(state)
         bt = _batch(su, items, users, a[idx], b[idx], j[idx], y[idx])
         return _bound({"t": state.t, "v": state.v, "w": state.w}, state.gam, pri, bt, items, users, scale,
-                      n_gh)
+                      n_gh, reduce)
 
     settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
                              eval_size, rho_floor(rho_min, space is not None, batch_size >= P))
@@ -375,9 +392,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                    what=f"natgrad crowdGPPL ({likelihood})",
                    advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                           "likelihood='exact', or fewer components",
-                   progress_bar=progress_bar, resume=resume, checkpoint=checkpoint,
-                   checkpoint_every=checkpoint_every, callback=callback,
-                   meta=dict(model=model, method="natgrad"), setup=setup)
+                   progress_bar=progress_bar if sh.lead else False, resume=resume,
+                   checkpoint=checkpoint if sh.lead else None, checkpoint_every=checkpoint_every,
+                   callback=callback, meta=dict(model=model, method="natgrad"), setup=setup)
     st = res.state
     Es = {k: s / r for k, (s, r) in st.gam.items()}
     setup, items, users = sides_of(st)
@@ -395,8 +412,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         gamma={k: (s if k != "t" else s[0], r if k != "t" else r[0]) for k, (s, r) in st.gam.items()
                if k != "t" or setup.consensus},
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
-        settings=dict(likelihood=likelihood, init_var=init_var, learn_kernel=learn_kernel, **learned,
-                      **res.settings), checkpoint=res.checkpoint)
+        settings=dict(likelihood=likelihood, init_var=init_var, learn_kernel=learn_kernel, ranks=sh.world,
+                      **learned, **res.settings), checkpoint=res.checkpoint)
 
 
 def _terms(dv, dv_var, w, w_var):
@@ -404,9 +421,11 @@ def _terms(dv, dv_var, w, w_var):
     return dv * w, dv_var * (w * w + w_var) + dv * dv * w_var
 
 
-def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh):
+def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None):
     """Update q(t), then q(v_c) for each c, then q(w_c) for each c, on one batch (the factors in
-    turn, as coordinate ascent does; the total moments of z are kept up to date in between)."""
+    turn, as coordinate ascent does; the total moments of z are kept up to date in between).
+    ``reduce``: sums each factor's label statistics over the ranks of a distributed fit (each rank
+    holds its own labels' moments of z, updated locally after every factor's step)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     mo = _moments(st, bt, Es["t"], Es["v"], Es["w"])
     y = bt.y
@@ -415,7 +434,7 @@ def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh):
     if st["t"] is not None:
         one = torch.ones_like(y)
         lam, nu = _weights(lik, y, mu, var, one, one, mo.dt, Q, n_gh)
-        st["t"] = _step(st["t"], Es["t"] * items.K_inv, bt.dA, lam, nu, r_i, pi, what="S_t⁻¹")
+        st["t"] = _step(st["t"], Es["t"] * items.K_inv, bt.dA, lam, nu, r_i, pi, what="S_t⁻¹", reduce=reduce)
         dt = bt.dA @ st["t"].m
         dt_var = ((bt.dA @ st["t"].S) * bt.dA).sum(-1) + bt.c / Es["t"]
         mu, var = mu + dt - mo.dt, var + dt_var - mo.dt_var
@@ -426,7 +445,7 @@ def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh):
         e = wm[:, c] ** 2 + w_var[:, c]
         lam, nu = _weights(lik, y, mu, var, wm[:, c], e, dv[:, c], Q, n_gh)
         blk = _step(Block(Lam_v[c], eta_v[c], m_v[c], S_v[c]), Es["v"][c] * items.K_inv, bt.dA,
-                    lam, nu, r_i, pi, what=f"S_v⁻¹ (component {c})")
+                    lam, nu, r_i, pi, what=f"S_v⁻¹ (component {c})", reduce=reduce)
         Lam_v[c], eta_v[c], m_v[c], S_v[c] = blk
         dv[:, c] = bt.dA @ blk.m
         dv_var[:, c] = ((bt.dA @ blk.S) * bt.dA).sum(-1) + bt.c / Es["v"][c]
@@ -440,26 +459,35 @@ def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh):
         lam, nu = _weights(lik, y, mu, var, dv[:, c], e, wm[:, c], Q, n_gh)
         if bt.Aw is None:
             blk = _step(Block(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c], None, lam, nu, r_i,
-                        pi, j=bt.j)
+                        pi, j=bt.j, reduce=reduce)
             wm[:, c], w_var[:, c] = blk.m[bt.j], blk.S[bt.j]
         else:
             blk = _step(Block(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c] * users.K_inv, bt.Aw,
-                        lam, nu, r_i, pi, what=f"Σ⁻¹ (component {c})")
+                        lam, nu, r_i, pi, what=f"Σ⁻¹ (component {c})", reduce=reduce)
             wm[:, c] = bt.Aw @ blk.m
             w_var[:, c] = ((bt.Aw @ blk.S) * bt.Aw).sum(-1) + bt.d / Es["w"][c]
         Lam_w[c], eta_w[c], m_w[c], S_w[c] = blk
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         mu, var = mu + new_mu - old_mu, var + new_var - old_var
     st["w"] = Block(Lam_w, eta_w, m_w, S_w)
-    if lik != "exact" or not (bt.c.any() or bt.d.any()):  # no conditional variance: Eq. 15 as is
+    if lik != "exact":
+        return st, None
+    has_var = bt.c.any() or bt.d.any()
+    if reduce is not None:  # every rank must take the same branch (its own labels may be few or none)
+        has_var = bool(reduce(torch.tensor(float(has_var), dtype=DTYPE)) > 0)
+    if not has_var:  # no conditional variance: Eq. 15 as is
         return st, None
     # ∂ELL/∂var_p · (what each scale's conditional variance adds to var_p, times E[s]): the
     # likelihood's pull on q(s) (see _update_scales)
     _, _, g_v = expected_log_probit(y, mu, var, n_gh)
     h = -pi * g_v
-    pull = {"t": (h * bt.c).sum()[None] if st["t"] is not None else None,
+    pull = {"t": (h * bt.c).sum()[None] if st["t"] is not None else torch.zeros(1, dtype=DTYPE),
             "v": h @ (bt.c[:, None] * (wm * wm + w_var)),
             "w": h @ (bt.d[:, None] * (dv * dv + dv_var))}
+    if reduce is not None:
+        pull = dict(zip(("t", "v", "w"), reduce(pull["t"], pull["v"], pull["w"])))
+    if st["t"] is None:
+        pull["t"] = None
     return st, pull
 
 
@@ -481,12 +509,14 @@ def _update_scales(st, gam, pri, items, users, pull=None):
     return out
 
 
-def _bound(st, gam, pri, bt: Batch, items, users, pi_ev, n_gh) -> float:
-    """Eq. 31: expected log-likelihood (scaled to P) − KL of every Gaussian and Gamma factor."""
+def _bound(st, gam, pri, bt: Batch, items, users, pi_ev, n_gh, reduce=None) -> float:
+    """Eq. 31: expected log-likelihood (scaled to P) − KL of every Gaussian and Gamma factor
+    (``reduce``: the likelihood term summed over the ranks of a distributed fit)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     Elog = {k: torch.digamma(s) - torch.log(r) for k, (s, r) in gam.items()}
     mu, var = _total(_moments(st, bt, Es["t"], Es["v"], Es["w"]))
     ell, _, _ = expected_log_probit(bt.y, mu, var, n_gh)
+    ell = ell.sum() if reduce is None else reduce(ell.sum())
     kl = (_kl_gauss(st["v"], items, Es["v"], Elog["v"]).sum()
           + _kl_gauss(st["w"], users, Es["w"], Elog["w"]).sum())
     keys = ["v", "w"]
@@ -495,4 +525,4 @@ def _bound(st, gam, pri, bt: Batch, items, users, pi_ev, n_gh) -> float:
         keys.append("t")
     for k in keys:
         kl = kl + kl_gamma(*gam[k], *pri[k]).sum()
-    return float(pi_ev * ell.sum() - kl)
+    return float(pi_ev * ell - kl)

@@ -128,7 +128,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     up with them.
     ``distributed``: data-parallel over the ranks of a ``torchrun`` launch
     (:mod:`crowdzoo.inference.distributed`): each rank keeps a shard of the labels, the step's
-    statistics are summed across ranks, and only rank 0 shows progress and writes checkpoints.
+    statistics (and, with ``learn_kernel``, the length-scales' gradient) are summed across ranks, and
+    only rank 0 shows progress and writes checkpoints. ``data`` may be this rank's shard alone
+    (:meth:`~crowdzoo.PairwiseData.read_shard`), so that no rank holds every label.
     """
     if likelihood is None:  # the hyper-gradient is the bound's only where q maximises the bound itself
         likelihood = "exact" if (learn_kernel or learn_inducing) else "linearised"
@@ -137,15 +139,12 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     alpha0, beta0 = require_gamma(model.prior_s(), "s_prior")
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
     a, b, y = label_tensors(data)
-    P = a.shape[0]
-    sh = shard(P, distributed)
-    a, b, y = a[sh.lo:sh.hi].clone(), b[sh.lo:sh.hi].clone(), y[sh.lo:sh.hi].clone()  # this rank's labels
+    sh = shard(data, distributed)
+    a, b, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, y))  # this rank's labels (a view)
+    P = sh.n_labels
     M = setup.M
     Es0 = alpha0 / beta0
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
-    if distributed and space is not None:
-        raise DataError("distributed: learning the kernel is not data-parallel yet; pass learn_kernel=False "
-                        "and learn_inducing=False, or distributed=False")
     cache = {"theta": None, "basis": _basis(setup, whitened=space is not None)}
 
     def basis_of(state) -> Basis:
@@ -174,7 +173,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
             d, c = space.build(theta).pair_terms(a[idx], b[idx])
             return pi * expected_log_probit(y[idx], *_marginals(d, c, m_u, S_u, Es), n_gh)[0].sum()
 
-        return state._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr))
+        return state._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr,
+                                           sh.sum if sh.world > 1 else None))
 
     def _q_step(state, basis, idx, r_i, pi):
         K_inv = basis.K_inv

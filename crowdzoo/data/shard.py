@@ -1,0 +1,119 @@
+"""One rank's shard of a pairs CSV, for a distributed fit (issue 19): no rank holds every label.
+
+Two passes over the file in chunks of ``chunksize`` rows, so memory is O(chunk + items + users +
+this rank's rows), never O(P):
+
+1. the id columns alone: the number of data rows and, where no table names them, every item id (and
+   user id) in the file — the sorted ids :meth:`~crowdzoo.PairwiseData.from_frame` would give the
+   whole file, so that every rank numbers items and users alike;
+2. the rows of this rank, a contiguous 1/R of the file's data rows, built with
+   :meth:`~crowdzoo.PairwiseData.from_frame` against those global ids (same validation, same ties).
+
+The ranks' label counts (ties dropped or doubled change them) are then gathered so that each shard
+knows its place: ``label_range = (lo, hi, P)``, labels lo..hi-1 of the whole file's P, in the file's
+order — the labels a single process reading the whole file would hold, and the order its mini-batch
+indices refer to. Errors name the file's data row (0-based, header excluded) as the row's index.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import DataError
+
+
+def _chunks(path, sep, chunksize, usecols=None):
+    try:
+        yield from pd.read_csv(path, sep=sep, chunksize=chunksize, usecols=usecols)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"path: {path} has no header row and no data") from None
+    except ValueError as err:  # usecols naming a column the file lacks
+        raise DataError(f"path: {path}: {err}") from None
+
+
+def _sorted(ids) -> pd.Index:
+    try:
+        return pd.Index(sorted(ids))
+    except TypeError:
+        raise DataError("read_shard: ids of mixed types cannot be ordered the same way on every rank; pass "
+                        "items= (and users=) tables that name them") from None
+
+
+def _gather_counts(n: int, rank: int, world: int) -> list[int]:
+    """Every rank's label count, by an all-gather (a single process: [n])."""
+    if world == 1:
+        return [n]
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise DataError(f"world: {world} ranks but no torch.distributed process group; read a shard inside "
+                        "the torchrun launch (rank and world then default to the launch's)")
+    out = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
+    dist.all_gather(out, torch.tensor([n], dtype=torch.long))
+    return [int(t) for t in out]
+
+
+def read_shard(path, items: pd.DataFrame | None = None, users: pd.DataFrame | None = None,
+               a: str = "a", b: str = "b", y: str | None = "y", user: str | None = None,
+               tie: str | None = None, ties: str = "error", sep: str = ",", rank: int | None = None,
+               world: int | None = None, chunksize: int = 1_000_000):
+    """Rank ``rank`` of ``world``'s share of the pairs CSV at ``path`` (module docstring); the other
+    arguments as for :meth:`~crowdzoo.PairwiseData.from_frame`, ``items``/``users`` the tables
+    indexed by id. ``rank``/``world`` default to the torch.distributed process group's (initialised
+    from torchrun's environment when needed); a read outside a
+    launch must have ``world=1`` (the whole file). Items (users) are every id in the file's id
+    columns, tie rows included, when no table names them."""
+    from .pairwise import PairwiseData
+
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"path: file not found: {path}")
+    if rank is None or world is None:
+        from ..inference.distributed import rank_and_world
+
+        rank, world = rank_and_world()
+    if not (0 <= rank < world):
+        raise DataError(f"rank: expected 0 <= rank < world = {world}, got {rank}")
+    # pass 1: count the rows; the ids no table names
+    id_cols = [c for c in (a, b) if items is None] + ([user] if user and users is None else [])
+    n_rows, item_ids, user_ids = 0, set(), set()
+    for chunk in _chunks(p, sep, chunksize, usecols=id_cols or [a]):
+        n_rows += len(chunk)
+        if items is None:
+            item_ids.update(pd.unique(chunk[[a, b]].to_numpy().ravel()))
+        if user and users is None:
+            user_ids.update(pd.unique(chunk[user].to_numpy()))
+    if n_rows < world:
+        raise DataError(f"path: {path} has {n_rows} data rows for {world} ranks (each needs at least one)")
+    if items is None:
+        items = pd.DataFrame(index=_sorted(x for x in item_ids if not pd.isna(x)))
+    kw = dict(a=a, b=b, y=y, tie=tie, ties=ties)
+    if user:
+        kw.update(user=user, users=users if users is not None else
+                  pd.DataFrame(index=_sorted(x for x in user_ids if not pd.isna(x))))
+    # pass 2: this rank's rows, indexed by their row in the file
+    lo_row, hi_row = n_rows * rank // world, n_rows * (rank + 1) // world
+    parts, start = [], 0
+    for chunk in _chunks(p, sep, chunksize):
+        end = start + len(chunk)
+        if end > lo_row and start < hi_row:
+            part = chunk.iloc[max(lo_row - start, 0):hi_row - start]
+            parts.append(part.set_axis(pd.RangeIndex(max(lo_row, start), min(hi_row, end)), axis=0))
+        start = end
+        if start >= hi_row:
+            break
+    df = pd.concat(parts)
+    try:
+        data = PairwiseData.from_frame(df, items, **kw)
+    except DataError as err:
+        raise DataError(f"{path}, rank {rank}'s data rows {lo_row}..{hi_row - 1} (index = the file's data "
+                        f"row): {err}") from None
+    counts = _gather_counts(data.n_pairs, rank, world)
+    lo = sum(counts[:rank])
+    if user and users is None:  # no user table: users carry no features, as from_frame would give them
+        data = dataclasses.replace(data, user_features=None)
+    return dataclasses.replace(data, label_range=(lo, lo + data.n_pairs, int(np.sum(counts))))
