@@ -58,18 +58,20 @@ class Shard:
             return tensors if len(tensors) > 1 else tensors[0]
         import torch.distributed as dist
 
-        out = []
-        for t in tensors:
-            t = torch.as_tensor(t).clone()
-            try:
-                dist.all_reduce(t)
-            except RuntimeError as err:
-                raise DistributedError(
-                    f"rank {self.rank} of {self.world}: summing a step's statistics across ranks failed "
-                    f"({str(err).splitlines()[0]}). Another rank stopped or did not answer within "
-                    f"{timeout_seconds():g} s (CROWDZOO_DISTRIBUTED_TIMEOUT); its own error says why"
-                ) from None
-            out.append(t)
+        flat = [torch.as_tensor(t) for t in tensors]
+        buf = torch.cat([t.reshape(-1).to(torch.float64) for t in flat])  # one all-reduce per call
+        try:
+            dist.all_reduce(buf)
+        except RuntimeError as err:
+            raise DistributedError(
+                f"rank {self.rank} of {self.world}: summing a step's statistics across ranks failed "
+                f"({str(err).splitlines()[0]}). Another rank stopped or did not answer within "
+                f"{timeout_seconds():g} s (CROWDZOO_DISTRIBUTED_TIMEOUT); its own error says why"
+            ) from None
+        out, at = [], 0
+        for t in flat:
+            out.append(buf[at:at + t.numel()].reshape(t.shape).to(t.dtype))
+            at += t.numel()
         return tuple(out) if len(out) > 1 else out[0]
 
 

@@ -224,9 +224,12 @@ def _moments(st, bt: Batch, Es_t, Es_v, Es_w) -> Moments:
     return Moments(dt, dt_var, dv, dv_var, wm, w_var + bt.d[:, None] / Es_w)
 
 
-def _rowquad(A, S):
-    """Row-wise A S_c Aᵀ for A (P, M), S (C, M, M) → (P, C)."""
-    return ((A @ S) * A).sum(-1).T
+def _rowquad(A, S, max_elements: int = 2**22):
+    """Row-wise A S_c Aᵀ for A (P, M), S (C, M, M) → (P, C): all components at once while the
+    (C, P, M) product is small, else one component at a time (peak memory O(P·M), not O(C·P·M))."""
+    if S.shape[0] * A.numel() <= max_elements:
+        return ((A @ S) * A).sum(-1).T
+    return torch.stack([((A @ S_c) * A).sum(-1) for S_c in S], dim=1)
 
 
 def _total(mo: Moments):
