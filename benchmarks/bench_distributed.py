@@ -1,0 +1,158 @@
+"""Data-parallel crowdGPPL natgrad at P = 10⁶ and 10⁷ labels on 1 and 2 ranks (issue 19).
+
+The crowd: 10⁴ items (2-D features), 10⁵ users (independent, no features), C = 20 components,
+M = 100 inducing items; labels (a, b, user, y) from a consensus utility plus a per-user shift. Each
+rank *generates* only its own contiguous share of the labels (seeded blocks of 10⁵, so that the
+shards of any number of ranks are the same labels), as a rank that read its shard with
+:meth:`crowdzoo.PairwiseData.read_shard` would hold them, and fits it with
+``crowdzoo.fit(..., method="natgrad", distributed=True)`` under ``torchrun`` (gloo, loopback), one
+torch thread per rank. Reported per rank: the labels it holds, the median wall time of an iteration
+(after two warm-up iterations), its resident memory after the imports, after building its shard,
+and at peak (``ru_maxrss``).
+
+Run with ``make bench`` (writes its section of docs/benchmarks.md) or
+``.venv/bin/python benchmarks/bench_distributed.py --out docs/benchmarks.md`` (``--quick``: P = 10⁵
+and 10⁶, a smoke run).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+HEAD = "<!-- bench_distributed.py: this section is rewritten by it -->"
+N_ITEMS, N_USERS, C, M, BLOCK = 10**4, 10**5, 20, 100, 10**5
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def shard_labels(P: int, lo: int, hi: int, seed: int = 0):
+    """Labels lo..hi-1 of the benchmark's P: blocks of BLOCK labels, each from its own seed."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 10.0, size=(N_ITEMS, 2))
+    t = np.sin(X[:, 0]) + 0.5 * np.cos(X[:, 1])
+    shift = np.random.default_rng(seed + 1).normal(0.0, 0.5, size=N_USERS)
+    parts = []
+    for k in range(lo // BLOCK, (hi - 1) // BLOCK + 1):
+        g = np.random.default_rng([seed, k])
+        n = min(BLOCK, P - k * BLOCK)
+        a = g.integers(0, N_ITEMS, n)
+        b = (a + g.integers(1, N_ITEMS, n)) % N_ITEMS
+        j = g.integers(0, N_USERS, n)
+        f = (t[a] - t[b]) * (1.0 + shift[j])
+        y = (g.uniform(size=n) < 0.5 * (1.0 + np.tanh(f))).astype(np.float64)
+        s, e = max(lo - k * BLOCK, 0), min(hi - k * BLOCK, n)
+        parts.append((a[s:e], b[s:e], j[s:e], y[s:e]))
+    return X, [np.concatenate(p) for p in zip(*parts)]
+
+
+def worker(args) -> None:
+    """One rank (under torchrun): build its shard, fit a few iterations, write its figures."""
+    import torch
+
+    torch.set_num_threads(1)
+    import dataclasses
+    import warnings
+
+    import numpy as np
+
+    import crowdzoo as cz
+    from crowdzoo.inference.distributed import bounds, rank_and_world
+
+    rank, world = rank_and_world()
+    rss_import = _rss_mb()
+    lo, hi = bounds(args.P, rank, world)
+    X, (a, b, j, y) = shard_labels(args.P, lo, hi)
+    data = cz.PairwiseData.from_arrays(a, b, y, X, users=j, user_ids=np.arange(N_USERS))
+    data = dataclasses.replace(data, label_range=(lo, hi, args.P))
+    del a, b, j, y
+    rss_data = _rss_mb()
+    stamps = []
+    warnings.simplefilter("ignore")
+    t0 = time.perf_counter()
+    cz.fit(cz.CrowdGPPL(n_inducing=M, n_components=C), data, method="natgrad", distributed=True,
+           batch_size=args.batch, max_iter=args.iters, tol=0.0, eval_every=10**6, eval_size=args.batch,
+           progress_bar=False, callback=lambda i, s: stamps.append(time.perf_counter()))
+    total = time.perf_counter() - t0
+    steps = np.diff(stamps)[2:]
+    out = dict(rank=rank, world=world, labels=hi - lo, s_per_iter=float(np.median(steps)), total_s=total,
+               rss_import_mb=rss_import, rss_data_mb=rss_data, peak_mb=_peak_mb())
+    with open(os.path.join(args.dir, f"rank{rank}.json"), "w") as fh:
+        json.dump(out, fh)
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(P: int, ranks: int, batch: int, iters: int) -> list[dict]:
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-addr",
+               "127.0.0.1", "--master-port", str(_port()), __file__, "--worker", "--P", str(P), "--batch",
+               str(batch), "--iters", str(iters), "--dir", d]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if done.returncode:
+            raise SystemExit(f"P={P} ranks={ranks} failed:\n{done.stderr[-3000:]}")
+        return [json.load(open(os.path.join(d, f"rank{r}.json"))) for r in range(ranks)]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--P", type=int, default=10**6)
+    ap.add_argument("--batch", type=int, default=10**4)
+    ap.add_argument("--iters", type=int, default=12)
+    ap.add_argument("--dir", default=".")
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(args)
+    from bench_collab import replace_section
+    from bench_gppl import machine
+
+    sizes = [10**5, 10**6] if args.quick else [10**6, 10**7]
+    rows = []
+    for P in sizes:
+        for R in (1, 2):
+            for r in run(P, R, args.batch, args.iters):
+                rows.append(dict(P=P, **r))
+                print(json.dumps(rows[-1]), flush=True)
+    lines = [HEAD, "", "## Data-parallel crowdGPPL natgrad (torch.distributed, issue 19)", "",
+             f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/bench_distributed.py --out "
+             f"docs/benchmarks.md` (part of `make bench`). {N_ITEMS:,} items (2-D features), {N_USERS:,} "
+             f"independent users, C = {C}, M = {M}, P_i = {args.batch:,} labels per iteration, gloo over "
+             "loopback, one torch thread per rank; each rank builds only its own shard. Time: median of "
+             f"iterations 3–{args.iters}. Memory: the rank's resident set after the imports, after "
+             "building its shard, and at peak.", "",
+             "| labels P | ranks | rank | labels on rank | s / iteration | RSS imports MB | RSS shard MB "
+             "| peak MB |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['P']:,} | {r['world']} | {r['rank']} | {r['labels']:,} | {r['s_per_iter']:.3f} | "
+                     f"{r['rss_import_mb']:.0f} | {r['rss_data_mb']:.0f} | {r['peak_mb']:.0f} |")
+    replace_section(args.out, HEAD, "\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
