@@ -199,6 +199,9 @@ def fit(model, data, method: str | None = None, seed: int = 0, **settings):
     if unknown:
         raise DataError(f"{unknown[0]}: not a setting of {e.name}'s {method!r} route; it accepts "
                         f"{sorted(accepted)}")
+    check = getattr(model, "check_route", None)  # a model may refuse settings a route cannot honour
+    if callable(check):
+        check(method, settings)
     if e.is_generic(method):
         return fn(model, data, seed=seed, entry=e, **settings)
     return fn(model, data, seed=seed, **settings)

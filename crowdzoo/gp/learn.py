@@ -77,3 +77,149 @@ class KernelSpace:
         if self.learn_inducing:
             out["learned_inducing_moved"] = float((setup.Z - self.split(self.theta0)[1]).norm(dim=-1).mean())
         return dataclasses.replace(self.model, lengthscale=ell), out
+
+
+# ---------------------------------------------------------------------- length-scales as random variables
+def lengthscale_prior_of(prior, D: int, what: str = "lengthscale_prior"):
+    """``prior`` (a positive distribution over one length-scale, iid over the D dimensions, or with
+    batch or event shape (D,)) as a distribution with event shape (D,): the prior of ℓ in the Pyro
+    model of the svi/nuts routes. A prior without positive support, or of another shape, is refused."""
+    import pyro.distributions as dist
+
+    check_positive_prior(prior, what)
+    prior = _float64(prior)
+    shape = tuple(prior.batch_shape) + tuple(prior.event_shape)
+    if tuple(prior.event_shape) == (D,) and tuple(prior.batch_shape) == ():
+        return prior
+    if tuple(prior.event_shape) != () or shape not in ((), (1,), (D,)):
+        raise DataError(f"{what}: expected a distribution over one length-scale (shared by the {D} "
+                        f"feature dimensions) or with batch shape ({D},), got batch shape "
+                        f"{tuple(prior.batch_shape)} and event shape {tuple(prior.event_shape)}")
+    return dist.Independent(prior.expand((D,)), 1)
+
+
+def _float64(prior):
+    """``prior`` with float64 parameters where it is defined by them (the GP algebra is float64), else
+    ``prior`` itself."""
+    for keys in (list(prior.arg_constraints), [k for k in prior.arg_constraints if k in prior.__dict__]):
+        try:
+            params = {k: getattr(prior, k) for k in keys}
+            if params and all(torch.is_tensor(v) or isinstance(v, (int, float)) for v in params.values()):
+                return type(prior)(**{k: torch.as_tensor(v, dtype=DTYPE) for k, v in params.items()})
+        except (TypeError, ValueError, AttributeError, NotImplementedError):
+            continue
+    return prior
+
+
+def check_positive_prior(prior, what: str = "lengthscale_prior") -> None:
+    """Refuse anything but a continuous distribution whose support lies in (0, ∞) or [0, ∞)."""
+    from torch.distributions import Distribution, constraints
+
+    if not isinstance(prior, Distribution):
+        raise DataError(f"{what}: expected a positive Pyro distribution (e.g. "
+                        f"pyro.distributions.LogNormal(0.0, 1.0)), got {type(prior).__name__}")
+    sup = prior.support
+    while isinstance(sup, constraints.independent):
+        sup = sup.base_constraint
+    kinds = (constraints.greater_than, constraints.greater_than_eq, constraints.interval,
+             constraints.half_open_interval)
+    lower = getattr(sup, "lower_bound", None)
+    ok = (isinstance(sup, kinds) and not sup.is_discrete and lower is not None
+          and bool(torch.all(torch.as_tensor(lower) >= 0)))
+    if not ok:
+        raise DataError(f"{what}: length-scales are positive, but {type(prior).__name__} has support "
+                        f"{sup}; pass a positive distribution (LogNormal, Gamma, HalfNormal ...)")
+
+
+@dataclass
+class ARDGP:
+    """The sparse-GP algebra of a named ARD kernel as a function of its length-scales ℓ (..., D),
+    batched over ℓ's leading dimensions: what the svi/nuts routes need when ℓ is a random variable
+    (one ℓ per posterior draw).
+
+    K_mm is factorised with a fixed jitter (``jitter`` × the kernel's variance on the diagonal), not
+    the escalating jitter of :func:`~crowdzoo.gp.linalg.cholesky`: the result is smooth in ℓ and has no
+    Python branch on tensor values, so NUTS can trace it with TorchScript, and the posterior's
+    algebra for a draw is the model's for that draw, to round-off. ``X`` (N, D) the items, ``Z``
+    (M, D) the inducing inputs (fixed: those of the median-heuristic setup), ``exact`` when Z = X.
+    """
+
+    name: str
+    variance: float
+    X: torch.Tensor
+    Z: torch.Tensor
+    exact: bool
+    jitter: float
+
+    @classmethod
+    def of(cls, model, setup, what: str = "lengthscale_prior"):
+        """The ARD space of ``model``'s kernel on ``setup``'s items and inducing inputs."""
+        from .kernels import Kernel
+
+        check_learnable(model, setup.X, what)
+        kern = model.kernel
+        name, variance = (kern, 1.0) if isinstance(kern, str) else (kern.name, float(kern.variance))
+        Kernel(name)  # the kernel's name is checked here
+        return cls(name, variance, setup.X, setup.Z, bool(setup.exact), float(model.jitter))
+
+    @property
+    def D(self) -> int:
+        return self.X.shape[1]
+
+    def kernel(self, ell):
+        """The kernel object at one ℓ (D,)."""
+        from .kernels import Kernel
+
+        return Kernel(self.name, ell, self.variance)
+
+    def k(self, x1, x2, ell):
+        """k(x1, x2) at every ℓ: x1 (n, D), x2 (m, D), ℓ (..., D) → (..., n, m)."""
+        from .kernels import KERNELS
+
+        return self.variance * KERNELS[self.name][0](x1, x2, ell[..., None, :])
+
+    def k_pairs(self, xa, xb, ell):
+        """k(x_a, x_b) row by row at every ℓ: (P, D), (P, D), (..., D) → (..., P)."""
+        from .kernels import KERNELS
+
+        return self.variance * KERNELS[self.name][1]((((xa - xb) / ell[..., None, :]) ** 2).sum(-1))
+
+    def chol(self, ell):
+        """(K_mm, L_mm) at every ℓ: (..., M, M) each; L_mm L_mmᵀ = K_mm + jitter·variance·I."""
+        K = self.k(self.Z, self.Z, ell)
+        eye = torch.eye(self.Z.shape[0], dtype=K.dtype)
+        return K, torch.linalg.cholesky(K + (self.jitter * self.variance) * eye)
+
+    def sparse_gp(self, ell, cls=None, **extra):
+        """The :class:`~crowdzoo.gp.conditional.SparseGP` (or ``cls``, a subclass, with ``extra``
+        fields) at one ℓ (D,), differentiable in ℓ."""
+        from .conditional import SparseGP
+        from .linalg import solve_lower
+
+        K_mm, L_mm = self.chol(ell)
+        kern = self.kernel(ell)
+        B = solve_lower(L_mm, self.k(self.Z, self.X, ell))
+        return (cls or SparseGP)(kernel=kern, X=self.X, Z=self.Z, K_mm=K_mm, L_mm=L_mm, B=B,
+                                 exact=self.exact, jitter=self.jitter, **extra)
+
+    def whitened(self, L, x, ell):
+        """B = L_mm⁻¹ K_mx (..., M, n) at every ℓ, for inputs x (n, D) and factors L (..., M, M)."""
+        from .linalg import solve_lower
+
+        return solve_lower(L, self.k(self.Z, x, ell))
+
+
+def log_prior_of_theta(prior, D: int, offset: int = 0, counted: bool = True):
+    """θ ↦ log p(ℓ) for the D log length-scales θ[offset:offset + D] under ``prior`` (a positive
+    distribution, as :func:`lengthscale_prior_of` takes it), the term that turns natgrad's and EP's
+    learned length-scales into type-II MAP estimates; None without a prior. ``counted=False`` (the
+    ranks of a distributed fit other than 0, whose gradients are summed) gives 0 with the same graph."""
+    if prior is None:
+        return None
+    p = lengthscale_prior_of(prior, D)
+
+    def log_prior(theta):
+        lp = p.log_prob(theta[offset:offset + D].exp())
+        return lp if counted else 0.0 * lp
+
+    return log_prior

@@ -16,6 +16,12 @@ keeps their correlations. Pass ``guide=`` to swap it:
 
 After optimisation ``n_draws`` draws of the guide form the posterior (zero-covariance
 components). Pyro's parameter store is cleared first.
+
+``learn_kernel=True`` asks the model's program for a version whose kernel hyper-parameters are
+``pyro.param`` s of the model itself (GPPL: the ARD length-scales), optimised with the guide by the
+same ELBO (a type-II maximum likelihood point estimate inside variational inference). Their final
+values reach ``Posterior.from_draws`` as ``params=``. A model whose program has no ``learn_kernel``
+is refused with a DataError naming the setting.
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from pyro.optim import ClippedAdam
 from pyro.poutine.util import site_is_subsample
 
 from ..core.seeds import isolated
-from ..errors import NumericalError
+from ..errors import DataError, NumericalError
 from .common import check_finite, progress, summary
 
 
@@ -54,20 +60,34 @@ def make_guide(guide, model_fn, args, default=None, seed: int = 0):
     return guide(model_fn)
 
 
+def program_of(model, setup, data, subsample_size, learn_kernel: bool, name: str, route: str = "svi"):
+    """``model.program(...)``, with ``learn_kernel=True`` passed on only when asked (and refused,
+    naming the setting, for a model whose program cannot learn its kernel)."""
+    if not learn_kernel:
+        return model.program(setup, data, subsample_size)
+    if "learn_kernel" not in inspect.signature(model.program).parameters:
+        raise DataError(f"learn_kernel: {name}'s {route} route cannot learn the kernel's hyper-parameters; "
+                        f"use learn_kernel=False (or a route that learns them: `crowdzoo models`)")
+    return model.program(setup, data, subsample_size, learn_kernel=True)
+
+
 def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: float = 0.01,
             subsample_size: int | None = None, num_particles: int = 1, n_draws: int | None = None,
-            jit: bool = False, progress_bar: bool | None = None, setup=None, *, entry):
+            jit: bool = False, learn_kernel: bool = False, progress_bar: bool | None = None, setup=None,
+            *, entry):
     """Fit by Pyro SVI (Trace_ELBO, ClippedAdam with learning rate ``lr``); the posterior holds
     ``n_draws`` draws of the guide (default: the model's, from the zoo's table).
 
     ``jit=True`` compiles the ELBO with TorchScript (Pyro's ``JitTrace_ELBO``): the same objective,
     fewer Python calls per step; a custom guide must then have no Python control flow on tensor
-    values. Runs with the global RNGs seeded by ``seed`` and restored afterwards."""
+    values. ``learn_kernel``: the kernel's length-scales as parameters of the model, optimised by the
+    ELBO (module docstring; GPPL: from the median heuristic). Runs with the global RNGs seeded by
+    ``seed`` and restored afterwards."""
     with isolated(seed):
         pyro.clear_param_store()
         n_draws = n_draws or entry.n_draws
         setup = setup or model.setup(data, seed=seed)
-        fn, args = model.program(setup, data, subsample_size)
+        fn, args = program_of(model, setup, data, subsample_size, learn_kernel, entry.name)
         model_fn = functools.partial(fn, *args)
         q = make_guide(guide, model_fn, args, entry.default_guide(), seed)
         svi = SVI(model_fn, q, ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / max(num_steps, 1))}),
@@ -90,15 +110,18 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
                 bar.update()
         summary(bar, f"svi: {num_steps} steps, final ELBO {-losses[-1]:.6g} (mean of the last 100: "
                      f"{-losses[-100:].mean():.6g})")
-        names = [n for n, site in pyro.poutine.trace(model_fn).get_trace().nodes.items()
+        nodes = pyro.poutine.trace(model_fn).get_trace().nodes
+        names = [n for n, site in nodes.items()
                  if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)]
+        params = {n: site["value"].detach().clone() for n, site in nodes.items() if site["type"] == "param"}
         draws = {n: [] for n in names}
         with torch.no_grad():
             for _ in range(n_draws):  # draws of the guide (no data inside a global-only guide)
                 tr = pyro.poutine.trace(q).get_trace()
                 for n in names:
                     draws[n].append(tr.nodes[n]["value"])
+    extra = {"params": params} if learn_kernel else {}  # the model's own point-estimated parameters
     return entry.posterior_class().from_draws(
         model, setup, data, {n: torch.stack(v) for n, v in draws.items()}, "svi", trace={"loss": losses},
         settings=dict(seed=seed, num_steps=num_steps, lr=lr, subsample_size=subsample_size,
-                      guide=type(q).__name__, n_draws=n_draws, jit=jit))
+                      guide=type(q).__name__, n_draws=n_draws, jit=jit, learn_kernel=learn_kernel), **extra)

@@ -33,6 +33,7 @@ import torch
 from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
 from ...gp.conditional import SparseGP, identity_gp
+from ...gp.learn import check_positive_prior
 from ...gp.linalg import DTYPE
 from ...gp.probit import probit_logits
 from ..gppl.model import GPPL
@@ -69,6 +70,9 @@ class CrowdGPPL:
         inverse scales s_t, s_v,c, s_w,c (Eq. 6); defaults are the paper's Sushi settings (§5.2).
     prior_t, prior_v, prior_w : any positive Pyro distribution replacing those Gammas (svi and
         nuts; natgrad's conjugate updates of Eq. 15 need Gammas and say so).
+    lengthscale_prior, user_lengthscale_prior : positive Pyro distributions over the item and user
+        length-scales (as GPPL's ``lengthscale_prior``), used by natgrad with ``learn_kernel=True``
+        (type-II MAP). crowdGPPL's svi and nuts routes keep the length-scales fixed and refuse them.
     """
 
     n_components: int = 20
@@ -92,14 +96,30 @@ class CrowdGPPL:
     prior_v: object = None
     prior_w: object = None
     jitter: float = 1e-6
+    lengthscale_prior: object = None
+    user_lengthscale_prior: object = None
 
     def __post_init__(self):
+        for name in ("lengthscale_prior", "user_lengthscale_prior"):
+            if getattr(self, name) is not None:
+                check_positive_prior(getattr(self, name), name)
         if int(self.n_components) < 1:
             raise DataError(f"n_components: must be at least 1, got {self.n_components} "
                             "(for the consensus alone fit GPPL to the pooled labels)")
         for name in ("shape_t0", "rate_t0", "shape_v0", "rate_v0", "shape_w0", "rate_w0"):
             if not float(getattr(self, name)) > 0:
                 raise DataError(f"{name}: must be positive, got {getattr(self, name)}")
+
+    def check_route(self, method: str, settings: dict) -> None:
+        """Refuse length-scale priors where the route would ignore them (called by :func:`crowdzoo.fit`)."""
+        for name in ("lengthscale_prior", "user_lengthscale_prior"):
+            if getattr(self, name) is None or (method == "natgrad" and settings.get("learn_kernel")):
+                continue
+            raise DataError(f"{name}: crowdGPPL uses it only in natgrad with learn_kernel=True (type-II "
+                            f"MAP); its {method!r} route"
+                            + (" without learn_kernel=True" if method == "natgrad" else "")
+                            + " keeps the length-scales fixed (drop the prior, or fit GPPL with it by "
+                              "svi or nuts)")
 
     def priors(self) -> dict:
         def g(a, b):

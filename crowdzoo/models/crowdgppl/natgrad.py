@@ -44,7 +44,7 @@ from torch.special import ndtr
 from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
 from ...gp.conjugate import kl_gamma, kl_gaussian, q_s, require_gamma, scale_rate, second_moment
-from ...gp.learn import KernelSpace
+from ...gp.learn import KernelSpace, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
@@ -124,6 +124,17 @@ class CrowdKernels:
             users = KernelSpace.of(GPPL(n_inducing=model.n_inducing_users, kernel=kern, jitter=model.jitter),
                                    data.user_features, setup.users, seed + 1, True, False)
         return cls(setup, items, users)
+
+    def log_prior(self, model, counted: bool = True):
+        """θ ↦ log p(ℓ_items) + log p(ℓ_users) under the model's ``lengthscale_prior`` and
+        ``user_lengthscale_prior`` (None where neither is set): the type-II MAP term."""
+        n = self.items.theta0.shape[0]
+        terms = [log_prior_of_theta(getattr(model, "lengthscale_prior", None), n, 0, counted)]
+        if self.users is not None:
+            terms.append(log_prior_of_theta(getattr(model, "user_lengthscale_prior", None),
+                                            self.users.theta0.shape[0], n, counted))
+        terms = [t for t in terms if t is not None]
+        return (lambda theta: sum(t(theta) for t in terms)) if terms else None
 
     @property
     def theta0(self):
@@ -292,7 +303,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     needs 255–345 iterations to meet tol (docs/crowdgppl-defaults.md), so 500 left little headroom.
 
     ``learn_kernel``, ``kernel_lr``, ``rho_min``: as for GPPL's natgrad (module docstring); the
-    likelihood is then "exact" unless given.
+    likelihood is then "exact" unless given. The model's ``lengthscale_prior`` (items) and
+    ``user_lengthscale_prior`` (users) add log p(ℓ) to the length-scales' objective (type-II MAP).
 
     ``distributed``: data-parallel over the ranks of a ``torchrun`` launch
     (:mod:`crowdzoo.inference.distributed`), as for GPPL: each rank keeps a shard of the labels
@@ -319,6 +331,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     if forgetting_rate is None:
         forgetting_rate = 0.0 if likelihood == "exact" and min(batch_size, P) == P else 0.9
     space = CrowdKernels.of(model, data, setup, seed) if learn_kernel else None
+    log_prior = None if space is None else space.log_prior(model, counted=sh.lead)
     whiten = space is not None
     items = _side(setup.items, whiten)
     users = None if setup.users is None else _side(setup.users, whiten)
@@ -377,7 +390,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
             u_th = None if s_th.users is None else _side(s_th.users, True)
             b_th = _batch(s_th, _side(s_th.items, True), u_th, a[idx], b[idx], j[idx], y[idx])
             mu, var = _total(_moments(st, b_th, Es["t"], Es["v"], Es["w"]))
-            return pi * expected_log_probit(b_th.y, mu, var, n_gh)[0].sum()
+            ell = pi * expected_log_probit(b_th.y, mu, var, n_gh)[0].sum()
+            return ell if log_prior is None else ell + log_prior(theta)  # type-II MAP under a prior
 
         return new._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr, reduce))
 

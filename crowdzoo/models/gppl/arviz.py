@@ -1,4 +1,5 @@
-"""GPPL's ArviZ converter: posterior f (item) and s; per-pair log-likelihood and replicated labels."""
+"""GPPL's ArviZ converter: posterior f (item) and s (and, with length-scales under a prior, lengthscale
+(dim)); per-pair log-likelihood and replicated labels."""
 from __future__ import annotations
 
 import functools
@@ -24,10 +25,17 @@ def to_arviz(post, n_draws: int = 1000, seed: int = 0):
     items = np.asarray(post.data.item_ids)
     coords = {"item": items, "pair": np.arange(post.data.n_pairs)}
     dims = {"f": ["item"], "y": ["pair"]}
+    posterior = {"f": shape(f), "s": shape(s)}
+    identified = "f s"
+    if "lengthscale" in draws:  # inferred under a prior: one ℓ per draw, checked like any variable
+        posterior["lengthscale"] = shape(draws["lengthscale"])
+        coords["dim"] = np.arange(draws["lengthscale"].shape[1])
+        dims["lengthscale"] = ["dim"]
+        identified = "f s lengthscale"
     groups = {
-        "posterior": {"f": shape(f), "s": shape(s)},
+        "posterior": posterior,
         "posterior_predictive": {"y": shape(y_rep)},
         "log_likelihood": {"y": shape(loglik)},
         "observed_data": {"y": post.data.y.astype(np.int64)},
     }
-    return finish(post, groups, coords, dims, "pair", identified="f s")
+    return finish(post, groups, coords, dims, "pair", identified=identified)

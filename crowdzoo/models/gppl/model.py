@@ -12,6 +12,16 @@ below, p(y_p = 1 | f_m, s) = Φ(d_pᵀ f_m / √(1 + c_p / s)) (the probit–Gau
 Eq. 3). With ``n_inducing=None`` the inducing items are the training items, c_p = 0 and the model
 is the exact GPPL of Eq. 4. f_m is written non-centred, f_m = L_mm u / √s with u ~ N(0, I), which
 is what NUTS and Pyro's guides see.
+
+Learned length-scales (issue 18; the paper fixes them by the median heuristic, §6): with
+``lengthscale_prior=`` the model also samples the ARD length-scales first,
+
+    ℓ_d          ~ lengthscale_prior                    d = 1..D (site "lengthscale")
+
+and builds K_mm, L_mm and the pair rows from them inside the model (:func:`gppl_lengthscale_model`,
+the inducing inputs Z staying those of the median-heuristic setup), so that NUTS samples ℓ and svi's
+guide covers it (Pyro's AutoGuides work on log ℓ). ``fit(..., method="svi", learn_kernel=True)``
+without a prior makes ℓ a ``pyro.param`` instead, point-estimated by the ELBO from the median heuristic.
 """
 from __future__ import annotations
 
@@ -21,11 +31,14 @@ import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro.distributions import constraints
 
 from ...data.tensors import label_tensors
+from ...errors import DataError
 from ...gp.conditional import SparseGP, identity_gp
 from ...gp.inducing import kmeanspp_inducing
 from ...gp.kernels import as_kernel, median_heuristic
+from ...gp.learn import ARDGP, check_positive_prior, lengthscale_prior_of
 from ...gp.linalg import DTYPE
 from ...gp.probit import probit_logits
 
@@ -47,6 +60,12 @@ class GPPL:
     s_prior : any positive Pyro distribution replacing Gamma(α₀, β₀) (not for ``natgrad``,
         whose q(s) update of Eq. 15 needs the conjugate Gamma).
     jitter : relative jitter added to K_mm.
+    lengthscale_prior : a positive Pyro distribution over the length-scales (over one, iid over the D
+        feature dimensions, or with batch shape (D,)), in the features' units: the svi and nuts routes
+        then infer ℓ with the utilities (module docstring), natgrad with ``learn_kernel=True`` adds
+        log p(ℓ) to its objective (type-II MAP); needs a named kernel ("se", "matern32").
+        None (default): ℓ is fixed (``lengthscale`` or the median heuristic), or learned by
+        ``learn_kernel=True``.
     """
 
     n_inducing: int | None = None
@@ -57,6 +76,22 @@ class GPPL:
     rate_s0: float = 2.0
     s_prior: object = None
     jitter: float = 1e-6
+    lengthscale_prior: object = None
+
+    def __post_init__(self):
+        if self.lengthscale_prior is not None:
+            check_positive_prior(self.lengthscale_prior, "lengthscale_prior")
+
+    def check_route(self, method: str, settings: dict) -> None:
+        """Refuse settings that ``method`` cannot honour (called by :func:`crowdzoo.fit`)."""
+        if self.lengthscale_prior is None or method in ("svi", "nuts"):
+            return
+        if method == "natgrad" and settings.get("learn_kernel"):
+            return  # natgrad adds log p(ℓ) to the length-scales' objective (type-II MAP)
+        raise DataError(f"lengthscale_prior: the svi and nuts routes infer the length-scales under the "
+                        f"prior, natgrad with learn_kernel=True finds their MAP; {method!r}"
+                        + (" without learn_kernel=True" if method == "natgrad" else "")
+                        + " would ignore it (drop lengthscale_prior, or fit with method='svi' or 'nuts')")
 
     def prior_s(self) -> dist.Distribution:
         if self.s_prior is not None:
@@ -91,10 +126,29 @@ class GPPL:
             Z = kmeanspp_inducing(X.numpy(), self.n_inducing, seed=seed)
         return GPPLSetup.build(kern, X, Z, self.jitter, exact=Z is X, s_prior=self.prior_s())
 
-    def program(self, setup: GPPLSetup, data, subsample_size=None):
-        """The Pyro model and its arguments for ``data`` (what the generic svi/nuts/map engines run)."""
+    def program(self, setup: GPPLSetup, data, subsample_size=None, learn_kernel: bool = False):
+        """The Pyro model and its arguments for ``data`` (what the generic svi/nuts/map engines run):
+        :func:`gppl_model` with ℓ fixed, :func:`gppl_lengthscale_model` with ``lengthscale_prior`` or
+        ``learn_kernel`` (ℓ a ``pyro.param`` started at ``setup``'s length-scales)."""
         a, b, y = label_tensors(data)
-        return gppl_model, (setup, a, b, y, subsample_size)
+        if self.lengthscale_prior is None and not learn_kernel:
+            return gppl_model, (setup, a, b, y, subsample_size)
+        if self.lengthscale_prior is not None and learn_kernel:
+            raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
+                            "(a posterior under the prior); pass one of the two")
+        what = "learn_kernel" if learn_kernel else "lengthscale_prior"
+        if np.asarray(data.item_features).shape[1] == 0:  # the setup's X is then the row index
+            raise DataError(f"{what}: the items have no features, so there are no length-scales to learn")
+        ard = ARDGP.of(self, setup, what)
+        prior = None if learn_kernel else lengthscale_prior_of(self.lengthscale_prior, ard.D)
+        ell0 = setup.kernel.lengthscale.detach().clone()
+        return gppl_lengthscale_model, (LengthscaleSpace(ard, prior, ell0, self.prior_s()),
+                                        a, b, y, subsample_size)
+
+    def ard(self, setup: GPPLSetup) -> ARDGP:
+        """The sparse-GP algebra of this model's kernel as a function of ℓ, on ``setup``'s items and
+        inducing inputs (what a posterior with per-draw length-scales predicts with)."""
+        return ARDGP.of(self, setup)
 
 
 @dataclass
@@ -116,3 +170,30 @@ def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tens
         z = (d @ u) / torch.sqrt(s * (1.0 + c / s))
         pyro.sample("y", dist.Bernoulli(logits=probit_logits(z)),
                     obs=None if y is None else y[idx])
+
+
+@dataclass
+class LengthscaleSpace:
+    """What :func:`gppl_lengthscale_model` needs: the ARD algebra as a function of ℓ, the prior of ℓ
+    (event shape (D,); None: ℓ is a ``pyro.param`` started at ``ell0``), and the prior of s."""
+
+    ard: ARDGP
+    prior: object
+    ell0: torch.Tensor
+    s_prior: object
+
+    def setup(self, ell) -> GPPLSetup:
+        """The model's setup at length-scales ``ell`` (D,), differentiable in ℓ."""
+        return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.s_prior)
+
+
+def gppl_lengthscale_model(space: LengthscaleSpace, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,
+                           subsample_size: int | None = None):
+    """GPPL with the length-scales ℓ (D,) a random variable (site "lengthscale", under
+    ``space.prior``) or, without a prior, a ``pyro.param`` (module docstring); the rest is
+    :func:`gppl_model` on the setup built from ℓ."""
+    if space.prior is None:
+        ell = pyro.param("lengthscale", space.ell0.clone(), constraint=constraints.positive)
+    else:
+        ell = pyro.sample("lengthscale", space.prior)
+    gppl_model(space.setup(ell), a, b, y, subsample_size)

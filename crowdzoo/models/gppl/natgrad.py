@@ -43,7 +43,7 @@ from ...gp.conjugate import (
     scale_rate,
     second_moment,
 )
-from ...gp.learn import KernelSpace
+from ...gp.learn import KernelSpace, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
@@ -122,7 +122,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     KeyboardInterrupt; ``resume``: such a file, or a natgrad posterior, to continue from (the
     same posterior as an uninterrupted run; ``max_iter`` counts the whole run).
     ``learn_kernel`` / ``learn_inducing``: Adam steps of size ``kernel_lr`` on the log length-scales /
-    the inducing inputs between the natural-gradient steps (module docstring); q's step size then
+    the inducing inputs between the natural-gradient steps (module docstring), up the bound plus
+    log p(ℓ) when the model has a ``lengthscale_prior`` (a type-II MAP estimate); q's step size then
     stays above ``rho_min`` (default 0.5 on the full batch, 0.1 on mini-batches; 0 when nothing is
     learned), since the length-scales' gradient with q held fixed is the bound's only when q keeps
     up with them.
@@ -145,6 +146,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     M = setup.M
     Es0 = alpha0 / beta0
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
+    log_prior = None if space is None else log_prior_of_theta(getattr(model, "lengthscale_prior", None),
+                                                                data.item_features.shape[1], counted=sh.lead)
     cache = {"theta": None, "basis": _basis(setup, whitened=space is not None)}
 
     def basis_of(state) -> Basis:
@@ -171,7 +174,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
 
         def likelihood_term(theta):  # q(u) held; its KL to N(0, I/s) does not depend on θ
             d, c = space.build(theta).pair_terms(a[idx], b[idx])
-            return pi * expected_log_probit(y[idx], *_marginals(d, c, m_u, S_u, Es), n_gh)[0].sum()
+            ell = pi * expected_log_probit(y[idx], *_marginals(d, c, m_u, S_u, Es), n_gh)[0].sum()
+            return ell if log_prior is None else ell + log_prior(theta)  # type-II MAP under a prior
 
         return state._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr,
                                            sh.sum if sh.world > 1 else None))

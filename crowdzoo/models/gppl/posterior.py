@@ -9,6 +9,11 @@ s_g = E[s] from Eq. 15), ``ep`` one component per grid value of s (weights ∝ E
 prior), and ``nuts``/``svi`` one zero-covariance component per posterior draw. Test utilities
 follow from the GP conditional (Eq. 19): f* | f_m, s ~ N(A f_m, (K** − A K_m*) / s) with
 A = K*m K_mm⁻¹, so the predictive probability of a pair is the mixture of Eq. 3.
+
+With length-scales under a prior (``GPPL(lengthscale_prior=...)``, svi and nuts) every draw g has its
+own ℓ_g (``lengthscales`` (G, D)), hence its own K_mm, A and c: predictions are computed draw by draw,
+batched over chunks of draws (:class:`~crowdzoo.gp.learn.ARDGP`), and mixed as before. With
+``learn_kernel=True`` (svi) the one learned ℓ defines the setup, as for natgrad and ep.
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ class GPPLPosterior(Posterior):
     """Posterior of a fitted GPPL. Build it with :func:`crowdzoo.fit`.
 
     Attributes (besides :class:`~crowdzoo.core.posterior.Posterior`'s): ``means`` (G, M), ``covs``
-    (G, M, M) or None, ``s`` (G,), optional q(s) = Gamma(``s_shape``, ``s_rate``).
+    (G, M, M) or None, ``s`` (G,), optional q(s) = Gamma(``s_shape``, ``s_rate``), ``lengthscales``
+    (G, D) per component when the length-scales were inferred under a prior (else None: the setup's).
     """
 
     means: torch.Tensor
@@ -40,14 +46,80 @@ class GPPLPosterior(Posterior):
     s: torch.Tensor
     s_shape: float | None = None
     s_rate: float | None = None
+    lengthscales: torch.Tensor | None = None
 
     @classmethod
-    def from_draws(cls, model, setup, data, sites, method, **kw):
-        """Draws of the non-centred sites u, s: f_m = L_mm u / √s per draw."""
+    def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
+        """Draws of the non-centred sites u, s: f_m = L_mm u / √s per draw; with a "lengthscale"
+        site, L_mm is each draw's own. ``params`` (svi with ``learn_kernel``): the model's learned
+        {"lengthscale": ℓ}, which then fixes the setup."""
         s = sites["s"].to(DTYPE)
-        f_m = (sites["u"].to(DTYPE) @ setup.L_mm.T) / s.sqrt()[:, None]
+        u = sites["u"].to(DTYPE)
+        if params and "lengthscale" in params:
+            import dataclasses
+
+            ell = params["lengthscale"].to(DTYPE)
+            start = setup.kernel.lengthscale
+            setup = model.ard(setup).sparse_gp(ell, type(setup), s_prior=setup.s_prior)
+            model = dataclasses.replace(model, lengthscale=ell)
+            kw["settings"] = {**kw.get("settings", {}), "learned_lengthscale": ell.tolist(),
+                              "start_lengthscale": start.tolist()}
+        if "lengthscale" in sites:
+            ell = sites["lengthscale"].to(DTYPE).reshape(s.shape[0], -1)
+            ard = model.ard(setup)
+            f_m = torch.empty_like(u)
+            step = max(1, _CHUNK // setup.M ** 2)
+            for lo in range(0, s.shape[0], step):  # chunks of draws bound the memory
+                L = ard.chol(ell[lo:lo + step])[1]
+                f_m[lo:lo + step] = (L @ u[lo:lo + step, :, None])[..., 0]
+            f_m = f_m / s.sqrt()[:, None]
+            return cls(model=model, setup=setup, data=data, method=method,
+                       weights=uniform_weights(s.shape[0]), means=f_m, covs=None, s=s, lengthscales=ell, **kw)
+        f_m = (u @ setup.L_mm.T) / s.sqrt()[:, None]
         return cls(model=model, setup=setup, data=data, method=method, weights=uniform_weights(s.shape[0]),
                    means=f_m, covs=None, s=s, **kw)
+
+    # ------------------------------------------------------------------ per-draw length-scales
+    def _draw_items(self, X):
+        """Per-draw conditional mean (G, n) and variance (G, n) of f at items X (None: the training
+        items) when every draw has its own ℓ: mean k_m(x)ᵀ K_mm⁻¹ f_m, variance c / s (Eq. 19)."""
+        ard = self.model.ard(self.setup)
+        Xs = self.setup.X if X is None else X
+        G, n, M = self.means.shape[0], Xs.shape[0], self.setup.M
+        mu = torch.empty(G, n, dtype=DTYPE)
+        c = torch.zeros(G, n, dtype=DTYPE)
+        step = max(1, _CHUNK // max(1, n * M))
+        for lo in range(0, G, step):
+            sl = slice(lo, lo + step)
+            ell = self.lengthscales[sl]
+            L = ard.chol(ell)[1]
+            B = ard.whitened(L, Xs, ell)  # (g, M, n)
+            w = torch.linalg.solve_triangular(L, self.means[sl, :, None], upper=False)  # L⁻¹ f_m
+            mu[sl] = (B * w).sum(-2)
+            if not (X is None and self.setup.exact):
+                c[sl] = (ard.variance - (B * B).sum(-2)).clamp_min(0.0)
+        return mu, c / self.s[:, None]
+
+    def _draw_pairs(self, a, b, X):
+        """Per-draw mean (G, P) and conditional variance (G, P) of f_a − f_b, as :meth:`_draw_items`."""
+        ard = self.model.ard(self.setup)
+        Xs = self.setup.X if X is None else X
+        G, P, M = self.means.shape[0], a.shape[0], self.setup.M
+        mu = torch.empty(G, P, dtype=DTYPE)
+        c = torch.zeros(G, P, dtype=DTYPE)
+        xa, xb = Xs[a], Xs[b]
+        step = max(1, _CHUNK // max(1, P * M))
+        for lo in range(0, G, step):
+            sl = slice(lo, lo + step)
+            ell = self.lengthscales[sl]
+            L = ard.chol(ell)[1]
+            d = ard.whitened(L, xa, ell) - ard.whitened(L, xb, ell)  # (g, M, P)
+            w = torch.linalg.solve_triangular(L, self.means[sl, :, None], upper=False)
+            mu[sl] = (d * w).sum(-2)
+            if not (X is None and self.setup.exact):
+                k_d = 2.0 * ard.variance - 2.0 * ard.k_pairs(xa, xb, ell)
+                c[sl] = (k_d - (d * d).sum(-2)).clamp_min(0.0)
+        return mu, c / self.s[:, None]
 
     # ------------------------------------------------------------------ helpers
     def _items(self, item_features):
@@ -67,11 +139,14 @@ class GPPLPosterior(Posterior):
         """Posterior mean and variance of the utility of each item: (mean, variance) as
         pandas Series labelled by item id (or by position for new ``item_features``)."""
         X, Xs = self._items(item_features)
-        A, c = self.setup.item_terms(X)  # Eq. 19
-        mu = self.means @ A.T  # (G, N*)
-        var = c / self.s[:, None]
-        if self.covs is not None:
-            var = var + torch.einsum("im,gmn,in->gi", A, self.covs, A)
+        if self.lengthscales is not None:
+            mu, var = self._draw_items(X)
+        else:
+            A, c = self.setup.item_terms(X)  # Eq. 19
+            mu = self.means @ A.T  # (G, N*)
+            var = c / self.s[:, None]
+            if self.covs is not None:
+                var = var + torch.einsum("im,gmn,in->gi", A, self.covs, A)
         mean, variance = mixture_moments(self.weights, mu, var)
         index = pd.Index(self.data.item_ids if X is None else np.arange(Xs.shape[0]), name="item")
         return (pd.Series(mean.numpy(), index=index, name="mean"),
@@ -92,6 +167,9 @@ class GPPLPosterior(Posterior):
         chunk = max(64, _CHUNK // self.weights.shape[0])  # ≤ _CHUNK numbers per (component, pair)
         for lo in range(0, a.shape[0], chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
+            if self.lengthscales is not None:
+                out[sl] = mixture_prob(self.weights, *self._draw_pairs(a[sl], b[sl], X))
+                continue
             dA, c = self.setup.pair_rows(a[sl], b[sl], X)
             mu = self.means @ dA.T  # (G, P)
             var = c[None, :] / self.s[:, None]
@@ -102,7 +180,8 @@ class GPPLPosterior(Posterior):
 
     # ------------------------------------------------------------------ draws
     def sample(self, n: int = 1000, seed: int = 0) -> dict:
-        """Posterior draws: {"f": (n, N) utilities of the training items, "s": (n,)}.
+        """Posterior draws: {"f": (n, N) utilities of the training items, "s": (n,)}, and
+        "lengthscale" (n, D) when the length-scales were inferred under a prior.
 
         For approximate routes these are draws from the approximation. For a sparse model the
         conditional variance of f given f_m is added independently per item (FITC-style)."""
@@ -120,6 +199,12 @@ class GPPLPosterior(Posterior):
             s = gamma_draws(self.s_shape, self.s_rate, n, g)
         else:
             s = self.s[comp]
+        if self.lengthscales is not None:  # each draw its own ℓ (the draws' f_m as above)
+            mu, var = self._draw_items(None)
+            f = mu[comp]
+            if not self.setup.exact:
+                f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(var[comp])
+            return {"f": f, "s": s, "lengthscale": self.lengthscales[comp]}
         A, c = self.setup.item_terms()
         f = f_m @ A.T
         if not self.setup.exact:
