@@ -78,3 +78,23 @@ def test_crowd_learn_kernel_refuses_a_model_without_an_item_kernel():
     data = cz.PairwiseData.from_arrays(a, b, y, item_features=X, users=j)
     with pytest.raises(DataError, match="learn_kernel"):
         cz.fit(cz.CrowdGPPL(n_components=2, item_features=False), data, method="natgrad", learn_kernel=True)
+
+
+def test_crowd_lengthscale_prior_pulls_the_learned_values():
+    """crowdGPPL's natgrad with learn_kernel climbs bound + log p(ℓ): a tight prior at ℓ = 1 on the items
+    holds the irrelevant feature's length-scale near 1, where the bound alone sends it 3× past the
+    relevant one's; priors the route would ignore are refused."""
+    import pyro.distributions as dist
+
+    X, a, b, j, y = _ard_crowd(P=600)
+    data = cz.PairwiseData.from_arrays(a, b, y, item_features=X, users=j)
+    kw = dict(method="natgrad", likelihood="exact", learn_kernel=True, max_iter=60, progress_bar=False)
+    free = np.array(cz.fit(cz.CrowdGPPL(n_components=3, n_inducing=None), data, **kw
+                           ).settings["learned_lengthscale"])
+    tight = np.array(cz.fit(cz.CrowdGPPL(n_components=3, n_inducing=None,
+                                         lengthscale_prior=dist.LogNormal(0.0, 0.05)), data, **kw
+                            ).settings["learned_lengthscale"])
+    print(f"no prior {free.round(3)}, LogNormal(0, 0.05) {tight.round(3)}")
+    assert free[1] > 3 * free[0] and np.all(np.abs(np.log(tight)) < 0.2)
+    with pytest.raises(DataError, match="lengthscale_prior"):
+        cz.fit(cz.CrowdGPPL(lengthscale_prior=dist.LogNormal(0.0, 1.0)), data, method="natgrad")
