@@ -195,8 +195,14 @@ def test_natgrad_lengthscale_prior_gives_the_map_estimate():
     print(f"no prior {free.round(3)}, LogNormal(0, 0.05) {tight.round(3)}, LogNormal(0, 10) {wide.round(3)}")
     assert free[1] > 3.0 and np.all(np.abs(np.log(tight)) < 0.2)
     assert abs(np.log(wide[0] / free[0])) < 0.15
-    with pytest.raises(DataError, match="lengthscale_prior"):
-        cz.fit(cz.GPPL(kernel="se", lengthscale_prior=dist.LogNormal(0.0, 1.0)), data, method="natgrad")
+    ep = {name: np.array(cz.fit(cz.GPPL(kernel="se", lengthscale_prior=prior), data, method="ep",
+                                learn_kernel=True).settings["learned_lengthscale"])
+          for name, prior in (("free", None), ("tight", dist.LogNormal(0.0, 0.05)))}
+    print(f"ep: no prior {ep['free'].round(3)}, LogNormal(0, 0.05) {ep['tight'].round(3)}")
+    assert ep["free"][1] > 3.0 and np.all(np.abs(np.log(ep["tight"])) < 0.2)
+    for method in ("natgrad", "ep"):
+        with pytest.raises(DataError, match="lengthscale_prior"):
+            cz.fit(cz.GPPL(kernel="se", lengthscale_prior=dist.LogNormal(0.0, 1.0)), data, method=method)
 
 
 def test_natgrad_bound_rises_while_the_kernel_learns():

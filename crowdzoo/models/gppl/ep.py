@@ -31,7 +31,7 @@ import torch
 
 from ...core.seeds import isolated
 from ...gp.conditional import probit_rows
-from ...gp.learn import check_learnable
+from ...gp.learn import check_learnable, log_prior_of_theta
 from ...gp.linalg import DTYPE, cholesky
 from ...inference.common import label_tensors
 from ...inference.ep import ep_fixed_s, ep_log_evidence
@@ -98,7 +98,8 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
 
 def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter):
     """(the model with the learned length-scales, what was learned): the maximum of
-    log Z_EP(ℓ, s) + log p(s) over (log ℓ, log s) by L-BFGS (module docstring)."""
+    log Z_EP(ℓ, s) + log p(s) (+ log p(ℓ) under the model's ``lengthscale_prior``: type-II MAP) over
+    (log ℓ, log s) by L-BFGS (module docstring)."""
     check_learnable(model, data.item_features)
     base = model.setup(data, seed=seed)
     ell0 = base.kernel.lengthscale
@@ -106,6 +107,7 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
     theta = torch.cat([torch.log(ell0), torch.log(prior.mean.reshape(1))]).detach().requires_grad_()
     sites = {"tau": None, "nu": None}
     inducing = base.Z if not base.exact else None
+    log_prior_ell = log_prior_of_theta(getattr(model, "lengthscale_prior", None), ell0.shape[0])
 
     def neg_log_evidence():
         ell, s = theta[:-1].exp(), theta[-1].exp()
@@ -116,7 +118,8 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
             _, _, tau, nu, _, _ = ep_fixed_s(K.detach(), H.detach(), sgn, sites["tau"], sites["nu"], damping,
                                              max_iter, tol * 1e-2, L=L.detach())
         sites.update(tau=tau, nu=nu)
-        return -(ep_log_evidence(L, H, sgn, tau, nu) + prior.log_prob(s))
+        objective = ep_log_evidence(L, H, sgn, tau, nu) + prior.log_prob(s)
+        return -(objective if log_prior_ell is None else objective + log_prior_ell(theta))
 
     opt = torch.optim.LBFGS([theta], max_iter=kernel_iter, line_search_fn="strong_wolfe")
 

@@ -86,11 +86,11 @@ class GPPL:
         """Refuse settings that ``method`` cannot honour (called by :func:`crowdzoo.fit`)."""
         if self.lengthscale_prior is None or method in ("svi", "nuts"):
             return
-        if method == "natgrad" and settings.get("learn_kernel"):
-            return  # natgrad adds log p(ℓ) to the length-scales' objective (type-II MAP)
+        if method in ("natgrad", "ep") and settings.get("learn_kernel"):
+            return  # natgrad and ep add log p(ℓ) to the length-scales' objective (type-II MAP)
         raise DataError(f"lengthscale_prior: the svi and nuts routes infer the length-scales under the "
-                        f"prior, natgrad with learn_kernel=True finds their MAP; {method!r}"
-                        + (" without learn_kernel=True" if method == "natgrad" else "")
+                        f"prior, natgrad and ep with learn_kernel=True find their MAP; {method!r}"
+                        + (" without learn_kernel=True" if method in ("natgrad", "ep") else "")
                         + " would ignore it (drop lengthscale_prior, or fit with method='svi' or 'nuts')")
 
     def prior_s(self) -> dist.Distribution:
