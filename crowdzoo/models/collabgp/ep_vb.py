@@ -329,17 +329,32 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
 
 def fit_ep(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float = 1e-3,
            damping: float = 0.95, vb_sweeps: int = 50, evidence: bool = True,
-           gp_factors: str = "exact", progress_bar=None, setup: CollabSetup | None = None):
+           gp_factors: str = "exact", learn_kernel: bool = False, kernel_iter: int = 40, progress_bar=None,
+           setup: CollabSetup | None = None):
     """Fit collabGP by EP + VB (supplement a §4). Returns a
     :class:`~crowdzoo.models.collabgp.posterior.CollabGPPosterior` with ``log_evidence`` (§4.3).
 
     ``gp_factors="factorised"`` runs the paper's scheme as printed, with the GP priors replaced by
     the factorised EP sites f̂₃, f̂₄; ``"exact"`` (default) keeps the GP priors exact inside the VB
-    step (module docstring) — the paper's scheme diverges with many pairs and few labels each."""
+    step (module docstring) — the paper's scheme diverges with many pairs and few labels each.
+
+    ``learn_kernel=True`` first maximises the EP log evidence (§4.3) over the log length-scales of
+    the item kernel and, with user features, the user kernel (isotropic, as the model's), from the
+    median distance (the paper's choice) — what supplement a §9 does by hand on a grid (Fig. 2;
+    docs/collabgp-evidence.md) — by Nelder–Mead with at most ``kernel_iter`` evidence evaluations, a
+    full EP run each (the EP fixed point is not differentiated through). The learned values are in
+    ``settings`` and the posterior's model."""
     from .posterior import CollabGPPosterior
 
     if not 0.0 < damping <= 1.0:
         raise DataError(f"damping: the per-sweep factor must be in (0, 1], got {damping}")
+    learned = {}
+    if learn_kernel:
+        if setup is not None:
+            raise DataError("learn_kernel: the setup fixes the kernels; pass setup=None to learn them")
+        model, learned = learn_kernel_ep(model, data, seed, dict(max_iter=max_iter, tol=tol, damping=damping,
+                                                                 vb_sweeps=vb_sweeps, gp_factors=gp_factors),
+                                         kernel_iter)
     setup = setup or model.setup(data, seed=seed)
     st, trace = run_ep(setup, max_iter=max_iter, tol=tol, damping=damping, vb_sweeps=vb_sweeps, seed=seed,
                        progress_bar=progress_bar, gp_factors=gp_factors)
@@ -357,7 +372,47 @@ def fit_ep(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float
         a_mean=qh.mean_a[None], a_cov=qh.cov_a, w_mean=w_mean.T[None], w_var=w_var.T,
         b_mean=None if qw.mean_a is None else qw.mean_a[None], b_cov=qw.cov_a, log_evidence=logz,
         trace=trace, settings=dict(seed=seed, max_iter=max_iter, tol=tol, damping=damping,
-                                   vb_sweeps=vb_sweeps, gp_factors=gp_factors), state=st)
+                                   vb_sweeps=vb_sweeps, gp_factors=gp_factors, learn_kernel=learn_kernel,
+                                   **learned), state=st)
+
+
+def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: int):
+    """(the model with the length-scales of highest EP evidence, what was learned); see :func:`fit_ep`."""
+    import dataclasses
+
+    import numpy as np
+    from scipy.optimize import minimize
+
+    if np.asarray(data.item_features).shape[1] == 0 or not isinstance(model.kernel, str):
+        raise DataError("learn_kernel: collabGP learns the length-scale of a named item kernel ('se', "
+                        "'matern32') on items with features; pass kernel='se' with item features, or "
+                        "learn_kernel=False")
+    base = model.setup(data, seed=seed)
+    ell0 = [float(base.items.kernel.lengthscale.reshape(-1)[0])]
+    if base.users is not None and isinstance(model.user_kernel, str):
+        ell0.append(float(base.users.kernel.lengthscale.reshape(-1)[0]))
+
+    def with_ell(log_ell):
+        kw = {"lengthscale": float(np.exp(log_ell[0]))}
+        if len(log_ell) > 1:
+            kw["user_lengthscale"] = float(np.exp(log_ell[1]))
+        return dataclasses.replace(model, **kw)
+
+    def neg_evidence(log_ell):
+        su = with_ell(log_ell).setup(data, seed=seed)
+        st, _ = run_ep(su, seed=seed, progress_bar=False, **ep_kw)
+        return -log_evidence(su, st, ep_kw["gp_factors"])
+
+    x0 = np.log(ell0)
+    res = minimize(neg_evidence, x0, method="Nelder-Mead",
+                   options=dict(maxfev=kernel_iter, xatol=0.02, fatol=0.05,
+                                initial_simplex=np.vstack([x0, x0 + 0.5 * np.eye(len(x0))])))
+    ell = np.exp(res.x)
+    out = {"learned_lengthscale": float(ell[0]), "start_lengthscale": ell0[0],
+           "kernel_evaluations": int(res.nfev), "kernel_converged": bool(res.success)}
+    if len(ell) > 1:
+        out.update(learned_user_lengthscale=float(ell[1]), start_user_lengthscale=ell0[1])
+    return with_ell(res.x), out
 
 
 __all__ = ["fit_ep", "run_ep", "gp_marginals", "vb_bilinear", "log_evidence", "EPState", "Site"]
