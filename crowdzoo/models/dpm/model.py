@@ -113,10 +113,11 @@ class DPMCommunities:
         alpha = float(self.probit_scale)
         return DPMSetup(gp=gp, s=s, alpha=alpha, H=probit_rows(gp, a, b, s, alpha))
 
-    def program(self, setup: DPMSetup, data, subsample_size=None):
+    def program(self, setup: DPMSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model :func:`dpm_model` and its arguments (module docstring): whitened directions
         G (P, M) with P(y_p = 1 | u_c) = Φ(G_p·u_c), the labels' signs, and each user's labels as a
-        padded (U, L) table of label indices with its mask."""
+        padded (U, L) table of label indices with its mask. ``learn_kernel``: :func:`dpm_lengthscale_model`
+        instead, whose item length-scales (ARD) are a ``pyro.param`` started at ``setup``'s."""
         from .gibbs import check_data
 
         check_data(self, data)
@@ -124,8 +125,29 @@ class DPMCommunities:
         b = torch.as_tensor(data.b, dtype=torch.long)
         sgn = 2.0 * torch.as_tensor(data.y, dtype=DTYPE) - 1.0
         lab, mask = user_labels(data.users, data.n_users)
-        return dpm_model, (whitened_directions(setup, a, b), sgn, lab, mask, int(self.truncation),
-                           self._concentration(), subsample_size)
+        rest = (sgn, lab, mask, int(self.truncation), self._concentration(), subsample_size)
+        if learn_kernel:
+            return dpm_lengthscale_model, (self.lengthscale_space(setup), a, b, *rest)
+        return dpm_model, (whitened_directions(setup, a, b), *rest)
+
+    def lengthscale_space(self, setup: DPMSetup):
+        """The item GP's algebra as a function of its length-scales (what ``learn_kernel`` moves)."""
+        from ...gp.learn import ARDGP
+
+        if setup.gp.X.shape[1] == 0:
+            raise DataError("learn_kernel: the items have no features, so there are no length-scales to "
+                            "learn")
+        return DPMKernelSpace(ARDGP.of(self.gppl(), setup.gp, "learn_kernel"), setup,
+                              setup.gp.kernel.lengthscale.detach().clone())
+
+    def with_lengthscale(self, setup: DPMSetup, ell, a, b):
+        """(the model, its setup) with the item length-scales ``ell`` (D,)."""
+        import dataclasses
+
+        space = self.lengthscale_space(setup)
+        gp = space.gp(ell)
+        return (dataclasses.replace(self, lengthscale=ell),
+                DPMSetup(gp=gp, s=setup.s, alpha=setup.alpha, H=probit_rows(gp, a, b, setup.s, setup.alpha)))
 
     def _concentration(self):
         if self.concentration_prior is not None:
@@ -186,6 +208,33 @@ def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None):
     with pyro.plate("users", lab.shape[0], subsample_size=subsample_size) as idx:
         ll = user_loglik(G, sgn, lab[idx], mask[idx], u)  # (n, T)
         pyro.factor("labels", torch.logsumexp(log_pi + ll, -1))
+
+
+def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, subsample_size=None):
+    """:func:`dpm_model` with the item GP's ARD length-scales a ``pyro.param`` ("lengthscale",
+    positive), optimised by svi's ELBO with the guide (type-II maximum likelihood inside VI; issue 18;
+    the paper conditions on them)."""
+    from pyro.distributions import constraints
+
+    ell = pyro.param("lengthscale", space.ell0.clone(), constraint=constraints.positive)
+    G = whitened_directions(space.setup_at(ell), a, b)
+    dpm_model(G, sgn, lab, mask, T, concentration, subsample_size)
+
+
+@dataclass
+class DPMKernelSpace:
+    """The ARD algebra of the communities' item GP (``ard``), the setup it varies, and ℓ's start."""
+
+    ard: object
+    base: DPMSetup
+    ell0: torch.Tensor
+
+    def gp(self, ell) -> GPPLSetup:
+        return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.base.gp.s_prior)
+
+    def setup_at(self, ell) -> DPMSetup:
+        """The setup at length-scales ``ell`` (H is not needed by the Pyro program and left as is)."""
+        return DPMSetup(gp=self.gp(ell), s=self.base.s, alpha=self.base.alpha, H=self.base.H)
 
 
 @dataclass

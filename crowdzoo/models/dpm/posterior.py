@@ -55,11 +55,20 @@ class DPMPosterior(Posterior):
     responsibilities: torch.Tensor | None = None
 
     @classmethod
-    def from_draws(cls, model, setup, data, sites, method, **kw):
+    def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
         """From draws of the Pyro program's sites (β, u, and λ when it has a prior): per draw the
         communities' f_m^c = L_mm u_c / √s, the users' membership probabilities
         r ∝ π_c p(D_u | u_c), and one membership per user drawn from r (a generator seeded by the
-        fit's seed); communities relabelled by first appearance in the drawn memberships."""
+        fit's seed); communities relabelled by first appearance in the drawn memberships. ``params``
+        (svi with ``learn_kernel``): the learned {"lengthscale": ℓ}, which then fixes the setup."""
+        if params and "lengthscale" in params:
+            ell = params["lengthscale"].detach().to(DTYPE)
+            start = setup.gp.kernel.lengthscale
+            a, b = (torch.as_tensor(x, dtype=torch.long) for x in (data.a, data.b))
+            with torch.no_grad():
+                model, setup = model.with_lengthscale(setup, ell, a, b)
+            kw["settings"] = {**(kw.get("settings") or {}), "learned_lengthscale": ell.tolist(),
+                              "start_lengthscale": start.tolist()}
         u = sites["u"].to(DTYPE)
         S, T, M = u.shape
         U = data.n_users
