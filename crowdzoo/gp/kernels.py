@@ -217,13 +217,14 @@ def median_heuristic(X, scaled: bool = False, max_points: int = 2000, seed: int 
         X = X[np.random.default_rng(seed).permutation(X.shape[0])[:max_points]]
     i, j = np.triu_indices(X.shape[0], k=1)
     ell = np.ones(X.shape[1])
-    for lo in range(0, X.shape[1], 64):  # blocks of feature dimensions bound the memory
-        diffs = np.abs(X[i, lo:lo + 64] - X[j, lo:lo + 64])
+    width = max(1, min(64, 2**21 // max(i.size, 1)))  # blocks of feature dimensions bound the memory
+    for lo in range(0, X.shape[1], width):
+        diffs = np.abs(X[i, lo:lo + width] - X[j, lo:lo + width])
         if diffs.shape[0] == 0:
             continue
         med = np.median(diffs, axis=0)
         mean = diffs.mean(axis=0)
-        ell[lo:lo + 64] = np.where(med > 0, med, np.where(mean > 0, mean, 1.0))
+        ell[lo:lo + width] = np.where(med > 0, med, np.where(mean > 0, mean, 1.0))
     if scaled:
         ell = ell * 20.0 * math.sqrt(X.shape[1])
     return torch.as_tensor(ell, dtype=DTYPE)
