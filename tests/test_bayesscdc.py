@@ -224,6 +224,20 @@ def test_workers_reliabilities_recovered_with_clusters_unknown(blob_links):
     assert inside >= 4
 
 
+def test_pretraining_alone_finds_the_blobs_and_slows_the_global_steps(blob_links):
+    """VaDE-style pretraining (``pretrain=``: a VAE, then a Gaussian mixture on the latent points as the
+    conjugate posterior) clusters three separated blobs without annotations after a single epoch, and
+    selects no warm-up and the slower step schedule ρ_t = (t + 100)^−1."""
+    data = blob_links[0].without_annotations()
+    post = cz.fit(cz.BayesSCDC(n_clusters=3, latent_dim=2, hidden=(32, 32)), data, pretrain=100,
+                  n_epochs=1, batch_size=50, progress_bar=False, seed=0)
+    acc = hungarian_accuracy(data.labels, post.predict().to_numpy())
+    print(f"blobs after pretraining and one epoch: accuracy {acc:.3f}")
+    assert acc > 0.97
+    st = post.settings
+    assert (st["pretrain"], st["warmup"], st["step_delay"], st["forgetting_rate"]) == (100, 0, 100.0, 1.0)
+
+
 def test_posterior_api_new_items_save_load_and_report(pinwheel, tmp_path):
     """The zoo's default route for "bayesscdc" is natgrad; items without annotations get the same q(z)
     from cluster_proba(O) (the encoder and the globals, no annotations) as from the fit, annotated
@@ -254,7 +268,7 @@ def test_bad_settings_are_refused_naming_the_argument():
             cz.BayesSCDC(latent_dim=2, **kw)
     model = cz.BayesSCDC(n_clusters=3, latent_dim=2, hidden=(4,))
     for kw, name in ((dict(warmup=5, n_epochs=5), "warmup"), (dict(forgetting_rate=0.4), "forgetting_rate"),
-                     (dict(step_delay=0.0), "step_delay")):
+                     (dict(step_delay=0.0), "step_delay"), (dict(pretrain=-1), "pretrain")):
         with pytest.raises(DataError, match=name):
             cz.fit(model, data, progress_bar=False, **kw)
 

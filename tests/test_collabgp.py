@@ -368,8 +368,9 @@ def test_ep_learns_the_length_scales_by_the_evidence():
         errs[learn], posts[learn] = float(((p > .5) != (test.y == 1)).mean()), post
     s = posts[True].settings
     print(f"start ℓ ({s['start_lengthscale']:.2f}, {s['start_user_lengthscale']:.2f}) → learned "
-          f"({s['learned_lengthscale']:.2f}, {s['learned_user_lengthscale']:.2f}) in {s['kernel_evaluations']} "
-          f"EP runs; evidence {posts[False].log_evidence:.1f} → {posts[True].log_evidence:.1f}; error "
+          f"({s['learned_lengthscale']:.2f}, {s['learned_user_lengthscale']:.2f}) in "
+          f"{s['kernel_evaluations']} EP runs; evidence {posts[False].log_evidence:.1f} → "
+          f"{posts[True].log_evidence:.1f}; error "
           f"{errs[False]:.3f} → {errs[True]:.3f}")
     for start, got in ((s["start_lengthscale"], s["learned_lengthscale"]),
                        (s["start_user_lengthscale"], s["learned_user_lengthscale"])):

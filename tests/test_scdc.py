@@ -93,6 +93,20 @@ def test_workers_reliabilities_recovered_with_clusters_unknown(blobs):
     assert np.corrcoef(wk["weight"], true_w)[0, 1] > 0.9
 
 
+def test_pretraining_alone_finds_the_blobs(blob_links):
+    """VaDE-style pretraining (``pretrain=``: autoencoder, a Gaussian mixture on its codes, the
+    classifier fitted to the mixture's responsibilities) clusters three separated blobs without
+    annotations after a single joint epoch; a negative ``pretrain`` is refused."""
+    data = blob_links[0].without_annotations()
+    model = cz.SCDC(n_clusters=3, latent_dim=2, hidden=(16,))
+    post = cz.fit(model, data, pretrain=30, n_epochs=1, batch_size=50, progress_bar=False, seed=0)
+    acc = hungarian_accuracy(data.labels, post.predict().to_numpy())
+    print(f"blobs after pretraining and one epoch: accuracy {acc:.3f}")
+    assert acc > 0.97 and post.settings["pretrain"] == 30
+    with pytest.raises(cz.DataError, match="pretrain"):
+        cz.fit(model, data, pretrain=-1, progress_bar=False)
+
+
 def test_pinwheel_with_annotations_is_clustered():
     """The paper's pinwheel (500 points, 100 annotated, 20 workers × 49 pairs, α = β = 0.9), small
     networks: Hungarian accuracy ≥ 0.9 (the paper: BayesSCDC 96.6 %)."""

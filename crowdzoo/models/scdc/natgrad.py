@@ -9,6 +9,9 @@ subgraph on which messages pass (the paper's stochastic approximation: "sample a
 uniformly ... form a subsample of the relational model, and do local message passing"). The uniform
 rows give the mixture's statistics (× N / batch), the annotations the workers' (× A / annotations).
 After training every item's q*(z) is the local optimum on the whole annotation graph.
+
+With ``pretrain=`` epochs, the networks are first pretrained as a VAE and the mixture starts from a
+Gaussian mixture on their latent points (VaDE's recipe, Jiang et al. 2017; :func:`pretrain_natgrad`).
 """
 from __future__ import annotations
 
@@ -115,31 +118,41 @@ def step_objective(batch: Batch, nets, E, sweeps: int, generator=None):
 
 
 def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 128,
-                annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float = 10.0,
-                forgetting_rate: float = 0.6, warmup: int | None = None, init: str = "kmeans",
-                device: str = "cpu", progress_bar: bool | None = None, setup=None) -> SCDCPosterior:
+                annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float | None = None,
+                forgetting_rate: float | None = None, warmup: int | None = None, init: str = "kmeans",
+                pretrain: int = 0, device: str = "cpu", progress_bar: bool | None = None,
+                setup=None) -> SCDCPosterior:
     """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items.
 
     ``batch_size`` items and ``annotation_batch`` annotations per step (default: the annotations
     spread evenly over an epoch); Adam with ``lr`` for the networks; the globals' step size
     ρ_t = (t + ``step_delay``)^(−``forgetting_rate``) (the Robbins–Monro schedule of crowdGPPL's
-    natgrad, Eq. 18 there); ``warmup`` epochs (default a quarter of ``n_epochs``) in which only the
-    networks learn, against the initial mixture, before the globals move — without it the mixture
-    collapses onto the untrained recognition network's output (on the pinwheel: 2 clusters in use,
-    accuracy 0.38; the paper's "bad initialisation"); ``init`` "kmeans" (after the warm-up the mixture
+    natgrad, Eq. 18 there; default 10 and 0.6, or 100 and 1 after pretraining, where the mixture
+    starts from a fit that the larger early steps would undo: docs/scdc-digits-diagnosis.md, part 6);
+    ``pretrain`` epochs of VaDE-style pretraining before the ``n_epochs`` (:func:`pretrain_natgrad`;
+    the mixture then starts from a Gaussian mixture on the pretrained latent points, in place of the
+    warm-up and the k-means restart; 0, the default, is the paper's random start); ``warmup`` epochs
+    (default a quarter of ``n_epochs``, 0 after pretraining) in which only the networks learn, against
+    the initial mixture, before the globals move — without it the mixture collapses onto the untrained
+    recognition network's output (on the pinwheel: 2 clusters in use, accuracy 0.38; the paper's "bad
+    initialisation"); ``init`` "kmeans" (after the warm-up the mixture
     restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the authors'
     random q throughout); ``device`` "cpu" or "cuda". Warns
     (ConvergenceWarning) when the last tenth of the epochs still raised the bound by more than 1 %."""
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
+    if int(pretrain) != pretrain or pretrain < 0:
+        raise DataError(f"pretrain: expected an integer ≥ 0, got {pretrain!r}")
+    step_delay = (100.0 if pretrain else 10.0) if step_delay is None else step_delay
+    forgetting_rate = (1.0 if pretrain else 0.6) if forgetting_rate is None else forgetting_rate
     if not 0.5 < forgetting_rate <= 1.0:
         raise DataError(f"forgetting_rate: expected a value in (0.5, 1], got {forgetting_rate!r}")
     if not step_delay >= 1.0:
         raise DataError(f"step_delay: expected a value ≥ 1, got {step_delay!r}")
     if device != "cpu" and not torch.cuda.is_available():
         raise DataError(f"device: {device!r} requested but torch sees no GPU; use device='cpu'")
-    warmup = n_epochs // 4 if warmup is None else warmup
+    warmup = (0 if pretrain else n_epochs // 4) if warmup is None else warmup
     if init not in ("kmeans", "random"):
         raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}")
     if int(warmup) != warmup or not 0 <= warmup < n_epochs:
@@ -154,13 +167,15 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
         prior = model.prior(W, device)
         q = init_conjugate(model, W, gen, device)
         t = link_tensors(data)
+        if pretrain:
+            q = pretrain_natgrad(model, nets, t, prior, q, pretrain, batch_size, lr, gen, device, seed)
         opt = torch.optim.Adam(nets.parameters(), lr=lr)
         trace = np.empty(n_epochs)
         it = 0
         with progress(n_epochs, "bayesscdc natgrad", progress_bar) as bar:
             for epoch in range(n_epochs):
                 total, n_steps = 0.0, 0
-                if epoch == warmup and init == "kmeans":
+                if epoch == warmup and init == "kmeans" and not pretrain:
                     q = kmeans_globals(model, nets, t, prior, q, seed, device)
                 for batch in batches(t, batch_size, annotation_batch, gen, device):
                     E = expected(q)
@@ -197,12 +212,50 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
         model=model, setup=setup, data=data, method="natgrad", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, step_delay=step_delay, forgetting_rate=forgetting_rate, warmup=warmup,
-                      init=init, device=device),
+                      init=init, pretrain=pretrain, device=device),
         cluster_probs=loc.phi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(), mu=q.m,
         cov=q.S / (q.nu + d + 1)[:, None, None],
         alpha=q.alpha[:, 0] / q.alpha.sum(-1), beta=q.beta[:, 0] / q.beta.sum(-1),
         alpha_post=q.alpha, beta_post=q.beta, conjugate=q._asdict(),
         net_state={k: v.detach().cpu().clone() for k, v in nets.state_dict().items()})
+
+
+def pretrain_natgrad(model, nets, t, prior: Conjugate, q: Conjugate, n_epochs: int, batch_size: int,
+                     lr: float, gen, device, seed: int) -> Conjugate:
+    """VaDE-style pretraining (Jiang et al. 2017, §3.3) of BayesSCDC's networks (in place) and a start
+    for its mixture: ``n_epochs`` of the recognition network and the decoder as a VAE with a N(0, I)
+    prior (x̂_n ~ N(h_n / λ_n, diag 1 / λ_n), reparameterised, so that λ learns a scale; a plain
+    autoencoder on h_n / λ_n leaves λ untrained), then a full-covariance Gaussian mixture
+    (scikit-learn, K components) on the latent points h_n / λ_n, whose responsibilities and the
+    potentials' variances 1 / λ_n give the conjugate posterior (the workers' q kept)."""
+    from sklearn.mixture import GaussianMixture
+
+    N = t.O.shape[0]
+    opt = torch.optim.Adam(nets.parameters(), lr=lr)
+    for _ in range(n_epochs):
+        perm = torch.randperm(N, generator=gen)
+        for lo in range(0, N, batch_size):
+            o = t.O[perm[lo:lo + batch_size]].to(device)
+            h, lam = nets.potentials(o)
+            x = h / lam
+            kl = 0.5 * (1 / lam + x * x - 1 + torch.log(lam)).sum(-1).mean()
+            x = x + torch.randn(x.shape, generator=gen, dtype=x.dtype).to(device) / lam.sqrt()
+            loss = kl - nets.obs_dist(x.to(DTYPE)).log_prob(o).to(F64).mean()
+            opt.zero_grad()
+            loss.to(DTYPE).backward()
+            opt.step()
+    with torch.no_grad():
+        h, lam = potentials(nets, t.O.to(device))
+    x = (h / lam).cpu()
+    K = min(model.n_clusters, x.shape[0])
+    gmm = GaussianMixture(K, covariance_type="full", n_init=3, reg_covar=1e-4, random_state=seed)
+    gmm.fit(x.numpy())
+    phi = torch.zeros(x.shape[0], model.n_clusters, dtype=F64)
+    phi[:, :K] = torch.as_tensor(gmm.predict_proba(x.numpy()), dtype=F64)
+    V = torch.diag_embed(1 / lam.cpu())
+    stats = Stats(*moments(phi, x, V), torch.zeros_like(q.alpha.cpu()), torch.zeros_like(q.beta.cpu()))
+    new = conjugate_update(Conjugate(*(v.cpu() for v in prior)), stats)
+    return Conjugate(*(v.to(device) for v in new))._replace(alpha=q.alpha, beta=q.beta)
 
 
 def potentials(nets, O):
