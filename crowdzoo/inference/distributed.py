@@ -14,6 +14,7 @@ timeout (``CROWDZOO_DISTRIBUTED_TIMEOUT`` seconds, default 300) instead of a han
 """
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 from dataclasses import dataclass
@@ -94,7 +95,20 @@ def rank_and_world() -> tuple[int, int]:
                                    "launch with `torchrun --nproc-per-node R script.py` (or initialise "
                                    "torch.distributed yourself) before fit(..., distributed=True)")
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout_seconds()))
+        atexit.register(_close)  # the group we opened closes before the interpreter tears down its threads
     return dist.get_rank(), dist.get_world_size()
+
+
+def _close() -> None:
+    """Destroy the process group this module initialised (at exit): left to the interpreter's
+    teardown, gloo's threads can abort the process ("terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - nothing to report at exit
+        pass
 
 
 def shard(data, distributed: bool) -> Shard:
