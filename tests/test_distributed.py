@@ -153,6 +153,11 @@ CROWD_WORKER = textwrap.dedent('''
     shard = cz.PairwiseData.read_shard(f"{folder}/crowd.csv", items=items, a="winner", b="loser", y=None,
                                        user="rater", chunksize=97)
     out = {"range": shard.label_range, "n_items": shard.n_items, "n_users": shard.n_users}
+    with warnings.catch_warnings(record=True) as caught:  # stopped unconverged: a ConvergenceWarning
+        warnings.simplefilter("always")
+        cz.fit(cz.CrowdGPPL(n_inducing=10, n_components=3), shard, method="natgrad", distributed=True,
+               max_iter=3, progress_bar=False)
+    out["warnings"] = [str(w.message)[:60] for w in caught]
     for lik in ("linearised", "exact"):
         post = cz.fit(cz.CrowdGPPL(n_inducing=10, n_components=3), shard, method="natgrad", likelihood=lik,
                       distributed=True, batch_size=120, max_iter=12, tol=0.0, progress_bar=False)
@@ -198,6 +203,8 @@ def test_crowdgppl_two_ranks_reading_their_shards_give_the_single_process_poster
     got = [torch.load(tmp_path / f"out.{r}.pt") for r in (0, 1)]
     P = whole.n_pairs
     assert got[0]["range"] == (0, 350, P) and got[1]["range"] == (350, P, P)
+    # a fit stopped at max_iter unconverged: rank 0 says so, rank 1 stays quiet
+    assert any("max_iter" in w for w in got[0]["warnings"]) and got[1]["warnings"] == []
     assert all(g["n_items"] == whole.n_items and g["n_users"] == whole.n_users for g in got)
     for lik in ("linearised", "exact"):
         single = cz.fit(cz.CrowdGPPL(n_inducing=10, n_components=3), whole, method="natgrad", likelihood=lik,

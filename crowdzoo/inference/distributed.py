@@ -15,8 +15,10 @@ timeout (``CROWDZOO_DISTRIBUTED_TIMEOUT`` seconds, default 300) instead of a han
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import os
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -45,6 +47,14 @@ class Shard:
     def lead(self) -> bool:
         """Whether this rank writes (progress, checkpoints): rank 0."""
         return self.rank == 0
+
+    @contextlib.contextmanager
+    def quiet(self):
+        """A context in which the ranks other than 0 issue no warnings (rank 0 speaks for the fit)."""
+        with warnings.catch_warnings():
+            if not self.lead:
+                warnings.simplefilter("ignore")
+            yield
 
     def local(self, idx: torch.Tensor) -> torch.Tensor:
         """Positions in this shard of the global label indices ``idx`` that it holds (with repeats)."""
