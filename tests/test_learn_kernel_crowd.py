@@ -98,3 +98,20 @@ def test_crowd_lengthscale_prior_pulls_the_learned_values():
     assert free[1] > 3 * free[0] and np.all(np.abs(np.log(tight)) < 0.2)
     with pytest.raises(DataError, match="lengthscale_prior"):
         cz.fit(cz.CrowdGPPL(lengthscale_prior=dist.LogNormal(0.0, 1.0)), data, method="natgrad")
+
+
+def test_crowd_svi_learns_the_length_scales_as_parameters():
+    """svi with learn_kernel=True: the item length-scales are pyro.params of crowdGPPL's program
+    (optimised by the ELBO with the mean-field guide); the irrelevant feature's ends well above the
+    relevant one's, and the posterior predicts with them."""
+    X, a, b, j, y = _ard_crowd(P=600)
+    data = cz.PairwiseData.from_arrays(a, b, y, item_features=X, users=j)
+    post = cz.fit(cz.CrowdGPPL(n_components=3, n_inducing=None), data, method="svi", learn_kernel=True,
+                  num_steps=1500, lr=0.02, progress_bar=False)
+    ell = np.array(post.settings["learned_lengthscale"])
+    print(f"svi: median heuristic {np.round(post.settings['start_lengthscale'], 3)} → learned {ell.round(3)}")
+    assert ell[1] > 3 * ell[0]
+    np.testing.assert_allclose(post.setup.items.kernel.lengthscale.numpy(), ell)
+    np.testing.assert_allclose(post.model.lengthscale.numpy(), ell)
+    p = post.predict_proba(a[:50], b[:50], users=j[:50])
+    assert np.all((p > 0) & (p < 1))

@@ -213,8 +213,8 @@ def test_bad_requests_are_refused(problem):
         cz.fit(cz.GPPL(kernel="se"), data, method="nuts", learn_kernel=True)
     crowd = cz.PairwiseData.from_arrays(data.a, data.b, data.y, users=np.arange(data.n_pairs) % 3,
                                         item_features=data.item_features)
-    with pytest.raises(DataError, match="learn_kernel"):  # crowdGPPL's svi keeps the paper's fixed ℓ
-        cz.fit(cz.CrowdGPPL(n_components=2), crowd, method="svi", learn_kernel=True, num_steps=1)
+    with pytest.raises(DataError, match="learn_kernel"):  # collabGP's svi program keeps its kernels fixed
+        cz.fit(cz.CollabGP(n_latent=2), crowd, method="svi", learn_kernel=True, num_steps=1)
     with pytest.raises(DataError, match="lengthscale_prior"):  # crowdGPPL's svi keeps ℓ fixed
         cz.fit(cz.CrowdGPPL(n_components=2, lengthscale_prior=PRIOR), crowd, method="svi", num_steps=1)
     with pytest.raises(DataError, match="lengthscale_prior"):

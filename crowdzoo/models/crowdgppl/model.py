@@ -23,6 +23,7 @@ one independent w per user), ``item_features=False`` (``\\u\\x``: K = I too), ``
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 from functools import partial
 
@@ -72,7 +73,8 @@ class CrowdGPPL:
         nuts; natgrad's conjugate updates of Eq. 15 need Gammas and say so).
     lengthscale_prior, user_lengthscale_prior : positive Pyro distributions over the item and user
         length-scales (as GPPL's ``lengthscale_prior``), used by natgrad with ``learn_kernel=True``
-        (type-II MAP). crowdGPPL's svi and nuts routes keep the length-scales fixed and refuse them.
+        (type-II MAP). The svi and nuts routes refuse them; svi learns the length-scales as
+        ``pyro.param`` s with ``learn_kernel=True`` (:func:`crowdgppl_lengthscale_model`).
     """
 
     n_components: int = 20
@@ -152,10 +154,38 @@ class CrowdGPPL:
         return CrowdSetup(items=items, users=users, n_users=data.n_users, C=int(self.n_components),
                           consensus=bool(self.consensus), priors=self.priors())
 
-    def program(self, setup: CrowdSetup, data, subsample_size=None):
-        """The Pyro model and its arguments for ``data`` (for the generic svi/nuts engines)."""
+    def program(self, setup: CrowdSetup, data, subsample_size=None, learn_kernel: bool = False):
+        """The Pyro model and its arguments for ``data`` (for the generic svi/nuts engines);
+        ``learn_kernel``: :func:`crowdgppl_lengthscale_model`, whose item (and user) ARD length-scales
+        are ``pyro.param`` s started at ``setup``'s (svi's type-II maximum likelihood)."""
         a, b, y = label_tensors(data)
-        return crowdgppl_model, (setup, a, b, user_tensor(data), y, subsample_size)
+        args = (a, b, user_tensor(data), y, subsample_size)
+        if learn_kernel:
+            return crowdgppl_lengthscale_model, (self.kernel_space(setup), *args)
+        return crowdgppl_model, (setup, *args)
+
+    def kernel_space(self, setup: CrowdSetup) -> CrowdARD:
+        """The item and user sides' algebra as functions of their length-scales (``learn_kernel``)."""
+        from ...gp.learn import ARDGP
+
+        if not self.item_features or setup.items.X.shape[1] == 0:
+            raise DataError("learn_kernel: the model has no item kernel (item_features=False or items "
+                            "without features); set item_features=True or learn_kernel=False")
+        items = ARDGP.of(GPPL(kernel=self.kernel, jitter=self.jitter), setup.items, "learn_kernel")
+        users = None
+        if setup.users is not None:
+            kern = self.kernel if self.user_kernel is None else self.user_kernel
+            kern = kern if isinstance(kern, str) else "matern32"
+            users = ARDGP.of(GPPL(kernel=kern, jitter=self.jitter), setup.users, "learn_kernel")
+        return CrowdARD(setup, items, users)
+
+    def with_lengthscales(self, setup: CrowdSetup, ell, ell_u=None):
+        """(the model, its setup) at item length-scales ``ell`` (and user ``ell_u``)."""
+        space = self.kernel_space(setup)
+        model = dataclasses.replace(self, lengthscale=ell)
+        if ell_u is not None:
+            model = dataclasses.replace(model, user_lengthscale=ell_u)
+        return model, space.setup_at(ell, ell_u)
 
     @_class_or_instance
     def variant(cls, self, name: str, **kw) -> CrowdGPPL:
@@ -215,6 +245,39 @@ def z_moments(dt, dv, w, c, d, s_t, s_v, s_w):
     if dt is None:
         return cross, var
     return dt + cross, var + c / s_t[..., None]
+
+
+@dataclass
+class CrowdARD:
+    """The item (and user) side's ARD algebra of a crowdGPPL setup (``learn_kernel``)."""
+
+    base: CrowdSetup
+    items: object
+    users: object | None
+
+    def __getattr__(self, name):  # C, M, M_u, n_users, ...: the base setup's (what guides read)
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def setup_at(self, ell, ell_u=None) -> CrowdSetup:
+        items = self.items.sparse_gp(ell)
+        users = self.base.users if self.users is None or ell_u is None else self.users.sparse_gp(ell_u)
+        return dataclasses.replace(self.base, items=items, users=users)
+
+
+def crowdgppl_lengthscale_model(space: CrowdARD, a, b, j, y, subsample_size: int | None = None):
+    """:func:`crowdgppl_model` with the item (and user) ARD length-scales as ``pyro.param`` s
+    ("lengthscale", "user_lengthscale"; positive), optimised by svi's ELBO with the guide."""
+    from pyro.distributions import constraints
+
+    ell = pyro.param("lengthscale", space.base.items.kernel.lengthscale.detach().clone(),
+                     constraint=constraints.positive)
+    ell_u = None
+    if space.users is not None:
+        ell_u = pyro.param("user_lengthscale", space.base.users.kernel.lengthscale.detach().clone(),
+                           constraint=constraints.positive)
+    crowdgppl_model(space.setup_at(ell, ell_u), a, b, j, y, subsample_size)
 
 
 def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = None):

@@ -58,8 +58,21 @@ class CrowdGPPLPosterior(Posterior):
     gamma: dict = field(default_factory=dict)
 
     @classmethod
-    def from_draws(cls, model, setup, data, sites, method, **kw):
-        """Draws of the non-centred sites (u_t, s_t, u_v, s_v, u_w, s_w) mapped to inducing values."""
+    def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
+        """Draws of the non-centred sites (u_t, s_t, u_v, s_v, u_w, s_w) mapped to inducing values.
+        ``params`` (svi with ``learn_kernel``): the learned length-scales, which then fix the setup."""
+        if params and "lengthscale" in params:
+            ell = params["lengthscale"].detach().to(DTYPE)
+            ell_u = params.get("user_lengthscale")
+            ell_u = None if ell_u is None else ell_u.detach().to(DTYPE)
+            learned = {"learned_lengthscale": ell.tolist(),
+                       "start_lengthscale": setup.items.kernel.lengthscale.tolist()}
+            if ell_u is not None:
+                learned.update(learned_user_lengthscale=ell_u.tolist(),
+                               start_user_lengthscale=setup.users.kernel.lengthscale.tolist())
+            with torch.no_grad():
+                model, setup = model.with_lengthscales(setup, ell, ell_u)
+            kw["settings"] = {**(kw.get("settings") or {}), **learned}
         iv = inducing_values(setup, {k: v.to(DTYPE) for k, v in sites.items()})
         return cls(model=model, setup=setup, data=data, method=method,
                    weights=uniform_weights(iv["v_m"].shape[0]), t_m=iv.get("t_m"), v_m=iv["v_m"],
