@@ -201,9 +201,21 @@ def write_checkpoint(path, ckpt: dict, meta: dict) -> None:
     tmp.replace(path)
 
 
-def run(problem: Problem, settings: Settings, *, seed: int, what: str, advice: str,
-        progress_bar: bool | None = None, resume=None, checkpoint=None, checkpoint_every: int = 0,
-        meta: dict | None = None, callback=None, setup=None) -> Result:
+def run(problem: Problem, settings: Settings, *, shard=None, **kw) -> Result:
+    """Run the natural-gradient loop on ``problem`` (:func:`run_loop`'s arguments). ``shard`` (a
+    :class:`~crowdzoo.inference.distributed.Shard`): on a distributed fit's ranks other than 0 no
+    progress bar, no checkpoint and no warnings — rank 0 speaks and writes for the fit."""
+    if shard is None:
+        return run_loop(problem, settings, **kw)
+    if not shard.lead:
+        kw.update(progress_bar=False, checkpoint=None)
+    with shard.quiet():
+        return run_loop(problem, settings, **kw)
+
+
+def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advice: str,
+             progress_bar: bool | None = None, resume=None, checkpoint=None, checkpoint_every: int = 0,
+             meta: dict | None = None, callback=None, setup=None) -> Result:
     """Run the natural-gradient loop on ``problem`` (module docstring).
 
     ``max_iter`` counts every iteration of the run, resumed or not: a fit interrupted at iteration

@@ -404,15 +404,13 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
 
     settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
                              eval_size, rho_floor(rho_min, space is not None, batch_size >= P))
-    with sh.quiet():  # a distributed fit's other ranks leave warnings to rank 0
-        res = loop.run(loop.Problem(init, step, bound, P, lambda s0, s1: gain(s0.hyper, s1.hyper)), settings,
-                       seed=seed,
-                       what=f"natgrad crowdGPPL ({likelihood})",
-                       advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
-                              "likelihood='exact', or fewer components",
-                       progress_bar=progress_bar if sh.lead else False, resume=resume,
-                       checkpoint=checkpoint if sh.lead else None, checkpoint_every=checkpoint_every,
-                       callback=callback, meta=dict(model=model, method="natgrad"), setup=setup)
+    res = loop.run(loop.Problem(init, step, bound, P, lambda s0, s1: gain(s0.hyper, s1.hyper)), settings,
+                   shard=sh, seed=seed, what=f"natgrad crowdGPPL ({likelihood})",
+                   advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
+                          "likelihood='exact', or fewer components",
+                   progress_bar=progress_bar, resume=resume, checkpoint=checkpoint,
+                   checkpoint_every=checkpoint_every, callback=callback,
+                   meta=dict(model=model, method="natgrad"), setup=setup)
     st = res.state
     Es = {k: s / r for k, (s, r) in st.gam.items()}
     setup, items, users = sides_of(st)
