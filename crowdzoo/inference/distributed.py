@@ -63,6 +63,29 @@ class Shard:
         keep = (idx >= self.lo) & (idx < self.hi)
         return idx[keep] - self.lo
 
+    def union(self, values: torch.Tensor) -> torch.Tensor:
+        """The sorted distinct values (long) that any rank holds in ``values``: two all-gathers (the
+        sizes, then the values padded to the largest)."""
+        local = torch.unique(values)
+        if self.world == 1:
+            return local
+        import torch.distributed as dist
+
+        try:
+            sizes = [torch.zeros(1, dtype=torch.long) for _ in range(self.world)]
+            dist.all_gather(sizes, torch.tensor([local.numel()]))
+            pad = torch.full((int(max(sizes)),), -1, dtype=torch.long)
+            pad[:local.numel()] = local
+            parts = [torch.empty_like(pad) for _ in range(self.world)]
+            dist.all_gather(parts, pad)
+        except RuntimeError as err:
+            raise DistributedError(f"rank {self.rank} of {self.world}: gathering a step's users across ranks "
+                                   f"failed ({str(err).splitlines()[0]}); another rank stopped or did not "
+                                   f"answer within {timeout_seconds():g} s (CROWDZOO_DISTRIBUTED_TIMEOUT)"
+                                   ) from None
+        every = torch.cat(parts)
+        return torch.unique(every[every >= 0])
+
     def sum(self, *tensors):
         """The sums over ranks of ``tensors`` (each rank's share of a sum over labels)."""
         if self.world == 1:

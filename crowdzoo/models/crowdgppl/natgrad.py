@@ -158,14 +158,26 @@ class CrowdKernels:
         return model, out
 
 
-def _step(blk: Block, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹", reduce=None) -> Block:
+def _step(blk: Block, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹", reduce=None,
+          present=None) -> Block:
     """One natural-gradient step. rows (P, M) (or None with user positions j for a diagonal
     block); lam, nu (P,). ``reduce`` sums the labels' statistics Σ λ AᵀA, Σ ν A over the ranks of a
-    distributed fit (:mod:`crowdzoo.inference.distributed`); None: this process holds every label."""
+    distributed fit (:mod:`crowdzoo.inference.distributed`); None: this process holds every label.
+    ``present`` (a diagonal block on several ranks): the sorted users of the whole batch, so that
+    only their sums cross the ranks (at most P_i numbers, not U)."""
     if rows is None:
         n = blk.Lam.shape[-1]
-        lam_sum = torch.zeros(n, dtype=DTYPE).index_add_(0, j, lam)
-        nu_sum = torch.zeros(n, dtype=DTYPE).index_add_(0, j, nu)
+        if present is not None and reduce is not None:
+            pos = torch.searchsorted(present, j)
+            lam_c = torch.zeros(present.numel(), dtype=DTYPE).index_add_(0, pos, lam)
+            nu_c = torch.zeros(present.numel(), dtype=DTYPE).index_add_(0, pos, nu)
+            lam_c, nu_c = reduce(lam_c, nu_c)
+            lam_sum = torch.zeros(n, dtype=DTYPE).index_copy_(0, present, lam_c)
+            nu_sum = torch.zeros(n, dtype=DTYPE).index_copy_(0, present, nu_c)
+            reduce = None  # summed already
+        else:
+            lam_sum = torch.zeros(n, dtype=DTYPE).index_add_(0, j, lam)
+            nu_sum = torch.zeros(n, dtype=DTYPE).index_add_(0, j, nu)
     else:
         lam_sum, nu_sum = (rows.T * lam) @ rows, rows.T @ nu
     if reduce is not None:
@@ -377,8 +389,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         su, it, us = sides_of(state)
         bt = _batch(su, it, us, a[idx], b[idx], j[idx], y[idx])
         Q = beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y)
+        present = sh.union(bt.j) if reduce is not None and us is None else None  # the batch's users
         st, pull = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, it, us,
-                          likelihood, Q, r_i, pi, n_gh, reduce)
+                          likelihood, Q, r_i, pi, n_gh, reduce, present)
         gam = _update_scales(st, state.gam, pri, it, us, pull)
         new = CrowdState(st["t"], st["v"], st["w"], gam, state.hyper)
         if state.hyper is None:
@@ -437,7 +450,7 @@ def _terms(dv, dv_var, w, w_var):
     return dv * w, dv_var * (w * w + w_var) + dv * dv * w_var
 
 
-def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None):
+def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None, present=None):
     """Update q(t), then q(v_c) for each c, then q(w_c) for each c, on one batch (the factors in
     turn, as coordinate ascent does; the total moments of z are kept up to date in between).
     ``reduce``: sums each factor's label statistics over the ranks of a distributed fit (each rank
@@ -475,7 +488,7 @@ def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce
         lam, nu = _weights(lik, y, mu, var, dv[:, c], e, wm[:, c], Q, n_gh)
         if bt.Aw is None:
             blk = _step(Block(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c], None, lam, nu, r_i,
-                        pi, j=bt.j, reduce=reduce)
+                        pi, j=bt.j, reduce=reduce, present=present)
             wm[:, c], w_var[:, c] = blk.m[bt.j], blk.S[bt.j]
         else:
             blk = _step(Block(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c] * users.K_inv, bt.Aw,
