@@ -145,12 +145,12 @@ def _close() -> None:
 
 
 def shard(data, distributed: bool) -> Shard:
-    """This process's shard of ``data``'s labels (a PairwiseData, or the number of labels P): every
+    """This process's shard of ``data``'s labels (a PairwiseData): every
     label when not ``distributed``; else a contiguous 1/R of them on rank r of R. Data that is already
     one rank's shard (:meth:`~crowdzoo.PairwiseData.read_shard`, its ``label_range`` set) is used as it
     is, after checking that it is this rank's."""
     held = getattr(data, "label_range", None)
-    n_held = data if isinstance(data, int) else len(data.a)
+    n_held = len(data.a)
     if not distributed:
         if held is not None and held[2] != n_held:
             raise DataError(f"data: holds labels {held[0]}..{held[1] - 1} of {held[2]} (one rank's shard, "

@@ -103,9 +103,9 @@ class StopRule:
     converged: bool = False
     reason: str = "max_iter"
 
-    def rho(self, i: int, delay: float, forgetting_rate: float) -> float:
-        """This iteration's step size: ``scale`` × ρ_i of Eq. 18."""
-        return self.scale * rho(i, delay, forgetting_rate)
+    def rho(self, i: int, delay: float, forgetting_rate: float, rho_min: float = 0.0) -> float:
+        """This iteration's step size: ``scale`` × ρ_i of Eq. 18, ρ_i kept above ``rho_min``."""
+        return self.scale * max(rho(i, delay, forgetting_rate), rho_min)
 
     def update(self, i: int, bound: float, iterations_run: int, settled: bool = True) -> bool:
         """Record the bound of iteration ``i``; True when the fit should stop. ``settled``: whether
@@ -257,8 +257,7 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
         try:
             for i in range(start + 1, st.max_iter + 1):
                 idx = every if every is not None else torch.randint(P, (P_i,), generator=gen)
-                rho_i = stop.scale * max(rho(i, st.delay, st.forgetting_rate), st.rho_min)
-                state = problem.step(state, idx, rho_i, pi)
+                state = problem.step(state, idx, stop.rho(i, st.delay, st.forgetting_rate, st.rho_min), pi)
                 bar.update()
                 if callback is not None:
                     callback(i, state)

@@ -137,22 +137,27 @@ class CrowdGPPL:
             raise DataError("users: crowdGPPL needs a user per label (PairwiseData(..., users=...)); "
                             "use GPPL for single-user data")
         N = data.n_items
-        if self.item_features:
-            items = GPPL(n_inducing=self.n_inducing, kernel=self.kernel, lengthscale=self.lengthscale,
-                         scaled_lengthscale=self.scaled_lengthscale, jitter=self.jitter
-                         ).setup_features(data.item_features, seed=seed)
-        else:
-            items = identity_gp(N, self.jitter)
+        items = (self.item_gp().setup_features(data.item_features, seed=seed) if self.item_features
+                 else identity_gp(N, self.jitter))
         users = None
         if self.user_features and data.user_features is not None and data.user_features.shape[1] > 0:
-            user_kernel = self.kernel if self.user_kernel is None else self.user_kernel
-            if not isinstance(user_kernel, str) and self.user_kernel is None:
-                user_kernel = "matern32"  # a kernel object is built for the item features' dimensions
-            users = GPPL(n_inducing=self.n_inducing_users, kernel=user_kernel,
-                         lengthscale=self.user_lengthscale, jitter=self.jitter
-                         ).setup_features(data.user_features, seed=seed + 1)
+            users = self.user_gp().setup_features(data.user_features, seed=seed + 1)
         return CrowdSetup(items=items, users=users, n_users=data.n_users, C=int(self.n_components),
                           consensus=bool(self.consensus), priors=self.priors())
+
+    def item_gp(self) -> GPPL:
+        """The GP over item features (its kernel, length-scales, inducing items): the item side."""
+        return GPPL(n_inducing=self.n_inducing, kernel=self.kernel, lengthscale=self.lengthscale,
+                    scaled_lengthscale=self.scaled_lengthscale, jitter=self.jitter)
+
+    def user_gp(self) -> GPPL:
+        """The GP over user features: ``user_kernel``, or the item kernel when that is named (a kernel
+        object is built for the item features' dimensions, so the users then get Matérn 3/2)."""
+        kern = self.user_kernel
+        if kern is None:
+            kern = self.kernel if isinstance(self.kernel, str) else "matern32"
+        return GPPL(n_inducing=self.n_inducing_users, kernel=kern, lengthscale=self.user_lengthscale,
+                    jitter=self.jitter)
 
     def program(self, setup: CrowdSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model and its arguments for ``data`` (for the generic svi/nuts engines);
@@ -171,12 +176,8 @@ class CrowdGPPL:
         if not self.item_features or setup.items.X.shape[1] == 0:
             raise DataError("learn_kernel: the model has no item kernel (item_features=False or items "
                             "without features); set item_features=True or learn_kernel=False")
-        items = ARDGP.of(GPPL(kernel=self.kernel, jitter=self.jitter), setup.items, "learn_kernel")
-        users = None
-        if setup.users is not None:
-            kern = self.kernel if self.user_kernel is None else self.user_kernel
-            kern = kern if isinstance(kern, str) else "matern32"
-            users = ARDGP.of(GPPL(kernel=kern, jitter=self.jitter), setup.users, "learn_kernel")
+        items = ARDGP.of(self.item_gp(), setup.items, "learn_kernel")
+        users = None if setup.users is None else ARDGP.of(self.user_gp(), setup.users, "learn_kernel")
         return CrowdARD(setup, items, users)
 
     def with_lengthscales(self, setup: CrowdSetup, ell, ell_u=None):

@@ -50,7 +50,6 @@ from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
 from ...inference.distributed import shard
 from ...inference.hyper import Adam, adam_init, ascend, gain, rho_floor
-from ..gppl.model import GPPL
 from .posterior import CrowdGPPLPosterior
 
 
@@ -114,15 +113,10 @@ class CrowdKernels:
         if not model.item_features:
             raise DataError("learn_kernel: the model has no item kernel (item_features=False); set "
                             "item_features=True or learn_kernel=False")
-        items = KernelSpace.of(GPPL(n_inducing=model.n_inducing, kernel=model.kernel, jitter=model.jitter,
-                                    scaled_lengthscale=model.scaled_lengthscale),
-                               data.item_features, setup.items, seed, True, False)
+        items = KernelSpace.of(model.item_gp(), data.item_features, setup.items, seed, True, False)
         users = None
         if setup.users is not None:
-            kern = model.kernel if model.user_kernel is None else model.user_kernel
-            kern = kern if isinstance(kern, str) or model.user_kernel is not None else "matern32"
-            users = KernelSpace.of(GPPL(n_inducing=model.n_inducing_users, kernel=kern, jitter=model.jitter),
-                                   data.user_features, setup.users, seed + 1, True, False)
+            users = KernelSpace.of(model.user_gp(), data.user_features, setup.users, seed + 1, True, False)
         return cls(setup, items, users)
 
     def log_prior(self, model, counted: bool = True):
@@ -383,6 +377,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         return CrowdState(t, v, w, gam, None if space is None else adam_init(space.theta0))
 
     reduce = sh.sum if sh.world > 1 else None
+    conditional = not setup.items.exact or (setup.users is not None and not setup.users.exact)
 
     def step(state, idx, r_i, pi):
         idx = sh.local(idx)
@@ -391,7 +386,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         Q = beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y)
         present = sh.union(bt.j) if reduce is not None and us is None else None  # the batch's users
         st, pull = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, it, us,
-                          likelihood, Q, r_i, pi, n_gh, reduce, present)
+                          likelihood, Q, r_i, pi, n_gh, reduce, present, conditional)
         gam = _update_scales(st, state.gam, pri, it, us, pull)
         new = CrowdState(st["t"], st["v"], st["w"], gam, state.hyper)
         if state.hyper is None:
@@ -450,11 +445,14 @@ def _terms(dv, dv_var, w, w_var):
     return dv * w, dv_var * (w * w + w_var) + dv * dv * w_var
 
 
-def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None, present=None):
+def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None, present=None,
+           conditional: bool = True):
     """Update q(t), then q(v_c) for each c, then q(w_c) for each c, on one batch (the factors in
     turn, as coordinate ascent does; the total moments of z are kept up to date in between).
     ``reduce``: sums each factor's label statistics over the ranks of a distributed fit (each rank
-    holds its own labels' moments of z, updated locally after every factor's step)."""
+    holds its own labels' moments of z, updated locally after every factor's step). ``conditional``:
+    whether a side is sparse, so that labels carry conditional variance (c or d ≠ 0) whose pull on
+    q(s) the ``"exact"`` likelihood adds."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     mo = _moments(st, bt, Es["t"], Es["v"], Es["w"])
     y = bt.y
@@ -499,12 +497,7 @@ def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         mu, var = mu + new_mu - old_mu, var + new_var - old_var
     st["w"] = Block(Lam_w, eta_w, m_w, S_w)
-    if lik != "exact":
-        return st, None
-    has_var = bt.c.any() or bt.d.any()
-    if reduce is not None:  # every rank must take the same branch (its own labels may be few or none)
-        has_var = bool(reduce(torch.tensor(float(has_var), dtype=DTYPE)) > 0)
-    if not has_var:  # no conditional variance: Eq. 15 as is
+    if lik != "exact" or not conditional:  # no conditional variance: Eq. 15 as is
         return st, None
     # ∂ELL/∂var_p · (what each scale's conditional variance adds to var_p, times E[s]): the
     # likelihood's pull on q(s) (see _update_scales)

@@ -137,8 +137,7 @@ class DPMCommunities:
         if setup.gp.X.shape[1] == 0:
             raise DataError("learn_kernel: the items have no features, so there are no length-scales to "
                             "learn")
-        return DPMKernelSpace(ARDGP.of(self.gppl(), setup.gp, "learn_kernel"), setup,
-                              setup.gp.kernel.lengthscale.detach().clone())
+        return DPMKernelSpace(ARDGP.of(self.gppl(), setup.gp, "learn_kernel"), setup)
 
     def with_lengthscale(self, setup: DPMSetup, ell, a, b):
         """(the model, its setup) with the item length-scales ``ell`` (D,)."""
@@ -216,18 +215,19 @@ def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, su
     the paper conditions on them)."""
     from pyro.distributions import constraints
 
-    ell = pyro.param("lengthscale", space.ell0.clone(), constraint=constraints.positive)
+    ell = pyro.param("lengthscale", space.base.gp.kernel.lengthscale.detach().clone(),
+                     constraint=constraints.positive)
     G = whitened_directions(space.setup_at(ell), a, b)
     dpm_model(G, sgn, lab, mask, T, concentration, subsample_size)
 
 
 @dataclass
 class DPMKernelSpace:
-    """The ARD algebra of the communities' item GP (``ard``), the setup it varies, and ℓ's start."""
+    """The ARD algebra of the communities' item GP (``ard``) and the setup it varies (ℓ starts at
+    the base setup's)."""
 
     ard: object
     base: DPMSetup
-    ell0: torch.Tensor
 
     def gp(self, ell) -> GPPLSetup:
         return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.base.gp.s_prior)

@@ -177,8 +177,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
             ell = pi * expected_log_probit(y[idx], *_marginals(d, c, m_u, S_u, Es), n_gh)[0].sum()
             return ell if log_prior is None else ell + log_prior(theta)  # type-II MAP under a prior
 
-        return state._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr,
-                                           sh.sum if sh.world > 1 else None))
+        return state._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr, sh.sum))
 
     def _q_step(state, basis, idx, r_i, pi):
         K_inv = basis.K_inv

@@ -95,6 +95,12 @@ def kmeans_globals(model, nets, t, prior: Conjugate, q: Conjugate, seed: int, de
     K = min(model.n_clusters, x.shape[0])
     z = KMeans(K, n_init=3, random_state=seed).fit(x.numpy()).labels_
     phi = torch.nn.functional.one_hot(torch.as_tensor(z).long(), model.n_clusters).to(F64)
+    return mixture_globals(phi, x, lam, prior, q, device)
+
+
+def mixture_globals(phi, x, lam, prior: Conjugate, q: Conjugate, device) -> Conjugate:
+    """The conjugate posterior of the mixture given responsibilities ``phi`` (N, K) of the latent
+    points ``x`` = h / λ with variances 1 / ``lam`` (the workers' q kept): a start for the globals."""
     V = torch.diag_embed(1 / lam.cpu())
     stats = Stats(*moments(phi, x, V), torch.zeros_like(q.alpha.cpu()), torch.zeros_like(q.beta.cpu()))
     new = conjugate_update(Conjugate(*(v.cpu() for v in prior)), stats)
@@ -252,10 +258,7 @@ def pretrain_natgrad(model, nets, t, prior: Conjugate, q: Conjugate, n_epochs: i
     gmm.fit(x.numpy())
     phi = torch.zeros(x.shape[0], model.n_clusters, dtype=F64)
     phi[:, :K] = torch.as_tensor(gmm.predict_proba(x.numpy()), dtype=F64)
-    V = torch.diag_embed(1 / lam.cpu())
-    stats = Stats(*moments(phi, x, V), torch.zeros_like(q.alpha.cpu()), torch.zeros_like(q.beta.cpu()))
-    new = conjugate_update(Conjugate(*(v.cpu() for v in prior)), stats)
-    return Conjugate(*(v.to(device) for v in new))._replace(alpha=q.alpha, beta=q.beta)
+    return mixture_globals(phi, x, lam, prior, q, device)
 
 
 def potentials(nets, O):
