@@ -215,8 +215,8 @@ def test_bad_requests_are_refused(problem):
                                         item_features=data.item_features)
     with pytest.raises(DataError, match="learn_kernel"):  # collabGP's svi program keeps its kernels fixed
         cz.fit(cz.CollabGP(n_latent=2), crowd, method="svi", learn_kernel=True, num_steps=1)
-    with pytest.raises(DataError, match="lengthscale_prior"):  # crowdGPPL's svi keeps ℓ fixed
-        cz.fit(cz.CrowdGPPL(n_components=2, lengthscale_prior=PRIOR), crowd, method="svi", num_steps=1)
+    with pytest.raises(DataError, match="lengthscale_prior"):  # crowdGPPL's natgrad needs learn_kernel for it
+        cz.fit(cz.CrowdGPPL(n_components=2, lengthscale_prior=PRIOR), crowd, method="natgrad", max_iter=1)
     with pytest.raises(DataError, match="lengthscale_prior"):
         cz.CrowdGPPL(lengthscale_prior=dist.Normal(0.0, 1.0))
 

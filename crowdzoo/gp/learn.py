@@ -208,6 +208,39 @@ class ARDGP:
 
         return solve_lower(L, self.k(self.Z, x, ell))
 
+    # The sparse conditional of Eq. 19 at every ℓ: SparseGP.item_terms / pair_terms / pair_rows batched
+    # over ℓ's leading dimensions (each posterior draw its own K_mm), for x = None the items X (where c = 0
+    # when exact) or new inputs x (n, D).
+    def item_rows(self, ell, x=None, L=None, idx=None):
+        """A = K_xm K_mm⁻¹ (..., n, M) and c = k(x, x) − ‖L_mm⁻¹ k_m(x)‖² (..., n) at every ℓ (..., D);
+        ``idx``: only those rows of the items (x None); ``L``: :meth:`chol`'s factors at ℓ when at hand."""
+        L = self.chol(ell)[1] if L is None else L
+        xs = self.X if x is None else x
+        B = self.whitened(L, xs if idx is None else xs[idx], ell)  # (..., M, n)
+        A = torch.linalg.solve_triangular(L.mT, B, upper=True).mT
+        if x is None and self.exact:
+            return A, torch.zeros(B.shape[:-2] + B.shape[-1:], dtype=B.dtype)
+        return A, (self.variance - (B * B).sum(-2)).clamp_min(0.0)
+
+    def pair_terms(self, ell, a, b, x=None, L=None):
+        """Whitened rows d = L_mm⁻¹ (k_m(x_a) − k_m(x_b)) (..., P, M) and the conditional variance of
+        f_a − f_b, c = k(a, a) + k(b, b) − 2 k(a, b) − ‖d‖² (..., P), at every ℓ (..., D)."""
+        L = self.chol(ell)[1] if L is None else L
+        xs = self.X if x is None else x
+        xa, xb = xs[a], xs[b]
+        d = (self.whitened(L, xa, ell) - self.whitened(L, xb, ell)).mT
+        if x is None and self.exact:
+            return d, torch.zeros(d.shape[:-1], dtype=d.dtype)
+        k_d = 2.0 * self.variance - 2.0 * self.k_pairs(xa, xb, ell)
+        return d, (k_d - (d * d).sum(-1)).clamp_min(0.0)
+
+    def pair_rows(self, ell, a, b, x=None, L=None):
+        """Rows A_a − A_b = d L_mm⁻¹ (..., P, M) (f_a − f_b = (A_a − A_b) f_m + noise) and c (..., P) as
+        in :meth:`pair_terms`."""
+        L = self.chol(ell)[1] if L is None else L
+        d, c = self.pair_terms(ell, a, b, x, L)
+        return torch.linalg.solve_triangular(L.mT, d.mT, upper=True).mT, c
+
 
 def log_prior_of_theta(prior, D: int, offset: int = 0, counted: bool = True):
     """θ ↦ log p(ℓ) for the D log length-scales θ[offset:offset + D] under ``prior`` (a positive

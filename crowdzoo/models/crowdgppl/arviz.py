@@ -11,8 +11,10 @@ from ...diagnostics.arviz import chain_shape, finish, probit_labels
 
 def to_arviz(post, n_draws: int = 500, seed: int = 0):
     """crowdGPPL: posterior t (item), V (component, item), W (component, user) and the inverse
-    scales; log-likelihood and replicated labels per pair from the personal utilities. V and W
-    are identified only up to sign and rotation (read diagnostics on t, F and predictions)."""
+    scales, and ``lengthscale`` (dim) / ``user_lengthscale`` (user_dim) when those were inferred under a
+    prior; log-likelihood and replicated labels per pair from the personal utilities. V and W
+    are identified only up to sign and rotation (read diagnostics on t, the length-scales, F and
+    predictions)."""
     sample_based = post.t_cov is None and post.v_cov is None
     n = post.weights.shape[0] if sample_based else n_draws
     chains = post.n_chains if sample_based else 1
@@ -31,6 +33,12 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     dims = {"t": ["item"], "V": ["component", "item"], "W": ["component", "user"],
             "s_v": ["component"], "s_w": ["component"], "y": ["pair"]}
     posterior = {k: shape(v) for k, v in dr.items()}
+    identified = ["t", "s_t"] if "t" in dr else []
+    for name, dim in (("lengthscale", "dim"), ("user_lengthscale", "user_dim")):
+        if name in dr:  # one ℓ per draw, identified (unlike V and W): checked like t
+            coords[dim] = np.arange(dr[name].shape[1])
+            dims[name] = [dim]
+            identified.append(name)
     groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
               "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
-    return finish(post, groups, coords, dims, "pair", identified="t s_t" if "t" in dr else "")
+    return finish(post, groups, coords, dims, "pair", identified=" ".join(identified))

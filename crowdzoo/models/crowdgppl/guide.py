@@ -5,6 +5,12 @@
 a full-covariance Gaussian per function (diagonal for independent users, whose prior is diagonal)
 and a log-normal per inverse scale. The user-component means start at small random values to break
 the V = W = 0 symmetry.
+
+Length-scales under a prior (``CrowdGPPL(lengthscale_prior=...)``, site "lengthscale", and
+"user_lengthscale"): q(log ℓ) is a full-covariance Gaussian over the D dimensions of each side, as
+GPPL's default svi guide (AutoMultivariateNormal) treats log ℓ, less its cross-covariances with the
+functions and scales, which Eq. 20's mean field drops for every factor. It starts at the setup's
+length-scales (the median heuristic, Eq. 26: where the fixed-kernel fit sits) with scale 0.1.
 """
 from __future__ import annotations
 
@@ -26,8 +32,27 @@ def _lognormal(name, shape, prior):
     return pyro.sample(name, dist.LogNormal(loc, scale))
 
 
+def _lengthscales(space):
+    """q(ℓ) per side whose length-scales are sampled (module docstring): ℓ = exp(x),
+    x ~ N(m, L Lᵀ) over the side's D dimensions."""
+    sides = getattr(space, "sides", None)
+    for name, _, prior, start in ([] if sides is None else sides()):
+        if prior is None:  # a pyro.param of the model (learn_kernel): not a latent site
+            continue
+        D = start.shape[0]
+        loc = pyro.param(f"{name}_loc", torch.log(start.detach()).to(DTYPE).clone())
+        tril = pyro.param(f"{name}_tril", 0.1 * torch.eye(D, dtype=DTYPE),
+                          constraint=constraints.lower_cholesky)
+        pyro.sample(name, dist.TransformedDistribution(dist.MultivariateNormal(loc, scale_tril=tril),
+                                                       dist.transforms.ExpTransform()))
+
+
 def crowdgppl_meanfield(setup, a, b, j, y, subsample_size=None, init_scale: float = 0.1, seed: int = 0):
-    """Structured mean-field guide of Eq. 20 for :func:`~crowdzoo.models.crowdgppl.crowdgppl_model`."""
+    """Structured mean-field guide of Eq. 20 for :func:`~crowdzoo.models.crowdgppl.crowdgppl_model`
+    (``setup`` a :class:`~crowdzoo.models.crowdgppl.model.CrowdSetup`), and for
+    :func:`~crowdzoo.models.crowdgppl.model.crowdgppl_lengthscale_model` (``setup`` its space), with a
+    factor q(ℓ) per side whose length-scales are sampled."""
+    _lengthscales(setup)
     C, M, M_u = setup.C, setup.M, setup.M_u
     eye = torch.eye(M, dtype=DTYPE)
     if setup.consensus:

@@ -20,6 +20,18 @@ are written non-centred (t_m = L_mm u_t / √s_t, ...), which is what NUTS and P
 Variants of Table 2: ``n_inducing=None`` (``\\inducing``), ``user_features=False`` (``\\u``: L = I,
 one independent w per user), ``item_features=False`` (``\\u\\x``: K = I too), ``consensus=False``
 (``\\u\\t``). Without user features q(w) is kept diagonal per user, so memory is O(C·U).
+
+Length-scales under a prior (issue 18; the paper fixes them by the median heuristic, §6): with
+``lengthscale_prior=`` (and ``user_lengthscale_prior=`` when there is a user kernel) the svi and nuts
+routes' program samples the ARD length-scales first,
+
+    ℓ_d   ~ lengthscale_prior,  d = 1..D      item kernel (site "lengthscale")
+    ℓᵘ_e  ~ user_lengthscale_prior, e = 1..E  user kernel (site "user_lengthscale")
+
+and builds K_mm, L_mm and the projections of that side from them inside the model, the inducing inputs
+staying those of the median-heuristic setup (:func:`crowdgppl_lengthscale_model`, as GPPL's
+``gppl_lengthscale_model``). The same program with ``learn_kernel=True`` (svi, no prior) makes them
+``pyro.param`` s instead. natgrad with ``learn_kernel=True`` adds log p(ℓ) to its objective (type-II MAP).
 """
 from __future__ import annotations
 
@@ -72,9 +84,13 @@ class CrowdGPPL:
     prior_t, prior_v, prior_w : any positive Pyro distribution replacing those Gammas (svi and
         nuts; natgrad's conjugate updates of Eq. 15 need Gammas and say so).
     lengthscale_prior, user_lengthscale_prior : positive Pyro distributions over the item and user
-        length-scales (as GPPL's ``lengthscale_prior``), used by natgrad with ``learn_kernel=True``
-        (type-II MAP). The svi and nuts routes refuse them; svi learns the length-scales as
-        ``pyro.param`` s with ``learn_kernel=True`` (:func:`crowdgppl_lengthscale_model`).
+        length-scales (as GPPL's ``lengthscale_prior``: over one, iid over the dimensions, or with
+        batch shape (D,)), in the features' units. The svi and nuts routes then infer those
+        length-scales with the rest (module docstring; the posterior predicts with each draw's
+        kernels); natgrad with ``learn_kernel=True`` adds log p(ℓ) to its objective (type-II MAP).
+        Each needs its side's named kernel ("se", "matern32"): item features for
+        ``lengthscale_prior``, user features for ``user_lengthscale_prior``. Without priors svi
+        learns the length-scales as ``pyro.param`` s with ``learn_kernel=True``.
     """
 
     n_components: int = 20
@@ -113,15 +129,19 @@ class CrowdGPPL:
                 raise DataError(f"{name}: must be positive, got {getattr(self, name)}")
 
     def check_route(self, method: str, settings: dict) -> None:
-        """Refuse length-scale priors where the route would ignore them (called by :func:`crowdzoo.fit`)."""
+        """Refuse length-scale priors where the route would ignore them (called by :func:`crowdzoo.fit`):
+        svi and nuts infer the length-scales under them, natgrad with ``learn_kernel=True`` finds
+        their MAP."""
         for name in ("lengthscale_prior", "user_lengthscale_prior"):
-            if getattr(self, name) is None or (method == "natgrad" and settings.get("learn_kernel")):
+            if getattr(self, name) is None or method in ("svi", "nuts"):
                 continue
-            raise DataError(f"{name}: crowdGPPL uses it only in natgrad with learn_kernel=True (type-II "
-                            f"MAP); its {method!r} route"
+            if method == "natgrad" and settings.get("learn_kernel"):
+                continue
+            raise DataError(f"{name}: crowdGPPL's svi and nuts routes infer the length-scales under the "
+                            f"prior, natgrad with learn_kernel=True finds their MAP; its {method!r} route"
                             + (" without learn_kernel=True" if method == "natgrad" else "")
-                            + " keeps the length-scales fixed (drop the prior, or fit GPPL with it by "
-                              "svi or nuts)")
+                            + " keeps them fixed (drop the prior, pass learn_kernel=True, or fit with "
+                              "method='svi' or 'nuts')")
 
     def priors(self) -> dict:
         def g(a, b):
@@ -160,25 +180,57 @@ class CrowdGPPL:
                     jitter=self.jitter)
 
     def program(self, setup: CrowdSetup, data, subsample_size=None, learn_kernel: bool = False):
-        """The Pyro model and its arguments for ``data`` (for the generic svi/nuts engines);
-        ``learn_kernel``: :func:`crowdgppl_lengthscale_model`, whose item (and user) ARD length-scales
-        are ``pyro.param`` s started at ``setup``'s (svi's type-II maximum likelihood)."""
+        """The Pyro model and its arguments for ``data`` (for the generic svi/nuts engines):
+        :func:`crowdgppl_model` with the kernels fixed; :func:`crowdgppl_lengthscale_model` with
+        ``lengthscale_prior`` / ``user_lengthscale_prior`` (those sides' ℓ sampled,
+        :meth:`prior_space`) or ``learn_kernel`` (the item and user ℓ ``pyro.param`` s started at
+        ``setup``'s, svi's type-II maximum likelihood; :meth:`kernel_space`)."""
         a, b, y = label_tensors(data)
         args = (a, b, user_tensor(data), y, subsample_size)
+        priors = self.lengthscale_prior is not None or self.user_lengthscale_prior is not None
+        if learn_kernel and priors:
+            raise DataError("learn_kernel: with lengthscale_prior (or user_lengthscale_prior) the "
+                            "length-scales are already inferred (a posterior under the prior); pass one "
+                            "of the two")
         if learn_kernel:
             return crowdgppl_lengthscale_model, (self.kernel_space(setup), *args)
+        if priors:
+            return crowdgppl_lengthscale_model, (self.prior_space(setup), *args)
         return crowdgppl_model, (setup, *args)
 
     def kernel_space(self, setup: CrowdSetup) -> CrowdARD:
         """The item and user sides' algebra as functions of their length-scales (``learn_kernel``)."""
         from ...gp.learn import ARDGP
 
-        if not self.item_features or setup.items.X.shape[1] == 0:
+        if not _has_kernel(setup.items):
             raise DataError("learn_kernel: the model has no item kernel (item_features=False or items "
                             "without features); set item_features=True or learn_kernel=False")
         items = ARDGP.of(self.item_gp(), setup.items, "learn_kernel")
         users = None if setup.users is None else ARDGP.of(self.user_gp(), setup.users, "learn_kernel")
         return CrowdARD(setup, items, users)
+
+    def prior_space(self, setup: CrowdSetup) -> CrowdARD:
+        """The sides whose length-scales are random variables (svi and nuts): the item side under
+        ``lengthscale_prior``, the user side under ``user_lengthscale_prior``, each with its ARD algebra
+        and its prior as a distribution with event shape (D,); the other sides keep ``setup``'s."""
+        from ...gp.learn import ARDGP, lengthscale_prior_of
+
+        items = users = prior = user_prior = None
+        if self.lengthscale_prior is not None:
+            if not _has_kernel(setup.items):
+                raise DataError("lengthscale_prior: the model has no item kernel (item_features=False or "
+                                "items without features), so there are no item length-scales to infer; "
+                                "drop lengthscale_prior or set item_features=True")
+            items = ARDGP.of(self.item_gp(), setup.items, "lengthscale_prior")
+            prior = lengthscale_prior_of(self.lengthscale_prior, items.D)
+        if self.user_lengthscale_prior is not None:
+            if setup.users is None:
+                raise DataError("user_lengthscale_prior: the model has no user kernel (user_features=False "
+                                "or no user features in the data), so there are no user length-scales to "
+                                "infer; drop user_lengthscale_prior")
+            users = ARDGP.of(self.user_gp(), setup.users, "user_lengthscale_prior")
+            user_prior = lengthscale_prior_of(self.user_lengthscale_prior, users.D, "user_lengthscale_prior")
+        return CrowdARD(setup, items, users, prior, user_prior)
 
     def with_lengthscales(self, setup: CrowdSetup, ell, ell_u=None):
         """(the model, its setup) at item length-scales ``ell`` (and user ``ell_u``)."""
@@ -248,37 +300,57 @@ def z_moments(dt, dv, w, c, d, s_t, s_v, s_w):
     return dt + cross, var + c / s_t[..., None]
 
 
+def _has_kernel(side) -> bool:
+    """Whether a side has a kernel over features (not the identity over row indices, nor absent)."""
+    return side is not None and getattr(side.kernel, "name", None) != "identity"
+
+
 @dataclass
 class CrowdARD:
-    """The item (and user) side's ARD algebra of a crowdGPPL setup (``learn_kernel``)."""
+    """A crowdGPPL setup as a function of its length-scales: the item and user sides' ARD algebra
+    (``items``, ``users``; None: that side's kernel stays the base setup's) and their priors (event
+    shape (D,)). A side with an algebra and a prior has its ℓ sampled (svi and nuts under
+    ``lengthscale_prior``); without a prior ℓ is a ``pyro.param`` (svi's ``learn_kernel``)."""
 
     base: CrowdSetup
-    items: object
+    items: object | None
     users: object | None
+    prior: object = None
+    user_prior: object = None
 
     def __getattr__(self, name):  # C, M, M_u, n_users, ...: the base setup's (what guides read)
         if name == "base":
             raise AttributeError(name)
         return getattr(self.base, name)
 
-    def setup_at(self, ell, ell_u=None) -> CrowdSetup:
-        items = self.items.sparse_gp(ell)
+    def setup_at(self, ell=None, ell_u=None) -> CrowdSetup:
+        """The setup at item length-scales ``ell`` and user ``ell_u`` (None: that side's base)."""
+        items = self.base.items if self.items is None or ell is None else self.items.sparse_gp(ell)
         users = self.base.users if self.users is None or ell_u is None else self.users.sparse_gp(ell_u)
         return dataclasses.replace(self.base, items=items, users=users)
 
+    def sides(self):
+        """(site name, ARD algebra, prior, start ℓ) of each side whose length-scales vary."""
+        out = []
+        if self.items is not None:
+            out.append(("lengthscale", self.items, self.prior, self.base.items.kernel.lengthscale))
+        if self.users is not None:
+            out.append(("user_lengthscale", self.users, self.user_prior, self.base.users.kernel.lengthscale))
+        return out
+
 
 def crowdgppl_lengthscale_model(space: CrowdARD, a, b, j, y, subsample_size: int | None = None):
-    """:func:`crowdgppl_model` with the item (and user) ARD length-scales as ``pyro.param`` s
-    ("lengthscale", "user_lengthscale"; positive), optimised by svi's ELBO with the guide."""
+    """:func:`crowdgppl_model` with the item (and user) ARD length-scales ("lengthscale",
+    "user_lengthscale") random under their priors, or ``pyro.param`` s (positive) where a side has none,
+    optimised by svi's ELBO with the guide (module docstring)."""
     from pyro.distributions import constraints
 
-    ell = pyro.param("lengthscale", space.base.items.kernel.lengthscale.detach().clone(),
-                     constraint=constraints.positive)
-    ell_u = None
-    if space.users is not None:
-        ell_u = pyro.param("user_lengthscale", space.base.users.kernel.lengthscale.detach().clone(),
-                           constraint=constraints.positive)
-    crowdgppl_model(space.setup_at(ell, ell_u), a, b, j, y, subsample_size)
+    ell = {}
+    for name, _, prior, start in space.sides():
+        ell[name] = (pyro.param(name, start.detach().clone(), constraint=constraints.positive)
+                     if prior is None else pyro.sample(name, prior))
+    crowdgppl_model(space.setup_at(ell.get("lengthscale"), ell.get("user_lengthscale")), a, b, j, y,
+                    subsample_size)
 
 
 def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = None):
@@ -305,17 +377,26 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
                     obs=None if y is None else y[idx])
 
 
-def inducing_values(setup: CrowdSetup, sites: dict) -> dict:
+def inducing_values(setup: CrowdSetup, sites: dict, L=None, L_u=None) -> dict:
     """Map whitened draws {"u_t", "s_t", "u_v", "s_v", "u_w", "s_w"} with a leading draw
-    dimension to inducing values t_m (G, M), v_m (G, C, M), w_m (G, C, M_u) and scales."""
-    L = setup.items.L_mm
+    dimension to inducing values t_m (G, M), v_m (G, C, M), w_m (G, C, M_u) and scales:
+    t_m = L_mm u_t / √s_t, ... ``L`` (G, M, M), ``L_u`` (G, M_u, M_u): each draw's own factors (its
+    length-scales drawn with the rest) in place of the setup's."""
+    L = setup.items.L_mm if L is None else L
     out = {"s_v": sites["s_v"], "s_w": sites["s_w"]}
-    out["v_m"] = (sites["u_v"] @ L.T) / sites["s_v"].sqrt()[..., None]
-    Lu = None if setup.users is None else setup.users.L_mm
-    uw = sites["u_w"] if Lu is None else sites["u_w"] @ Lu.T
+    out["v_m"] = _times(L, sites["u_v"]) / sites["s_v"].sqrt()[..., None]
+    Lu = L_u if L_u is not None else (None if setup.users is None else setup.users.L_mm)
+    uw = sites["u_w"] if Lu is None else _times(Lu, sites["u_w"])
     out["w_m"] = uw / sites["s_w"].sqrt()[..., None]
     if setup.consensus:
         out["s_t"] = sites["s_t"]
-        out["t_m"] = (sites["u_t"] @ L.T) / sites["s_t"].sqrt()[..., None]
+        out["t_m"] = _times(L, sites["u_t"]) / sites["s_t"].sqrt()[..., None]
     return out
+
+
+def _times(L, u):
+    """L u for a factor L (M, M), or one per draw (G, M, M), and whitened draws u (G, ..., M)."""
+    if L.dim() == 2:
+        return u @ L.T
+    return torch.einsum("gij,g...j->g...i", L, u)
 

@@ -10,6 +10,12 @@ j the utility difference z has mean Δt̂ + Σ_c Δv̂_c ŵ_c,j and variance
 
 (ω the variance of w_c,j); P(a ≻ b) = Φ(mean / √(1 + variance)) (Eq. 3), mixed over components.
 With ``users=None`` the prediction is the consensus, z = t_a − t_b.
+
+With length-scales under a prior (``CrowdGPPL(lengthscale_prior=..., user_lengthscale_prior=...)``, svi
+and nuts) every draw g has its own ℓ_g (``lengthscales`` (G, D), ``user_lengthscales`` (G, E)), hence
+its own K_mm and projections A_g = K_*m K_mm⁻¹ and conditional variances c_g (Eq. 19, 39–41) on that
+side: predictions run over chunks of draws, each chunk's projections built at once
+(:class:`~crowdzoo.gp.learn.ARDGP`, at most about 2²² numbers per chunk), and are mixed as before.
 """
 from __future__ import annotations
 
@@ -36,6 +42,21 @@ def _quad(A, S):
     return torch.einsum("pm,cmn,pn->pc", A, S, A)
 
 
+def _draw_inducing_values(space, sites, ell) -> dict:
+    """:func:`~crowdzoo.models.crowdgppl.model.inducing_values` with each draw's own factors L_mm
+    (and L_u) at its length-scales ``ell`` {"lengthscale": (G, D), "user_lengthscale": (G, E)}, in chunks
+    of draws that bound the memory."""
+    G = sites["u_v"].shape[0]
+    step = max(1, _CHUNK // max(space.base.M, space.base.M_u) ** 2)
+    parts = []
+    for lo in range(0, G, step):
+        sl = slice(lo, lo + step)
+        L = None if space.items is None else space.items.chol(ell["lengthscale"][sl])[1]
+        L_u = None if space.users is None else space.users.chol(ell["user_lengthscale"][sl])[1]
+        parts.append(inducing_values(space.base, {k: v[sl] for k, v in sites.items()}, L, L_u))
+    return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+
+
 @dataclass(kw_only=True)
 class CrowdGPPLPosterior(Posterior):
     """Posterior of a fitted crowdGPPL. Build it with :func:`crowdzoo.fit`.
@@ -43,7 +64,9 @@ class CrowdGPPLPosterior(Posterior):
     ``t_m`` (G, M) or None, ``v_m`` (G, C, M), ``w_m`` (G, C, M_u) inducing values per component;
     ``t_cov`` (M, M), ``v_cov`` (C, M, M), ``w_cov`` (C, M_u, M_u) — or (C, U) variances for
     independent users — for Gaussian routes (G = 1), else None; ``s_t`` (G,), ``s_v``, ``s_w``
-    (G, C) inverse scales (E[s] for natgrad, whose Gamma q(s) parameters are in ``gamma``).
+    (G, C) inverse scales (E[s] for natgrad, whose Gamma q(s) parameters are in ``gamma``);
+    ``lengthscales`` (G, D) and ``user_lengthscales`` (G, E) per draw when those were inferred under a
+    prior (else None: the setup's kernels).
     """
 
     t_m: torch.Tensor | None
@@ -56,10 +79,13 @@ class CrowdGPPLPosterior(Posterior):
     v_cov: torch.Tensor | None = None
     w_cov: torch.Tensor | None = None
     gamma: dict = field(default_factory=dict)
+    lengthscales: torch.Tensor | None = None
+    user_lengthscales: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
-        """Draws of the non-centred sites (u_t, s_t, u_v, s_v, u_w, s_w) mapped to inducing values.
+        """Draws of the non-centred sites (u_t, s_t, u_v, s_v, u_w, s_w) mapped to inducing values;
+        with "lengthscale" / "user_lengthscale" sites, each draw's own L_mm on that side.
         ``params`` (svi with ``learn_kernel``): the learned length-scales, which then fix the setup."""
         if params and "lengthscale" in params:
             ell = params["lengthscale"].detach().to(DTYPE)
@@ -73,110 +99,159 @@ class CrowdGPPLPosterior(Posterior):
             with torch.no_grad():
                 model, setup = model.with_lengthscales(setup, ell, ell_u)
             kw["settings"] = {**(kw.get("settings") or {}), **learned}
-        iv = inducing_values(setup, {k: v.to(DTYPE) for k, v in sites.items()})
+        sites = {k: v.to(DTYPE) for k, v in sites.items()}
+        G = sites["u_v"].shape[0]
+        ell = {k: sites[k].reshape(G, -1) for k in ("lengthscale", "user_lengthscale") if k in sites}
+        iv = (_draw_inducing_values(model.prior_space(setup), sites, ell) if ell
+              else inducing_values(setup, sites))
         return cls(model=model, setup=setup, data=data, method=method,
-                   weights=uniform_weights(iv["v_m"].shape[0]), t_m=iv.get("t_m"), v_m=iv["v_m"],
-                   w_m=iv["w_m"], s_t=iv.get("s_t"), s_v=iv["s_v"], s_w=iv["s_w"], **kw)
+                   weights=uniform_weights(G), t_m=iv.get("t_m"), v_m=iv["v_m"],
+                   w_m=iv["w_m"], s_t=iv.get("s_t"), s_v=iv["s_v"], s_w=iv["s_w"],
+                   lengthscales=ell.get("lengthscale"), user_lengthscales=ell.get("user_lengthscale"), **kw)
 
     # ------------------------------------------------------------------ lookups
-    def _item_rows(self, item_features):
-        """(A (N*, M), c (N*,), training?) for the training items or new ``item_features``."""
-        side = self.setup.items
+    def _item_inputs(self, item_features):
+        """(None, None) for the training items, else the new items' features X (n, D) and their ids."""
         if item_features is None:
-            return (*side.item_terms(), True)
+            return None, None
         if not self.model.item_features or self.data.item_features.shape[1] == 0:
             raise DataError("item_features: this crowdGPPL has no item features (item_features=False "
                             "or none in the data), so it cannot predict for new items")
-        X, _ = feature_rows("item_features", item_features, self.data.item_features.shape[1])
-        return (*side.item_terms(X), False)
+        return feature_rows("item_features", item_features, self.data.item_features.shape[1])
 
-    def _user_rows(self, user_features):
-        """(A_w (U*, M_u) or None for independent users, d (U*,), training?)."""
-        side = self.setup.users
+    def _user_inputs(self, user_features):
+        """None for the training users, else the new users' features (U*, E)."""
         if user_features is None:
-            if side is None:
-                return None, torch.zeros(self.setup.n_users, dtype=DTYPE), True
-            return (*side.item_terms(), True)
-        if side is None:
+            return None
+        if self.setup.users is None:
             raise DataError("user_features: this model has independent users (no user features or "
                             "user_features=False), so it cannot predict for new users")
-        U = check_features("user_features", user_features, self.data.user_features.shape[1])
-        return (*side.item_terms(U), False)
+        return check_features("user_features", user_features, self.data.user_features.shape[1])
 
     def _positions(self, name, ids, training, n, table):
         return positions(name, ids, table if training else None, n, "item" if name in ("a", "b") else "user")
 
+    # ------------------------------------------------------------------ per-draw kernels
+    def _ards(self):
+        """(item, user) ARD algebra of the sides whose length-scales vary per draw (None: fixed)."""
+        if self.lengthscales is None and self.user_lengthscales is None:
+            return None, None
+        space = self.model.prior_space(self.setup)
+        return (space.items if self.lengthscales is not None else None,
+                space.users if self.user_lengthscales is not None else None)
+
+    def _draw_chunks(self, per_draw: int):
+        """Slices of the components: all at once with fixed kernels, else chunks whose per-draw
+        projections hold about ``_CHUNK`` numbers (``per_draw`` numbers for each draw)."""
+        G = self.weights.shape[0]
+        if self.lengthscales is None and self.user_lengthscales is None:
+            return [slice(0, G)]
+        step = max(1, _CHUNK // max(1, per_draw))
+        return [slice(lo, lo + step) for lo in range(0, G, step)]
+
+    def _item_rows(self, X, gs):
+        """Projection A (Eq. 39) and conditional variance c (× 1/s) at the training items (X None) or
+        new items X: (n, M) and (n,) with a fixed kernel, per draw (g, n, M) and (g, n) for the
+        components ``gs`` when the item length-scales were inferred."""
+        ard = self._ards()[0]
+        if ard is None:
+            return self.setup.items.item_terms(X)
+        return ard.item_rows(self.lengthscales[gs], X)
+
+    def _pair_rows(self, a, b, X, gs):
+        """Rows A_a − A_b and conditional variances of f_a − f_b (Eq. 19), shared or per draw."""
+        ard = self._ards()[0]
+        if ard is None:
+            return self.setup.items.pair_rows(a, b, X)
+        return ard.pair_rows(self.lengthscales[gs], a, b, X)
+
+    def _user_rows(self, U, gs, j):
+        """(A_w, d) at users ``j`` (positions among the training users, U None, or rows of new user
+        features U): A_w (P, M_u) or per draw (g, P, M_u), None for independent users; d (P,) or (g, P)."""
+        side = self.setup.users
+        if side is None:
+            return None, torch.zeros(j.shape[0], dtype=DTYPE)
+        ard = self._ards()[1]
+        if ard is None:
+            Aw, d = side.item_terms(U)
+            return Aw[j], d[j]
+        ell = self.user_lengthscales[gs]
+        return ard.item_rows(ell, None if U is None else U[j], idx=j if U is None else None)
+
     # ------------------------------------------------------------------ moments
-    def _item_moments(self, A):
-        """Means (G, N*) of t and (G, N*, C) of v_c at rows A, and their q variances (from the
-        Gaussian routes' covariances; 0 for draws): (N*,) and (N*, C)."""
-        t = None if self.t_m is None else self.t_m @ A.T
-        v = torch.einsum("gcm,nm->gnc", self.v_m, A)
-        n, C = A.shape[0], self.setup.C
+    def _item_moments(self, A, gs):
+        """Means (g, N*) of t and (g, N*, C) of v_c at rows A (shared (N*, M) or per draw) for the
+        components ``gs``, and their q variances (from the Gaussian routes' covariances; 0 for draws):
+        (N*,) and (N*, C)."""
+        t = None if self.t_m is None else (A @ self.t_m[gs, :, None])[..., 0]
+        v = A @ self.v_m[gs].mT
+        n, C = A.shape[-2], self.setup.C
         vt = torch.zeros(n, dtype=DTYPE) if self.t_cov is None else _quad(A, self.t_cov)
         vv = torch.zeros(n, C, dtype=DTYPE) if self.v_cov is None else _quad(A, self.v_cov)
         return t, v, vt, vv
 
-    def _user_moments(self, Aw, d, j):
-        """Means (G, P, C) and variances (G, P, C) of w_c,j for users j (positions into Aw)."""
-        if Aw is None:
-            w = self.w_m[:, :, j].transpose(1, 2)
-            var = torch.zeros(j.shape[0], self.setup.C, dtype=DTYPE)
-            if self.w_cov is not None:
-                var = self.w_cov[:, j].T
+    def _user_moments(self, Aj, dj, j, gs):
+        """Means (g, P, C) and variances (g, P, C) of w_c,j for users j, from their rows Aj (None:
+        independent users, w_c,j = w_m[c, j]) and conditional variances dj (:meth:`_user_rows`)."""
+        C = self.setup.C
+        if Aj is None:
+            w = self.w_m[gs][:, :, j].transpose(1, 2)
+            var = torch.zeros(j.shape[0], C, dtype=DTYPE) if self.w_cov is None else self.w_cov[:, j].T
         else:
-            Aj = Aw[j]
-            w = torch.einsum("gcm,pm->gpc", self.w_m, Aj)
-            var = torch.zeros(j.shape[0], self.setup.C, dtype=DTYPE)
-            if self.w_cov is not None:
-                var = _quad(Aj, self.w_cov)
-        return w, var + d[j][:, None] / self.s_w[:, None, :]
+            w = Aj @ self.w_m[gs].mT
+            var = torch.zeros(j.shape[0], C, dtype=DTYPE) if self.w_cov is None else _quad(Aj, self.w_cov)
+        return w, var + dj[..., None] / self.s_w[gs][:, None, :]
 
     # ------------------------------------------------------------------ predictions
     def predict_proba(self, a, b, users=None, item_features=None, user_features=None) -> np.ndarray:
         """P(a ≻ b) per pair: the consensus (``users=None``) or the personal preference of each
         pair's user (Eq. 25, 3). ``a``, ``b`` are item ids (or rows of ``item_features``);
         ``users`` user ids (or rows of ``user_features``)."""
-        A, c, tr_items = self._item_rows(item_features)
-        X_items, new_ids = (None, None) if tr_items else feature_rows(
-            "item_features", item_features, self.data.item_features.shape[1])
+        X, new_ids = self._item_inputs(item_features)
+        n_items = self.data.n_items if X is None else X.shape[0]
         ids_a = a
-        a = positions("a", a, self.data.item_ids if tr_items else new_ids, A.shape[0])
-        b = positions("b", b, self.data.item_ids if tr_items else new_ids, A.shape[0])
+        a = positions("a", a, self.data.item_ids if X is None else new_ids, n_items)
+        b = positions("b", b, self.data.item_ids if X is None else new_ids, n_items)
         distinct_pairs(a, b, ids_a)
-        j = None
+        j = U = None
         if users is not None:
-            Aw, d, tr_users = self._user_rows(user_features)
-            n_u = self.setup.n_users if Aw is None else Aw.shape[0]
-            j = self._positions("users", users, tr_users, n_u, self.data.user_ids)
+            U = self._user_inputs(user_features)
+            n_u = self.setup.n_users if U is None else U.shape[0]
+            j = self._positions("users", users, U is None, n_u, self.data.user_ids)
             if j.shape != a.shape:
                 raise DataError(f"users: {j.shape[0]} users for {a.shape[0]} pairs")
         elif not self.setup.consensus:
             raise DataError("users: this model has no consensus (consensus=False); pass users= "
                             "to predict personal preferences")
+        G, C = self.weights.shape[0], self.setup.C
         out = torch.empty(a.shape[0], dtype=DTYPE)
-        chunk = max(64, _CHUNK // (self.weights.shape[0] * (self.setup.C + 1)))
+        chunk = max(64, _CHUNK // (G * (C + 1)))
         for lo in range(0, a.shape[0], chunk):
             sl = slice(lo, lo + chunk)
-            dA, cd = self.setup.items.pair_rows(a[sl], b[sl], X_items)  # the sparse conditional, Eq. 19
-            mean, var = self._z(dA, cd, None if j is None else (Aw, d, j[sl]))
+            P = a[sl].shape[0]
+            mean, var = torch.empty(G, P, dtype=DTYPE), torch.empty(G, P, dtype=DTYPE)
+            for gs in self._draw_chunks(P * (self.setup.M + self.setup.M_u + C + 1)):
+                dA, cd = self._pair_rows(a[sl], b[sl], X, gs)  # the sparse conditional, Eq. 19
+                user = None if j is None else (*self._user_rows(U, gs, j[sl]), j[sl])
+                mean[gs], var[gs] = self._z(dA, cd, user, gs)
             out[sl] = mixture_prob(self.weights, mean, var)  # Eq. 3
         return out.numpy()
 
-    def _z(self, dA, cd, user):
-        """Mean and variance (G, P) of z for item-difference rows dA (P, M), conditional
-        variances cd (P,), and user = (Aw, d, j) or None (consensus)."""
-        t, dv, vt, vv = self._item_moments(dA)
+    def _z(self, dA, cd, user, gs):
+        """Mean and variance (g, P) of z for the components ``gs``, item-difference rows dA (P, M) (or
+        per draw), conditional variances cd, and user = (A_w, d, j) at the pairs' users or None
+        (consensus)."""
+        t, dv, vt, vv = self._item_moments(dA, gs)
         if t is None:
-            mean = torch.zeros(self.weights.shape[0], dA.shape[0], dtype=DTYPE)
+            mean = torch.zeros(dv.shape[:2], dtype=DTYPE)
             var = torch.zeros_like(mean)
         else:
             mean = t
-            var = vt + cd / self.s_t[:, None]
+            var = vt + cd / self.s_t[gs][:, None]
         if user is None:
             return mean, var
-        w, ww = self._user_moments(*user)
-        var_v = vv + cd[:, None] / self.s_v[:, None, :]  # (G, P, C)
+        w, ww = self._user_moments(*user, gs)
+        var_v = vv + cd[..., None] / self.s_v[gs][:, None, :]  # (g, P, C)
         mean = mean + (dv * w).sum(-1)
         var = var + (var_v * (w * w + ww) + dv * dv * ww).sum(-1)
         return mean, var
@@ -187,43 +262,69 @@ class CrowdGPPLPosterior(Posterior):
         ``users=None``: the consensus t* (Eq. 39) as two pandas Series indexed by item.
         Otherwise the personal utilities F* = t* + Σ_c v*_c w*_c (Eq. 25) for the given user ids
         (or rows of ``user_features``), as two DataFrames (items × users)."""
-        A, c, tr_items = self._item_rows(item_features)
-        item_index = pd.Index(self.data.item_ids if tr_items else np.arange(A.shape[0]), name="item")
+        X, _ = self._item_inputs(item_features)
+        n = self.data.n_items if X is None else X.shape[0]
+        item_index = pd.Index(self.data.item_ids if X is None else np.arange(n), name="item")
+        G, M = self.weights.shape[0], self.setup.M
         if users is None:
             if not self.setup.consensus:
                 raise DataError("users: this model has no consensus (consensus=False); pass users=")
-            t, _, vt, _ = self._item_moments(A)
-            var = vt + c / self.s_t[:, None]
-            mean, variance = mixture_moments(self.weights, t, var)
-            return (pd.Series(mean.numpy(), index=item_index, name="mean"),
-                    pd.Series(variance.numpy(), index=item_index, name="variance"))
-        Aw, d, tr_users = self._user_rows(user_features)
-        n_u = self.setup.n_users if Aw is None else Aw.shape[0]
-        j = self._positions("users", users, tr_users, n_u, self.data.user_ids)
-        t, v, vt, vv = self._item_moments(A)  # (G, N), (G, N, C)
-        w, ww = self._user_moments(Aw, d, j)  # (G, U*, C)
-        var_v = vv + c[:, None] / self.s_v[:, None, :]
-        mean = torch.einsum("gnc,guc->gnu", v, w)
-        var = torch.einsum("gnc,guc->gnu", var_v, w * w + ww) + torch.einsum("gnc,guc->gnu", v * v, ww)
-        if t is not None:
-            mean = mean + t[:, :, None]
-            var = var + (vt + c / self.s_t[:, None])[:, :, None]
+            mean, var = torch.empty(G, n, dtype=DTYPE), torch.empty(G, n, dtype=DTYPE)
+            for gs in self._draw_chunks(n * (M + self.setup.C + 2)):
+                A, c = self._item_rows(X, gs)
+                t, _, vt, _ = self._item_moments(A, gs)
+                mean[gs], var[gs] = t, vt + c / self.s_t[gs][:, None]
+            m, s2 = mixture_moments(self.weights, mean, var)
+            return (pd.Series(m.numpy(), index=item_index, name="mean"),
+                    pd.Series(s2.numpy(), index=item_index, name="variance"))
+        U = self._user_inputs(user_features)
+        n_u = self.setup.n_users if U is None else U.shape[0]
+        j = self._positions("users", users, U is None, n_u, self.data.user_ids)
+        mean, var = torch.empty(G, n, j.shape[0], dtype=DTYPE), torch.empty(G, n, j.shape[0], dtype=DTYPE)
+        for gs in self._draw_chunks(n * (M + j.shape[0]) + j.shape[0] * self.setup.M_u):
+            A, c = self._item_rows(X, gs)
+            t, v, vt, vv = self._item_moments(A, gs)  # (g, N), (g, N, C)
+            w, ww = self._user_moments(*self._user_rows(U, gs, j), j, gs)  # (g, U*, C)
+            var_v = vv + c[..., None] / self.s_v[gs][:, None, :]
+            mean[gs] = torch.einsum("gnc,guc->gnu", v, w)
+            var[gs] = (torch.einsum("gnc,guc->gnu", var_v, w * w + ww)
+                       + torch.einsum("gnc,guc->gnu", v * v, ww))
+            if t is not None:
+                mean[gs] += t[:, :, None]
+                var[gs] += (vt + c / self.s_t[gs][:, None])[:, :, None]
         m, s2 = mixture_moments(self.weights, mean, var)
         cols = pd.Index(np.asarray(users).reshape(-1), name="user")
         return (pd.DataFrame(m.numpy(), index=item_index, columns=cols),
                 pd.DataFrame(s2.numpy(), index=item_index, columns=cols))
 
     # ------------------------------------------------------------------ draws
+    def _at_training(self, f_m, comp, users: bool = False):
+        """Values f_m Aᵀ (n, ..., N) at the training items (or users) of inducing draws f_m (n, ..., M)
+        of the components ``comp``, and the conditional variances c: (N,), or (n, N) with per-draw ℓ."""
+        side = self.setup.users if users else self.setup.items
+        ard = self._ards()[1 if users else 0]
+        if ard is None:
+            A, c = side.item_terms()
+            return f_m @ A.T, c
+        ell = (self.user_lengthscales if users else self.lengthscales)[comp]
+        n, N = ell.shape[0], side.X.shape[0]
+        f, c = torch.empty(f_m.shape[:-1] + (N,), dtype=DTYPE), torch.empty(n, N, dtype=DTYPE)
+        step = max(1, _CHUNK // (N * side.M))
+        for lo in range(0, n, step):
+            sl = slice(lo, lo + step)
+            A, c[sl] = ard.item_rows(ell[sl])
+            f[sl] = torch.einsum("gnm,g...m->g...n", A, f_m[sl])
+        return f, c
+
     def sample(self, n: int = 1000, seed: int = 0) -> dict:
         """Draws for the training items and users: {"t" (n, N), "V" (n, C, N), "W" (n, C, U),
-        "s_t", "s_v", "s_w"}; F = t + VᵀW per draw. Draws of an approximation for approximate
+        "s_t", "s_v", "s_w"}, and "lengthscale" (n, D), "user_lengthscale" (n, E) when those were
+        inferred under a prior; F = t + VᵀW per draw. Draws of an approximation for approximate
         routes; sparse models add the conditional variance per item/user independently."""
         g = torch.Generator().manual_seed(seed)
         G = self.weights.shape[0]
         comp = torch.arange(n) if (self.t_cov is None and self.v_cov is None and G == n) \
             else torch.multinomial(self.weights, n, replacement=True, generator=g)
-        A, c, _ = self._item_rows(None)
-        Aw, d, _ = self._user_rows(None)
 
         def draw(mean, cov):
             if cov is None:
@@ -234,18 +335,28 @@ class CrowdGPPLPosterior(Posterior):
             eps = torch.randn((n,) + cov.shape[:-1], dtype=DTYPE, generator=g)
             return mean[comp] + torch.einsum("...ij,n...j->n...i", L, eps)
 
+        def per_component(c):  # c (N,) or per draw (n, N), against (n, C, N)
+            return c if c.dim() == 1 else c[:, None, :]
+
         s_t, s_v, s_w = self._scale_draws(comp, n, g)
         out = {"s_v": s_v, "s_w": s_w}
-        V = draw(self.v_m, self.v_cov) @ A.T
-        out["V"] = V + torch.randn(V.shape, dtype=DTYPE, generator=g) * (c / s_v[..., None]).sqrt()
+        V, c = self._at_training(draw(self.v_m, self.v_cov), comp)
+        noise = torch.randn(V.shape, dtype=DTYPE, generator=g)
+        out["V"] = V + noise * (per_component(c) / s_v[..., None]).sqrt()
         W = draw(self.w_m, self.w_cov)
-        if Aw is not None:
-            W = W @ Aw.T
-        out["W"] = W + torch.randn(W.shape, dtype=DTYPE, generator=g) * (d / s_w[..., None]).sqrt()
+        d = torch.zeros(self.setup.n_users, dtype=DTYPE)
+        if self.setup.users is not None:
+            W, d = self._at_training(W, comp, users=True)
+        noise = torch.randn(W.shape, dtype=DTYPE, generator=g)
+        out["W"] = W + noise * (per_component(d) / s_w[..., None]).sqrt()
         if self.t_m is not None:
-            t = draw(self.t_m, self.t_cov) @ A.T
+            t, _ = self._at_training(draw(self.t_m, self.t_cov), comp)
             out["t"] = t + torch.randn(t.shape, dtype=DTYPE, generator=g) * (c / s_t[:, None]).sqrt()
             out["s_t"] = s_t
+        if self.lengthscales is not None:
+            out["lengthscale"] = self.lengthscales[comp]
+        if self.user_lengthscales is not None:
+            out["user_lengthscale"] = self.user_lengthscales[comp]
         return out
 
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:

@@ -2,8 +2,9 @@
 switch between samples, so per-community variables would make r̂ and ESS meaningless).
 
 posterior: ``n_communities`` and ``concentration`` per draw, and ``f`` (user, item), each user's
-utilities (their community's draw; kept while draws × users × items ≤ 2²⁴); log-likelihood and
-replicated labels per label from its user's utilities, with the probit scale α.
+utilities (their community's draw; kept while draws × users × items ≤ 2²⁴), and ``lengthscale`` (dim)
+when the item length-scales were inferred under a prior (shared by the communities, so label-invariant);
+log-likelihood and replicated labels per label from its user's utilities, with the probit scale α.
 """
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
         posterior["f"] = shape(f)
     coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "pair": np.arange(d.n_pairs)}
     dims = {"f": ["user", "item"], "y": ["pair"]}
+    identified = "n_communities concentration f"
+    if "lengthscale" in draws:
+        posterior["lengthscale"] = shape(draws["lengthscale"])
+        coords["dim"] = np.arange(draws["lengthscale"].shape[1])
+        dims["lengthscale"] = ["dim"]
+        identified += " lengthscale"
     groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
               "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
-    return finish(post, groups, coords, dims, "pair", identified="n_communities concentration f")
+    return finish(post, groups, coords, dims, "pair", identified=identified)

@@ -37,6 +37,13 @@ the enumeration of c_u done by hand rather than by ``TraceEnum_ELBO``: the same 
 runs under the generic engines' ``Trace_ELBO`` and NUTS with any guide (AutoNormal, ...), which
 then sees only (λ, β, u). The memberships come back per draw in the posterior (their conditional
 p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ is sampled too.
+
+Length-scales (issue 18; the paper conditions on them): with ``lengthscale_prior=`` the program of the
+svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
+(site "lengthscale"), shared by every community's GP, and builds K_mm, L_mm and G from them inside the
+model (:func:`dpm_lengthscale_model`; the inducing items stay those of the median-heuristic setup), so
+that NUTS samples ℓ and svi's guide covers it; ``learn_kernel=True`` (svi, no prior) makes ℓ a
+``pyro.param`` instead. The Gibbs route keeps the kernel fixed and refuses a prior.
 """
 from __future__ import annotations
 
@@ -50,6 +57,7 @@ from torch.special import log_ndtr
 
 from ...errors import DataError
 from ...gp.conditional import probit_rows
+from ...gp.learn import check_positive_prior
 from ...gp.linalg import DTYPE
 from ..gppl.model import GPPL, GPPLSetup
 
@@ -68,6 +76,12 @@ class DPMCommunities:
     probit_scale : α > 0 of P(a ≻ b | u) = Φ((f_a − f_b) / α).
     truncation : T, the number of communities of the stick-breaking truncation in the Pyro program
         (the ``svi`` and ``nuts`` routes; the Gibbs route is not truncated).
+    lengthscale_prior : a positive Pyro distribution over the item length-scales (over one, iid over the
+        D feature dimensions, or with batch shape (D,)), in the features' units: the svi and nuts
+        routes then infer ℓ with the rest (module docstring), the posterior predicting with each
+        draw's kernel; needs a named kernel ("se", "matern32"). The Gibbs route refuses it. None
+        (default): ℓ fixed (``lengthscale`` or the median heuristic), or learned by svi's
+        ``learn_kernel=True``.
     """
 
     concentration: float = 1.0
@@ -82,8 +96,11 @@ class DPMCommunities:
     probit_scale: float = 1.0
     jitter: float = 1e-6
     truncation: int = 10
+    lengthscale_prior: object = None
 
     def __post_init__(self):
+        if self.lengthscale_prior is not None:
+            check_positive_prior(self.lengthscale_prior, "lengthscale_prior")
         lam = float(self.concentration)
         if not lam > 0 or lam == float("inf"):
             raise DataError(f"concentration: the DP concentration λ must be a positive finite number, got "
@@ -95,6 +112,15 @@ class DPMCommunities:
             raise DataError(f"probit_scale: α must be positive, got {self.probit_scale!r}")
         if int(self.truncation) != self.truncation or self.truncation < 1:
             raise DataError(f"truncation: expected an integer ≥ 1 (communities), got {self.truncation!r}")
+
+    def check_route(self, method: str, settings: dict) -> None:
+        """Refuse a length-scale prior on a route that would ignore it (called by :func:`crowdzoo.fit`)."""
+        if self.lengthscale_prior is None or method in ("svi", "nuts"):
+            return
+        raise DataError(f"lengthscale_prior: the DPM's {method!r} route keeps the item kernel fixed (EP per "
+                        "community under fixed hyper-parameters); the svi and nuts routes infer the "
+                        "length-scales under the prior (drop lengthscale_prior, or fit with method='svi' "
+                        "or 'nuts')")
 
     def gppl(self) -> GPPL:
         """The GPPL whose item GP each community uses."""
@@ -116,8 +142,9 @@ class DPMCommunities:
     def program(self, setup: DPMSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model :func:`dpm_model` and its arguments (module docstring): whitened directions
         G (P, M) with P(y_p = 1 | u_c) = Φ(G_p·u_c), the labels' signs, and each user's labels as a
-        padded (U, L) table of label indices with its mask. ``learn_kernel``: :func:`dpm_lengthscale_model`
-        instead, whose item length-scales (ARD) are a ``pyro.param`` started at ``setup``'s."""
+        padded (U, L) table of label indices with its mask. With ``lengthscale_prior`` or
+        ``learn_kernel``: :func:`dpm_lengthscale_model` instead, whose item length-scales (ARD) are
+        sampled under the prior, or a ``pyro.param`` started at ``setup``'s."""
         from .gibbs import check_data
 
         check_data(self, data)
@@ -126,18 +153,25 @@ class DPMCommunities:
         sgn = 2.0 * torch.as_tensor(data.y, dtype=DTYPE) - 1.0
         lab, mask = user_labels(data.users, data.n_users)
         rest = (sgn, lab, mask, int(self.truncation), self._concentration(), subsample_size)
-        if learn_kernel:
-            return dpm_lengthscale_model, (self.lengthscale_space(setup), a, b, *rest)
+        if learn_kernel and self.lengthscale_prior is not None:
+            raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
+                            "(a posterior under the prior); pass one of the two")
+        if learn_kernel or self.lengthscale_prior is not None:
+            what = "learn_kernel" if learn_kernel else "lengthscale_prior"
+            return dpm_lengthscale_model, (self.lengthscale_space(setup, what), a, b, *rest)
         return dpm_model, (whitened_directions(setup, a, b), *rest)
 
-    def lengthscale_space(self, setup: DPMSetup):
-        """The item GP's algebra as a function of its length-scales (what ``learn_kernel`` moves)."""
-        from ...gp.learn import ARDGP
+    def lengthscale_space(self, setup: DPMSetup, what: str = "learn_kernel"):
+        """The item GP's algebra as a function of its length-scales (what ``learn_kernel`` moves), with
+        the prior of ℓ (event shape (D,)) when ``what`` is "lengthscale_prior"."""
+        from ...gp.learn import ARDGP, lengthscale_prior_of
 
-        if setup.gp.X.shape[1] == 0:
-            raise DataError("learn_kernel: the items have no features, so there are no length-scales to "
+        if getattr(setup.gp.kernel, "name", None) == "identity":  # items without features
+            raise DataError(f"{what}: the items have no features, so there are no length-scales to "
                             "learn")
-        return DPMKernelSpace(ARDGP.of(self.gppl(), setup.gp, "learn_kernel"), setup)
+        ard = ARDGP.of(self.gppl(), setup.gp, what)
+        prior = None if what != "lengthscale_prior" else lengthscale_prior_of(self.lengthscale_prior, ard.D)
+        return DPMKernelSpace(ard, setup, prior)
 
     def with_lengthscale(self, setup: DPMSetup, ell, a, b):
         """(the model, its setup) with the item length-scales ``ell`` (D,)."""
@@ -156,8 +190,13 @@ class DPMCommunities:
 
 def whitened_directions(setup: DPMSetup, a, b) -> torch.Tensor:
     """G (P, M) with P(a ≻ b | u_c) = Φ(G_p·u_c): d_p / √s / √(α² + c_p / s) (GPPL's pair terms)."""
-    d, c = setup.gp.pair_terms(a, b)
-    return d / (setup.s ** 0.5 * torch.sqrt(setup.alpha ** 2 + c / setup.s))[:, None]
+    return directions(*setup.gp.pair_terms(a, b), setup.s, setup.alpha)
+
+
+def directions(d, c, s: float, alpha: float) -> torch.Tensor:
+    """G = d / √s / √(α² + c / s) (..., P, M) from whitened pair rows d (..., P, M) and their conditional
+    variances c (..., P) (× 1/s): :func:`whitened_directions`, also per draw of the length-scales."""
+    return d / (s ** 0.5 * torch.sqrt(alpha ** 2 + c / s))[..., None]
 
 
 def user_labels(users, n_users: int):
@@ -183,8 +222,8 @@ def stick_weights(beta: torch.Tensor) -> torch.Tensor:
 
 def user_loglik(G, sgn, lab, mask, u) -> torch.Tensor:
     """log p(D_u | u_c) (..., n, T) for the users of ``lab``/``mask`` (n, L) under each community's
-    whitened utilities u (..., T, M)."""
-    z = torch.einsum("nlm,...tm->...nlt", G[lab], u)
+    whitened utilities u (..., T, M); G (P, M), or (..., P, M) per draw (length-scales drawn too)."""
+    z = torch.einsum("...nlm,...tm->...nlt", G[..., lab, :], u)
     ll = log_ndtr(sgn[lab][:, :, None] * z) * mask[:, :, None]
     return ll.sum(-2)
 
@@ -210,24 +249,33 @@ def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None):
 
 
 def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, subsample_size=None):
-    """:func:`dpm_model` with the item GP's ARD length-scales a ``pyro.param`` ("lengthscale",
-    positive), optimised by svi's ELBO with the guide (type-II maximum likelihood inside VI; issue 18;
-    the paper conditions on them)."""
+    """:func:`dpm_model` with the item GP's ARD length-scales ("lengthscale") random under
+    ``space.prior`` (module docstring) or, without a prior, a ``pyro.param`` (positive), optimised by
+    svi's ELBO with the guide (type-II maximum likelihood inside VI; issue 18; the paper conditions on
+    them)."""
     from pyro.distributions import constraints
 
-    ell = pyro.param("lengthscale", space.base.gp.kernel.lengthscale.detach().clone(),
-                     constraint=constraints.positive)
+    if space.prior is None:
+        ell = pyro.param("lengthscale", space.ell0.clone(), constraint=constraints.positive)
+    else:
+        ell = pyro.sample("lengthscale", space.prior)
     G = whitened_directions(space.setup_at(ell), a, b)
     dpm_model(G, sgn, lab, mask, T, concentration, subsample_size)
 
 
 @dataclass
 class DPMKernelSpace:
-    """The ARD algebra of the communities' item GP (``ard``) and the setup it varies (ℓ starts at
-    the base setup's)."""
+    """The ARD algebra of the communities' item GP (``ard``), the setup it varies (ℓ starts at the
+    base setup's), and the prior of ℓ (event shape (D,); None: ℓ is a ``pyro.param``)."""
 
     ard: object
     base: DPMSetup
+    prior: object = None
+
+    @property
+    def ell0(self) -> torch.Tensor:
+        """The base setup's length-scales (the median heuristic, or the model's ``lengthscale``)."""
+        return self.base.gp.kernel.lengthscale.detach()
 
     def gp(self, ell) -> GPPLSetup:
         return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.base.gp.s_prior)
@@ -257,5 +305,5 @@ class DPMSetup:
         return self.gp.K_mm / self.s
 
 
-__all__ = ["DPMCommunities", "DPMSetup", "dpm_model", "stick_weights", "user_loglik",
+__all__ = ["DPMCommunities", "DPMSetup", "directions", "dpm_model", "stick_weights", "user_loglik",
            "user_labels", "whitened_directions"]

@@ -17,6 +17,11 @@ each user's membership probabilities r[s, u, c] = p(c_u = c | β, u, D_u) are st
 Predictions, utilities and the co-clustering average over r (Rao–Blackwellised); ``z`` serves the
 point partition, the number of communities (those with any user in the drawn memberships), draws
 and ArviZ.
+
+With the item length-scales under a prior (``DPMCommunities(lengthscale_prior=...)``, svi and nuts) every
+draw s has its own ℓ_s (``lengthscales`` (S, D)), hence its own K_mm, L_mm, label directions G and
+projections A = K_*m K_mm⁻¹ (Eq. 19): r, f_m^c and every prediction use draw s's, computed over chunks
+of draws (:class:`~crowdzoo.gp.learn.ARDGP`, about 2²² numbers per chunk).
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE, cholesky
 from ...gp.probit import mixture_moments, predictive_prob
-from .model import stick_weights, user_loglik
+from .model import directions, stick_weights, user_loglik
 
 _CHUNK = 2**22
 
@@ -44,7 +49,8 @@ class DPMPosterior(Posterior):
     Attributes (besides :class:`~crowdzoo.core.posterior.Posterior`'s): ``z`` (S, U) memberships,
     ``means`` (S, C, M), ``covs`` (S, C, M, M) (None: point communities, the svi and nuts routes),
     ``counts`` (S, C), ``concentration`` (S,) λ per sample, ``responsibilities`` (S, U, C) p(c_u = c)
-    per sample (svi and nuts; None for Gibbs, whose z are the samples themselves).
+    per sample (svi and nuts; None for Gibbs, whose z are the samples themselves), ``lengthscales``
+    (S, D) per draw when the item length-scales were inferred under a prior (None: the setup's kernel).
     """
 
     z: torch.Tensor
@@ -53,14 +59,16 @@ class DPMPosterior(Posterior):
     counts: torch.Tensor
     concentration: torch.Tensor
     responsibilities: torch.Tensor | None = None
+    lengthscales: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
         """From draws of the Pyro program's sites (β, u, and λ when it has a prior): per draw the
         communities' f_m^c = L_mm u_c / √s, the users' membership probabilities
         r ∝ π_c p(D_u | u_c), and one membership per user drawn from r (a generator seeded by the
-        fit's seed); communities relabelled by first appearance in the drawn memberships. ``params``
-        (svi with ``learn_kernel``): the learned {"lengthscale": ℓ}, which then fixes the setup."""
+        fit's seed); communities relabelled by first appearance in the drawn memberships. With a
+        "lengthscale" site each draw's own L_mm and G. ``params`` (svi with ``learn_kernel``): the
+        learned {"lengthscale": ℓ}, which then fixes the setup."""
         if params and "lengthscale" in params:
             ell = params["lengthscale"].detach().to(DTYPE)
             start = setup.gp.kernel.lengthscale
@@ -76,22 +84,34 @@ class DPMPosterior(Posterior):
                   else torch.zeros(S, 1, dtype=DTYPE))
         lam = (sites["concentration"].to(DTYPE).reshape(S) if "concentration" in sites
                else torch.full((S,), float(model.concentration), dtype=DTYPE))
-        G, sgn, lab, mask = model.program(setup, data, None)[1][:4]
+        ell = sites["lengthscale"].to(DTYPE).reshape(S, -1) if "lengthscale" in sites else None
+        args = model.program(setup, data, None)[1]
+        G, sgn, lab, mask = args[:4] if ell is None else (None, *args[3:6])
+        f_m = torch.empty(S, T, M, dtype=DTYPE)
         resp = torch.empty(S, U, T, dtype=DTYPE)
-        for lo in range(0, S, 64):
-            ll = user_loglik(G, sgn, lab, mask, u[lo:lo + 64])  # (s, U, T)
-            resp[lo:lo + 64] = torch.softmax(log_pi[lo:lo + 64, None, :] + ll, -1)
+        step = 64 if ell is None else max(1, min(64, _CHUNK // (M * (M + lab.numel()))))
+        ard = None if ell is None else model.gppl().ard(setup.gp)
+        for lo in range(0, S, step):
+            sl = slice(lo, lo + step)
+            L = setup.gp.L_mm
+            if ard is not None:  # each draw its own K_mm, L_mm and label directions G
+                L = ard.chol(ell[sl])[1]
+                G = directions(*ard.pair_terms(ell[sl], args[1], args[2], L=L), setup.s, setup.alpha)
+            ll = user_loglik(G, sgn, lab, mask, u[sl])  # (s, U, T)
+            resp[sl] = torch.softmax(log_pi[sl, None, :] + ll, -1)
+            f_m[sl] = u[sl] @ L.mT / setup.s ** 0.5
         g = torch.Generator().manual_seed(int((kw.get("settings") or {}).get("seed", 0)))
         z = torch.multinomial(resp.reshape(-1, T), 1, generator=g).reshape(S, U)
         first = torch.full((S, T), U, dtype=torch.long).scatter_reduce(
             1, z, torch.arange(U).expand(S, U), reduce="amin")
         perm = torch.argsort(first, dim=1, stable=True)  # communities by first appearance, unused last
         z = torch.argsort(perm, dim=1).gather(1, z)
-        means = (u @ setup.gp.L_mm.T / setup.s ** 0.5).gather(1, perm[:, :, None].expand(-1, -1, M))
+        means = f_m.gather(1, perm[:, :, None].expand(-1, -1, M))
         resp = resp.gather(2, perm[:, None, :].expand(-1, U, -1))
         counts = torch.zeros(S, T, dtype=torch.long).scatter_add(1, z, torch.ones(S, U, dtype=torch.long))
         return cls(model=model, setup=setup, data=data, method=method, weights=uniform_weights(S), z=z,
-                   means=means, covs=None, counts=counts, concentration=lam, responsibilities=resp, **kw)
+                   means=means, covs=None, counts=counts, concentration=lam, responsibilities=resp,
+                   lengthscales=ell, **kw)
 
     # ------------------------------------------------------------------ helpers
     def _user_rows(self, users, n):
@@ -109,16 +129,52 @@ class DPMPosterior(Posterior):
         w = torch.cat([self.counts.to(DTYPE), self.concentration[:, None]], 1)
         return w / (U + self.concentration)[:, None]
 
-    def _moments(self, R, c):
-        """Mean and variance (S, C + 1, n) of R f_m (+ c / s) under each community and the prior."""
-        K = self.setup.K
-        mu = torch.einsum("scm,nm->scn", self.means, R)
+    def _moments(self, R, c, gs=slice(None), K=None):
+        """Mean and variance (g, C + 1, n) of R f_m (+ c) under each community and the prior, for the
+        samples ``gs``: rows R (n, M) and c (n,) shared, or per draw (g, n, M), (g, n) with the draws'
+        prior covariances K (g, M, M) (:meth:`_item_rows`)."""
+        K = self.setup.K if K is None else K
+        mu = self.means[gs] @ R.mT
         var = (torch.zeros_like(mu) if self.covs is None else
-               torch.einsum("nm,scmk,nk->scn", R, self.covs, R))
+               torch.einsum("nm,scmk,nk->scn", R, self.covs[gs], R))
         prior_var = ((R @ K) * R).sum(-1)
         mu = torch.cat([mu, torch.zeros_like(mu[:, :1])], 1)
-        var = torch.cat([var, prior_var.expand(var.shape[0], 1, -1)], 1) + c
-        return mu, var
+        var = torch.cat([var, prior_var[..., None, :].expand(var.shape[0], 1, -1)], 1)
+        return mu, var + (c[:, None, :] if torch.is_tensor(c) and c.dim() == 2 else c)
+
+    # ------------------------------------------------------------------ per-draw kernels
+    def _draw_chunks(self, per_draw: int):
+        """Slices of the samples: all at once with a fixed kernel, else chunks holding about ``_CHUNK``
+        numbers (``per_draw`` for each draw)."""
+        S = self.z.shape[0]
+        if self.lengthscales is None:
+            return [slice(0, S)]
+        step = max(1, _CHUNK // max(1, per_draw))
+        return [slice(lo, lo + step) for lo in range(0, S, step)]
+
+    def _item_rows(self, X, gs):
+        """(A, c / s, K) at the training items (X None) or new items X: the projection A (Eq. 19), the
+        conditional variance and the communities' prior covariance K_mm / s; per draw (g, ...) for
+        the samples ``gs`` when ℓ was inferred, else shared (K None: the setup's)."""
+        st = self.setup
+        if self.lengthscales is None:
+            A, c = st.gp.item_terms(X)
+            return A, c / st.s, None
+        ard = self.model.gppl().ard(st.gp)
+        K, L = ard.chol(self.lengthscales[gs])
+        A, c = ard.item_rows(self.lengthscales[gs], X, L=L)
+        return A, c / st.s, K / st.s
+
+    def _probit_rows(self, ia, ib, X, gs):
+        """(h, K): probit rows of pairs (:func:`~crowdzoo.gp.conditional.probit_rows`) and the prior
+        covariance, shared or per draw as in :meth:`_item_rows`."""
+        st = self.setup
+        if self.lengthscales is None:
+            return probit_rows(st.gp, ia, ib, st.s, st.alpha, X), None
+        ard = self.model.gppl().ard(st.gp)
+        K, L = ard.chol(self.lengthscales[gs])
+        rows, c = ard.pair_rows(self.lengthscales[gs], ia, ib, X, L=L)
+        return rows / torch.sqrt(st.alpha ** 2 + c / st.s)[..., None], K / st.s
 
     # ------------------------------------------------------------------ predictions
     def _items(self, item_features):
@@ -145,16 +201,16 @@ class DPMPosterior(Posterior):
         distinct_pairs(ia, ib, a)
         n = ia.shape[0]
         j = torch.full((n,), -1, dtype=torch.long) if users is None else self._user_rows(users, n)
-        st = self.setup
         S, C = self.counts.shape
         out = torch.empty(n, dtype=DTYPE)
         w_new = self._weights()
         chunk = max(16, _CHUNK // (S * (C + 1)))
         for lo in range(0, n, chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
-            h = probit_rows(st.gp, ia[sl], ib[sl], st.s, st.alpha, X)
-            mu, var = self._moments(h, 0.0)
-            p = predictive_prob(mu, var)  # (S, C + 1, n)
+            p = torch.empty(S, C + 1, ia[sl].shape[0], dtype=DTYPE)
+            for gs in self._draw_chunks(ia[sl].shape[0] * self.setup.M + self.setup.M ** 2):
+                h, K = self._probit_rows(ia[sl], ib[sl], X, gs)
+                p[gs] = predictive_prob(*self._moments(h, 0.0, gs, K))  # (S, C + 1, n)
             jj = j[sl]
             known = jj >= 0
             if self.responsibilities is None:
@@ -170,11 +226,14 @@ class DPMPosterior(Posterior):
         """Posterior mean and variance of the items' utilities: for ``users`` (ids), DataFrames
         items × users; for ``users=None``, Series by item for a new user (the CRP prior predictive
         mixture). ``item_features=``: at those rows instead of the training items."""
-        st = self.setup
         X, ids = self._items(item_features)
-        A, c = st.gp.item_terms(X)
-        mu, var = self._moments(A, c / st.s)  # (S, C + 1, N)
-        index = pd.Index(np.arange(A.shape[0]) if ids is None else ids, name="item")
+        N = self.data.n_items if X is None else X.shape[0]
+        S, C = self.counts.shape
+        mu, var = torch.empty(S, C + 1, N, dtype=DTYPE), torch.empty(S, C + 1, N, dtype=DTYPE)
+        for gs in self._draw_chunks(N * (self.setup.M + 2 * C + 2) + self.setup.M ** 2):
+            A, c, K = self._item_rows(X, gs)
+            mu[gs], var[gs] = self._moments(A, c, gs, K)  # (S, C + 1, N)
+        index = pd.Index(np.arange(N) if ids is None else ids, name="item")
         if users is None:
             w = self._weights() / self.z.shape[0]  # (S, C + 1), summing to 1 overall
             N = mu.shape[-1]
@@ -239,8 +298,8 @@ class DPMPosterior(Posterior):
     def sample(self, n: int = 500, seed: int = 0) -> dict:
         """Draws: {"z" (n, U) memberships, "n_communities" (n,), "concentration" (n,), "f" (n, U, N)
         each user's utilities at the training items (their community's draw; for a sparse GP the
-        conditional variance is added per item)}. With n equal to the number of kept samples the
-        samples are taken in chain order."""
+        conditional variance is added per item)}, and "lengthscale" (n, D) when it was inferred under
+        a prior. With n equal to the number of kept samples the samples are taken in chain order."""
         g = torch.Generator().manual_seed(seed)
         S = self.z.shape[0]
         comp = (torch.arange(S) if n == S else
@@ -252,14 +311,31 @@ class DPMPosterior(Posterior):
             L = cholesky(self.covs[comp], what="a community's posterior covariance")
             eps = torch.randn(n, L.shape[1], L.shape[-1], 1, dtype=DTYPE, generator=g)
             f_m = self.means[comp] + (L @ eps)[..., 0]  # (n, C, M)
-        A, c = st.gp.item_terms()
-        f = f_m @ A.T  # (n, C, N)
+        f, c = self._at_training(f_m, comp)  # (n, C, N), c / s
         if not st.gp.exact:
-            f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(c / st.s)
+            f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(c)
         z = self.z[comp]
         f_user = f.gather(1, z[:, :, None].expand(-1, -1, f.shape[-1]))
-        return {"z": z, "n_communities": (self.counts[comp] > 0).sum(1),
-                "concentration": self.concentration[comp], "f": f_user}
+        out = {"z": z, "n_communities": (self.counts[comp] > 0).sum(1),
+               "concentration": self.concentration[comp], "f": f_user}
+        if self.lengthscales is not None:
+            out["lengthscale"] = self.lengthscales[comp]
+        return out
+
+    def _at_training(self, f_m, comp):
+        """Values f_m Aᵀ (n, C, N) at the training items of community draws f_m (n, C, M) of the samples
+        ``comp`` and the conditional variances c / s: (N,), or (n, 1, N) with per-draw ℓ."""
+        if self.lengthscales is None:
+            A, c, _ = self._item_rows(None, None)
+            return f_m @ A.T, c
+        n, N = f_m.shape[0], self.data.n_items
+        f, c = torch.empty(f_m.shape[:-1] + (N,), dtype=DTYPE), torch.empty(n, 1, N, dtype=DTYPE)
+        step = max(1, _CHUNK // (N * self.setup.M))
+        for lo in range(0, n, step):
+            sl = slice(lo, lo + step)
+            A, c_g, _ = self._item_rows(None, comp[sl])
+            f[sl], c[sl, 0] = f_m[sl] @ A.mT, c_g
+        return f, c
 
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
         """(n, N) draws of ``user``'s utilities (user=None: the average over users)."""
