@@ -108,6 +108,62 @@ class Shard:
             at += t.numel()
         return tuple(out) if len(out) > 1 else out[0]
 
+    def sum_grads(self, params, *tensors):
+        """Sum the gradients of ``params`` (in place; a missing gradient counts as zeros) and
+        ``tensors`` over ranks in one all-reduce (:meth:`sum`), and return the sums of ``tensors``:
+        each rank's gradient and statistics of its share of a step's rows."""
+        if self.world == 1:
+            return tensors
+        params = [p for p in params if p.requires_grad]
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
+        out = self.sum(*grads, *tensors)
+        out = out if isinstance(out, tuple) else (out,)
+        for p, g in zip(params, out[:len(params)]):
+            p.grad = g
+        return out[len(params):]
+
+    def broadcast(self, *tensors):
+        """Rank 0's ``tensors`` on every rank (one broadcast): a value computed on every rank that must
+        be bit-identical everywhere."""
+        if self.world == 1:
+            return tensors
+        import torch.distributed as dist
+
+        flat = [torch.as_tensor(t) for t in tensors]
+        buf = torch.cat([t.reshape(-1).to(torch.float64) for t in flat])
+        try:
+            dist.broadcast(buf, 0)
+        except RuntimeError as err:
+            raise DistributedError(
+                f"rank {self.rank} of {self.world}: broadcasting rank 0's values failed "
+                f"({str(err).splitlines()[0]}). Another rank stopped or did not answer within "
+                f"{timeout_seconds():g} s (CROWDZOO_DISTRIBUTED_TIMEOUT); its own error says why") from None
+        out, at = [], 0
+        for t in flat:
+            out.append(buf[at:at + t.numel()].reshape(t.shape).to(t.dtype))
+            at += t.numel()
+        return tuple(out)
+
+    def agree(self, values, what: str) -> None:
+        """A DataError on every rank unless every rank passed the same ``values`` (floats; one
+        all-gather): a check that data or settings meant to be replicated are."""
+        mine = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+        if self.world == 1:
+            return
+        import torch.distributed as dist
+
+        got = [torch.empty_like(mine) for _ in range(self.world)]
+        try:
+            dist.all_gather(got, mine)
+        except RuntimeError as err:
+            raise DistributedError(f"rank {self.rank} of {self.world}: comparing {what} across ranks failed "
+                                   f"({str(err).splitlines()[0]}); another rank stopped or did not answer "
+                                   f"within {timeout_seconds():g} s (CROWDZOO_DISTRIBUTED_TIMEOUT)") from None
+        for r, v in enumerate(got):
+            if not torch.equal(v, got[0]):
+                raise DataError(f"distributed: rank {r} has other {what} than rank 0 ({v.tolist()} vs "
+                                f"{got[0].tolist()}); give every rank the same data and settings")
+
 
 def bounds(n_labels: int, rank: int, world: int) -> tuple[int, int]:
     """[lo, hi): the contiguous share of ``n_labels`` labels that rank ``rank`` of ``world`` holds."""
@@ -142,6 +198,15 @@ def _close() -> None:
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001 - nothing to report at exit
         pass
+
+
+def replicated(n_items: int, distributed: bool) -> Shard:
+    """A :class:`Shard` for data that every rank holds whole (BayesSCDC: each step's compute is split
+    across the ranks, not the data): rank r of R when ``distributed``, else the one process."""
+    if not distributed:
+        return Shard(0, 1, 0, n_items, n_items, 0)
+    rank, world = rank_and_world()
+    return Shard(rank, world, 0, n_items, n_items, 0)
 
 
 def shard(data, distributed: bool) -> Shard:

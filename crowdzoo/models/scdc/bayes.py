@@ -262,9 +262,12 @@ def messages(phi, li, lj, w, chunk: int = 65536):
     return msg
 
 
-def sample_x(loc: Local, generator=None):
-    """x̂_n ~ q*(x_n), reparameterised: x + P_chol⁻ᵀ ε."""
-    eps = torch.randn(loc.x.shape, generator=generator, dtype=loc.x.dtype).to(loc.x.device)
+def sample_x(loc: Local, generator=None, eps=None):
+    """x̂_n ~ q*(x_n), reparameterised: x + P_chol⁻ᵀ ε (``eps``: the standard normal ε of each row, drawn
+    by the caller; else drawn here from ``generator``)."""
+    if eps is None:
+        eps = torch.randn(loc.x.shape, generator=generator, dtype=loc.x.dtype)
+    eps = eps.to(loc.x.device, loc.x.dtype)
     return loc.x + torch.linalg.solve_triangular(loc.P_chol.transpose(-1, -2), eps[:, :, None],
                                                  upper=True)[..., 0]
 

@@ -12,10 +12,22 @@ After training every item's q*(z) is the local optimum on the whole annotation g
 
 With ``pretrain=`` epochs, the networks are first pretrained as a VAE and the mixture starts from a
 Gaussian mixture on their latent points (VaDE's recipe, Jiang et al. 2017; :func:`pretrain_natgrad`).
+
+Data-parallel (``distributed=True`` inside a ``torchrun`` launch, :mod:`crowdzoo.inference.distributed`):
+every rank holds the whole data (the observations O and every annotation: replicated, not sharded)
+and draws the same mini-batches from the same seeded generator; what is split is each step's compute.
+The uniform rows go to the ranks in R contiguous parts, the sampled annotations by connected component
+of the step's annotation graph (:func:`component_ranks`), so that each rank's message passing (Eq. 12,
+14) is the single process's restricted to its components — exactly, since messages never cross a
+component. Every term of the networks' objective J (Eq. 16, the globals' KL aside, which does not
+depend on the networks) and every statistic of Eq. 17 is a sum over rows or annotations, so one
+all-reduce per step of [the networks' gradients, J, the Eq. 17 statistics] gives every rank the
+single process's step: the same Adam step and the same natural-gradient step on the globals.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -23,6 +35,7 @@ import torch
 from ...core.seeds import isolated
 from ...errors import DataError, NumericalError
 from ...inference.common import check_finite, progress, summary
+from ...inference.distributed import bounds, replicated
 from ...inference.natgrad import rho
 from .bayes import (
     F64,
@@ -49,26 +62,70 @@ ADVICE = ("a smaller lr (e.g. 3e-4), a larger step_delay (slower early natural-g
 _CHUNK = 4096
 
 
-def batches(t, batch_size, annotation_batch, generator, device):
-    """One epoch of :class:`~.model.Batch` es: a permutation of the items in chunks of ``batch_size``,
-    each followed by the distinct endpoints of ``annotation_batch`` annotations drawn with replacement
-    (``li``, ``lj`` index those rows)."""
+class Part(NamedTuple):
+    """This rank's share of one step: its rows and annotations as a :class:`~.model.Batch` (scales of
+    the whole step), the number of rows of the whole step (ε is drawn for all of them on every rank, so
+    that the generator stays in step everywhere) and which of the step's uniform rows are this rank's."""
+
+    batch: Batch
+    n_rows: int
+    uniform: slice
+
+
+def batches(t, batch_size, annotation_batch, generator, device, rank: int = 0, world: int = 1):
+    """One epoch of steps (:class:`Part` s of rank ``rank`` of ``world``): a permutation of the items in
+    chunks of ``batch_size``, each followed by the distinct endpoints of ``annotation_batch``
+    annotations drawn with replacement (``li``, ``lj`` index those rows); :func:`split_step`."""
     N, A = t.O.shape[0], t.i.shape[0]
     perm = torch.randperm(N, generator=generator)
     none = torch.zeros(0, dtype=torch.long)
     for lo in range(0, N, batch_size):
-        items = perm[lo:lo + batch_size]
-        n = items.shape[0]
-        if A and annotation_batch:
-            ann = torch.randint(A, (annotation_batch,), generator=generator)
-            ends, inv = torch.unique(torch.cat([t.i[ann], t.j[ann]]), return_inverse=True)
-            b = ann.shape[0]
-            li, lj = n + inv[:b], n + inv[b:]
-        else:
-            ann, ends, li, lj, b = none, none, none, none, 0
-        rows = torch.cat([items, ends])
-        yield Batch(t.O[rows].to(device), n, li.to(device), lj.to(device), t.w[ann].to(device),
-                    t.L[ann].to(device, F64), N / n, A / b if b else 0.0)
+        ann = (torch.randint(A, (annotation_batch,), generator=generator) if A and annotation_batch
+               else none)
+        yield split_step(t, perm[lo:lo + batch_size], ann, rank, world, device)
+
+
+def split_step(t, items, ann, rank: int, world: int, device) -> Part:
+    """Rank ``rank``'s share of the step with uniform rows ``items`` and annotations ``ann``: a contiguous
+    1/``world`` of ``items``, and the annotations (with their endpoints' rows) of the components that
+    :func:`component_ranks` gives it. The scales stay the whole step's: N / n and A / b."""
+    N, A = t.O.shape[0], t.i.shape[0]
+    n, b = items.shape[0], ann.shape[0]
+    ends, inv = torch.unique(torch.cat([t.i[ann], t.j[ann]]), return_inverse=True)
+    n_rows = n + ends.shape[0]
+    li, lj = inv[:b], inv[b:]
+    lo, hi = bounds(n, rank, world)
+    if world > 1:
+        keep = component_ranks(li, lj, ends.shape[0], world) == rank
+        mine = keep[li]
+        pos = torch.cumsum(keep, 0) - 1  # an endpoint's row among this rank's endpoints
+        ends, ann, li, lj = ends[keep], ann[mine], pos[li[mine]], pos[lj[mine]]
+    m = hi - lo
+    rows = torch.cat([items[lo:hi], ends])
+    batch = Batch(t.O[rows].to(device), m, (m + li).to(device), (m + lj).to(device), t.w[ann].to(device),
+                  t.L[ann].to(device, F64), N / n, A / b if b else 0.0)
+    return Part(batch, n_rows, slice(lo, hi))
+
+
+def component_ranks(li, lj, n_nodes: int, world: int) -> torch.Tensor:
+    """The rank (0 … ``world`` − 1) of each of ``n_nodes`` nodes: each connected component of the graph
+    with edges ``li``–``lj`` (a step's annotations between its endpoints) lies whole on one rank, so that
+    the local message passing (Eq. 12, 14) splits exactly. Components, in scipy's order, are cut into
+    ``world`` contiguous runs holding about equal numbers of annotations: a component goes to the rank
+    whose 1/``world`` of the annotations holds its middle annotation (deterministic; a rank's excess is
+    at most half the largest component's annotations)."""
+    if world == 1 or n_nodes == 0:
+        return torch.zeros(n_nodes, dtype=torch.long)
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    a, c = li.cpu().numpy(), lj.cpu().numpy()
+    graph = coo_matrix((np.ones(a.shape[0]), (a, c)), shape=(n_nodes, n_nodes))
+    n_comp, label = connected_components(graph, directed=False)
+    count = np.bincount(label[a], minlength=n_comp)
+    middle = np.cumsum(count) - count / 2
+    rank = np.minimum((middle * world / max(count.sum(), 1)).astype(np.int64), world - 1)
+    return torch.as_tensor(rank[label])
 
 
 def init_conjugate(model, n_workers: int, generator, device) -> Conjugate:
@@ -107,27 +164,56 @@ def mixture_globals(phi, x, lam, prior: Conjugate, q: Conjugate, device) -> Conj
     return Conjugate(*(v.to(device) for v in new))._replace(alpha=q.alpha, beta=q.beta)
 
 
-def step_objective(batch: Batch, nets, E, sweeps: int, generator=None):
+def step_objective(batch: Batch, nets, E, sweeps: int, eps):
     """J of one mini-batch (Eq. 16, without the globals' KL) and what the global step needs: the local
-    optimum and each sampled annotation's P(same)."""
+    optimum and each sampled annotation's P(same). ``eps``: the standard normal draws of x̂ for the
+    uniform rows (Algorithm 1's reparameterised x̂_n ~ q*(x_n))."""
     h, lam = nets.potentials(batch.O)
     w, same, diff = relational_weights(E, batch.w, batch.L)
     loc = local_step(E, h, lam, batch.li, batch.lj, w, sweeps)
     n = batch.n_uniform
-    x_hat = sample_x(loc, generator)[:n]
-    log_po = nets.obs_dist(x_hat.to(DTYPE)).log_prob(batch.O[:n]).to(F64)
-    J = batch.item_scale * (log_po + local_terms(E, loc)[:n]).sum()
+    terms = local_terms(E, loc)[:n]
+    if n:  # a rank of a distributed fit may hold none of a step's uniform rows
+        x_hat = sample_x(loc._replace(x=loc.x[:n], P_chol=loc.P_chol[:n]), eps=eps)
+        terms = nets.obs_dist(x_hat.to(DTYPE)).log_prob(batch.O[:n]).to(F64) + terms
+    J = batch.item_scale * terms.sum()
     s = (loc.phi[batch.li] * loc.phi[batch.lj]).sum(-1)
     if batch.L.shape[0]:
         J = J + batch.ann_scale * (s * same + (1 - s) * diff).sum()
     return J, loc, s
 
 
+def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, gen, sh, epoch: int):
+    """One step of Algorithm 1 on this rank's share ``part``: the local optimum and J (Eq. 16), the
+    networks' gradient of J and the statistics of Eq. 17 (n_k, Σ φx, Σ φ E[xxᵀ] over the uniform rows
+    × N / n; the workers' Beta counts over the annotations × A / b), summed over the ranks of ``sh`` in
+    one all-reduce, then the Adam step (``shape``: the data's N items and W workers). Returns the whole
+    step's J and statistics."""
+    batch, (N, n_workers) = part.batch, shape
+    eps = torch.randn((part.n_rows, q.m.shape[-1]), generator=gen, dtype=F64)[part.uniform]
+    try:
+        J, loc, s = step_objective(batch, nets, expected(q), sweeps, eps)
+    except torch.linalg.LinAlgError as err:
+        raise NumericalError(f"bayesscdc natgrad, epoch {epoch}: a local precision matrix is not positive "
+                             f"definite ({err}). Try: {ADVICE}") from None
+    opt.zero_grad()
+    if J.requires_grad:  # not on a rank that holds none of the step's rows
+        (-J / N).to(DTYPE).backward()
+    with torch.no_grad():
+        loc = loc._replace(**{k: v.detach() for k, v in loc._asdict().items()})
+        n_k, sx, sxx = item_stats(loc, slice(0, batch.n_uniform), batch.item_scale)
+        a_st, b_st = worker_stats(s.detach(), batch.w, batch.L, n_workers, batch.ann_scale)
+        J, *stats = sh.sum_grads(nets.parameters(), J.detach(), n_k, sx, sxx, a_st, b_st)
+    check_finite(float(J), "the bound J", epoch, ADVICE)
+    opt.step()
+    return float(J), Stats(*stats)
+
+
 def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 128,
                 annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float | None = None,
                 forgetting_rate: float | None = None, warmup: int | None = None, init: str = "kmeans",
-                pretrain: int = 0, device: str = "cpu", progress_bar: bool | None = None,
-                setup=None) -> SCDCPosterior:
+                pretrain: int = 0, device: str = "cpu", distributed: bool = False,
+                progress_bar: bool | None = None, setup=None) -> SCDCPosterior:
     """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items.
 
     ``batch_size`` items and ``annotation_batch`` annotations per step (default: the annotations
@@ -144,7 +230,16 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
     initialisation"); ``init`` "kmeans" (after the warm-up the mixture
     restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the authors'
     random q throughout); ``device`` "cpu" or "cuda". Warns
-    (ConvergenceWarning) when the last tenth of the epochs still raised the bound by more than 1 %."""
+    (ConvergenceWarning) when the last tenth of the epochs still raised the bound by more than 1 %.
+
+    ``distributed``: data-parallel over the ranks of a ``torchrun`` launch (module docstring). Every
+    rank must be given the whole data (O and every annotation are replicated: SCDC's annotations are
+    few and the observations are read whole) and the same settings, which is checked; each step's
+    uniform rows and annotation components are split across the ranks, and one all-reduce per step sums
+    the networks' gradients, J and the statistics of Eq. 17. The mixture's starts (k-means, pretraining's
+    Gaussian mixture) are computed on every rank and rank 0's is broadcast; the final encoding of every
+    item (:func:`encode_all`) runs on every rank, so that each returns the whole posterior. Only rank 0
+    shows progress and warns."""
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
@@ -166,43 +261,34 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
     N, A, W = data.n_items, data.n_annotations, max(data.n_workers, 1)
     steps = math.ceil(N / batch_size)
     annotation_batch = annotation_batch if annotation_batch is not None else math.ceil(A / steps)
-    with isolated(seed):
+    sh = replicated(N, distributed)
+    with isolated(seed), sh.quiet():
         setup = setup or model.setup(data, seed=seed)
         nets = model.networks(setup, seed=seed).to(device)
         gen = torch.Generator().manual_seed(int(seed))
         prior = model.prior(W, device)
         q = init_conjugate(model, W, gen, device)
         t = link_tensors(data)
+        _check_replicated(sh, t, (seed, n_epochs, batch_size, annotation_batch, lr, pretrain, warmup,
+                                  step_delay, forgetting_rate, init == "kmeans", model.n_clusters,
+                                  model.latent_dim, model.sweeps))
         if pretrain:
-            q = pretrain_natgrad(model, nets, t, prior, q, pretrain, batch_size, lr, gen, device, seed)
+            q = pretrain_natgrad(model, nets, t, prior, q, pretrain, batch_size, lr, gen, device, seed, sh)
         opt = torch.optim.Adam(nets.parameters(), lr=lr)
         trace = np.empty(n_epochs)
         it = 0
-        with progress(n_epochs, "bayesscdc natgrad", progress_bar) as bar:
+        with progress(n_epochs, "bayesscdc natgrad", progress_bar if sh.lead else False) as bar:
             for epoch in range(n_epochs):
                 total, n_steps = 0.0, 0
                 if epoch == warmup and init == "kmeans" and not pretrain:
-                    q = kmeans_globals(model, nets, t, prior, q, seed, device)
-                for batch in batches(t, batch_size, annotation_batch, gen, device):
-                    E = expected(q)
-                    try:
-                        J, loc, s = step_objective(batch, nets, E, model.sweeps, gen)
-                    except torch.linalg.LinAlgError as err:
-                        raise NumericalError(f"bayesscdc natgrad, epoch {epoch}: a local precision matrix is "
-                                             f"not positive definite ({err}). Try: {ADVICE}") from None
-                    check_finite(float(J.detach()), "the bound J", epoch, ADVICE)
-                    opt.zero_grad()
-                    (-J / N).to(DTYPE).backward()
-                    opt.step()
-                    with torch.no_grad():
-                        loc = loc._replace(**{k: v.detach() for k, v in loc._asdict().items()})
-                        n_k, sx, sxx = item_stats(loc, slice(0, batch.n_uniform), batch.item_scale)
-                        a_st, b_st = worker_stats(s.detach(), batch.w, batch.L, W, batch.ann_scale)
-                        target = conjugate_update(prior, Stats(n_k, sx, sxx, a_st, b_st))
-                        if epoch >= warmup:
-                            it += 1
-                            q = natgrad_step(q, target, rho(it, step_delay, forgetting_rate))
-                    total += float(J.detach())
+                    q = Conjugate(*sh.broadcast(*kmeans_globals(model, nets, t, prior, q, seed, device)))
+                for part in batches(t, batch_size, annotation_batch, gen, device, sh.rank, sh.world):
+                    J, stats = train_step(part, nets, opt, q, (N, W), model.sweeps, gen, sh, epoch)
+                    if epoch >= warmup:
+                        it += 1
+                        step = rho(it, step_delay, forgetting_rate)
+                        q = natgrad_step(q, conjugate_update(prior, stats), step)
+                    total += J
                     n_steps += 1
                 trace[epoch] = (total / n_steps - float(kl_globals(q, prior))) / N
                 bar.set_postfix(elbo=f"{trace[epoch]:.4g}")
@@ -218,7 +304,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
         model=model, setup=setup, data=data, method="natgrad", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, step_delay=step_delay, forgetting_rate=forgetting_rate, warmup=warmup,
-                      init=init, pretrain=pretrain, device=device),
+                      init=init, pretrain=pretrain, device=device, distributed=distributed, ranks=sh.world),
         cluster_probs=loc.phi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(), mu=q.m,
         cov=q.S / (q.nu + d + 1)[:, None, None],
         alpha=q.alpha[:, 0] / q.alpha.sum(-1), beta=q.beta[:, 0] / q.beta.sum(-1),
@@ -227,28 +313,31 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
 
 
 def pretrain_natgrad(model, nets, t, prior: Conjugate, q: Conjugate, n_epochs: int, batch_size: int,
-                     lr: float, gen, device, seed: int) -> Conjugate:
+                     lr: float, gen, device, seed: int, sh=None) -> Conjugate:
     """VaDE-style pretraining (Jiang et al. 2017, §3.3) of BayesSCDC's networks (in place) and a start
     for its mixture: ``n_epochs`` of the recognition network and the decoder as a VAE with a N(0, I)
     prior (x̂_n ~ N(h_n / λ_n, diag 1 / λ_n), reparameterised, so that λ learns a scale; a plain
     autoencoder on h_n / λ_n leaves λ untrained), then a full-covariance Gaussian mixture
     (scikit-learn, K components) on the latent points h_n / λ_n, whose responsibilities and the
-    potentials' variances 1 / λ_n give the conjugate posterior (the workers' q kept)."""
+    potentials' variances 1 / λ_n give the conjugate posterior (the workers' q kept). ``sh`` (a
+    distributed fit's :class:`~crowdzoo.inference.distributed.Shard`): each rank takes a contiguous
+    part of every batch and the gradients are summed across ranks; the mixture is rank 0's."""
     from sklearn.mixture import GaussianMixture
 
-    N = t.O.shape[0]
+    sh = sh or replicated(t.O.shape[0], False)
+    N, d = t.O.shape[0], model.latent_dim
     opt = torch.optim.Adam(nets.parameters(), lr=lr)
     for _ in range(n_epochs):
         perm = torch.randperm(N, generator=gen)
         for lo in range(0, N, batch_size):
-            o = t.O[perm[lo:lo + batch_size]].to(device)
-            h, lam = nets.potentials(o)
-            x = h / lam
-            kl = 0.5 * (1 / lam + x * x - 1 + torch.log(lam)).sum(-1).mean()
-            x = x + torch.randn(x.shape, generator=gen, dtype=x.dtype).to(device) / lam.sqrt()
-            loss = kl - nets.obs_dist(x.to(DTYPE)).log_prob(o).to(F64).mean()
+            idx = perm[lo:lo + batch_size]
+            b = idx.shape[0]
+            mine = slice(*bounds(b, sh.rank, sh.world))
+            eps = torch.randn((b, d), generator=gen, dtype=F64)[mine].to(device)
             opt.zero_grad()
-            loss.to(DTYPE).backward()
+            if mine.stop > mine.start:  # a rank may hold none of a short last batch
+                _vae_loss(nets, t.O[idx[mine]].to(device), eps, b).to(DTYPE).backward()
+            sh.sum_grads(nets.parameters())
             opt.step()
     with torch.no_grad():
         h, lam = potentials(nets, t.O.to(device))
@@ -258,7 +347,31 @@ def pretrain_natgrad(model, nets, t, prior: Conjugate, q: Conjugate, n_epochs: i
     gmm.fit(x.numpy())
     phi = torch.zeros(x.shape[0], model.n_clusters, dtype=F64)
     phi[:, :K] = torch.as_tensor(gmm.predict_proba(x.numpy()), dtype=F64)
-    return mixture_globals(phi, x, lam, prior, q, device)
+    return Conjugate(*sh.broadcast(*mixture_globals(phi, x, lam, prior, q, device)))
+
+
+def _vae_loss(nets, o, eps, b: int):
+    """The negative VAE bound of observations ``o`` (a share of a batch of ``b``) over ``b``: KL of
+    N(h / λ, diag 1 / λ) from N(0, I), minus log p(o | x̂) at x̂ = h / λ + ``eps`` / √λ."""
+    h, lam = nets.potentials(o)
+    x = h / lam
+    kl = 0.5 * (1 / lam + x * x - 1 + torch.log(lam)).sum(-1).sum() / b
+    x = x + eps / lam.sqrt()
+    return kl - nets.obs_dist(x.to(DTYPE)).log_prob(o).to(F64).sum() / b
+
+
+def _check_replicated(sh, t, settings) -> None:
+    """A DataError on every rank of a distributed fit unless all hold the same data (sizes and
+    position-weighted sums of O and the annotations) and ``settings``."""
+    if sh.world == 1:
+        return
+    A = t.i.shape[0]
+    at = torch.arange(1, A + 1, dtype=F64)
+    O = t.O.to(F64)
+    sums = [O.sum(), (O * torch.arange(1, O.shape[0] + 1, dtype=F64)[:, None]).sum(),
+            *((v.to(F64) * at).sum() for v in (t.i, t.j, t.w, t.L))]
+    sh.agree([*t.O.shape, A, *(float(v) for v in sums), *(float(v) for v in settings)],
+             "data (sizes and checksums of O and the annotations) or settings")
 
 
 def potentials(nets, O):

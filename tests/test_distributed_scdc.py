@@ -1,0 +1,228 @@
+"""Issue 19 for BayesSCDC: data-parallel natural-gradient SVI on torch.distributed (gloo, loopback only).
+
+Every rank holds the whole data and draws the same steps; each step's uniform rows are split in
+contiguous parts and its annotations by connected component, so each rank's message passing is the
+single process's restricted to its components. One all-reduce per step sums the networks' gradients,
+J and the statistics of Eq. 17 (Luo et al. 2018). Two ranks launched by ``torchrun`` end with the
+globals, the networks and the clusters of one process on the same steps (float32 networks: relative
+1e-4), and the split itself is checked in-process: disjoint items, every annotation once, and partial
+statistics and gradients that sum to the whole step's (each rank's alone does not)."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+import crowdzoo as cz
+from crowdzoo.inference.distributed import replicated
+from crowdzoo.models.scdc.bayes import expected, item_stats, worker_stats
+from crowdzoo.models.scdc.natgrad import component_ranks, init_conjugate, split_step, step_objective
+from crowdzoo.models.scdc.svi import link_tensors
+
+pytest.importorskip("torch.distributed")
+if not torch.distributed.is_available():
+    pytest.skip("torch.distributed is not available", allow_module_level=True)
+
+F64 = torch.float64
+DATA = dict(n_arms=3, n_per_arm=40, n_annotated=60, n_workers=4, window=20, seed=1)
+MODEL = dict(n_clusters=5, latent_dim=2, hidden=(16, 16))
+#: k-means restart after 1 warm-up epoch, then 3 epochs of both steps; VaDE pretraining; and steps of
+#: 600 annotations (one component: rank 0 gets no annotation) whose epochs (pretraining's too) end
+#: with a single uniform row (120 = 119 + 1: rank 0 then holds no row at all)
+FITS = {"kmeans": dict(n_epochs=4, warmup=1, batch_size=30, seed=0),
+        "pretrain": dict(n_epochs=2, pretrain=2, batch_size=30, seed=0),
+        "edges": dict(n_epochs=2, pretrain=1, batch_size=119, annotation_batch=600, seed=1)}
+
+WORKER = textwrap.dedent('''
+    import os, sys, torch, warnings
+    torch.set_num_threads(1)
+    import crowdzoo as cz
+    from crowdzoo.errors import DataError
+    out, data_kw, model_kw, fits = sys.argv[1], *(eval(a) for a in sys.argv[2:5])
+    rank = int(os.environ["RANK"])
+    data, _ = cz.simulate_links(**data_kw)
+    got = {}
+    for name, kw in fits.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            post = cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, **kw)
+        got[name] = {"conj": post.conjugate, "net": post.net_state, "phi": post.cluster_probs,
+                     "trace": torch.as_tensor(post.trace["elbo"]), "ranks": post.settings["ranks"],
+                     "warnings": [str(w.message)[:80] for w in caught]}
+    try:  # rank 1 with another seed: both ranks refuse, naming the mismatch
+        cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, n_epochs=2, seed=rank)
+        got["mismatch"] = "fitted"
+    except DataError as err:
+        got["mismatch"] = str(err)
+    torch.save(got, f"{out}.{rank}.pt")
+''')
+
+
+def _port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rel(a, b):
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def test_two_ranks_give_the_single_process_fit(tmp_path):
+    """2 gloo ranks vs one process, same data and seed: the conjugate globals, the network parameters
+    and the bound's trace agree to relative 1e-4 (float32 networks; the gradient's float32 sums run
+    over different row sets), the clusters are identical, every rank returns the same posterior, only
+    rank 0 warns, and ranks given different settings both refuse with a DataError."""
+    # This can fail: each rank's share of a step's statistics and gradients is far from the whole
+    # step's (test_rank_shares_sum_to_the_whole_step_and_differ_from_it), so ranks that skipped the
+    # all-reduce would take other steps than one process (and than each other) from the first step on.
+    script, out = tmp_path / "worker.py", tmp_path / "out"
+    script.write_text(WORKER)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+           "127.0.0.1", "--master-port", str(_port()), str(script), str(out), repr(DATA), repr(MODEL),
+           repr(FITS)]
+    t0 = time.time()
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    print(f"torchrun, 2 ranks: {time.time() - t0:.1f} s")
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = [torch.load(f"{out}.{r}.pt") for r in (0, 1)]
+    data, _ = cz.simulate_links(**DATA)
+    for name, kw in FITS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # unconverged after so few epochs
+            single = cz.fit(cz.BayesSCDC(**MODEL), data, progress_bar=False, **kw)
+        assert single.settings["ranks"] == 1
+        for r, g in enumerate(got):
+            two = g[name]
+            assert two["ranks"] == 2
+            conj = max(_rel(two["conj"][k], single.conjugate[k]) for k in single.conjugate)
+            net = max(_rel(two["net"][k], single.net_state[k]) for k in single.net_state)
+            trace = _rel(two["trace"], torch.as_tensor(single.trace["elbo"]))
+            phi = float((two["phi"] - single.cluster_probs).abs().max())
+            print(f"{name} rank {r}: relative |Δ| globals {conj:.1e}, networks {net:.1e}, bound {trace:.1e}; "
+                  f"max |Δ φ| {phi:.1e}")
+            assert conj < 1e-4 and net < 1e-4 and trace < 1e-4
+            assert torch.equal(two["phi"].argmax(-1), single.cluster_probs.argmax(-1))
+            for k in single.conjugate:  # the ranks agree with each other exactly
+                assert torch.equal(two["conj"][k], got[0][name]["conj"][k])
+            for k in single.net_state:
+                assert torch.equal(two["net"][k], got[0][name]["net"][k])
+    assert got[0]["kmeans"]["warnings"] and got[1]["kmeans"]["warnings"] == []  # unconverged: rank 0 says so
+    for g in got:
+        assert "distributed: rank 1 has other" in g["mismatch"] and "same data and settings" in g["mismatch"]
+
+
+def _random_step(seed, N=200, A=120, b=60, n=40):
+    """LinkTensors with item k's features (k, …) and annotation a by worker a (so that a batch's rows
+    and annotations name themselves), and one step's uniform items and annotation draws."""
+    g = torch.Generator().manual_seed(seed)
+    i = torch.randint(N, (A,), generator=g)
+    j = (i + 1 + torch.randint(N - 1, (A,), generator=g)) % N
+    O = torch.cat([torch.arange(N, dtype=torch.float32)[:, None], torch.rand(N, 3, generator=g)], 1)
+    same = (torch.rand(A, generator=g) < 0.5).numpy().astype(float)
+    t = link_tensors(cz.LinkData.from_arrays(i.numpy(), j.numpy(), same, O.numpy(), workers=np.arange(A)))
+    return t, torch.randperm(N, generator=g)[:n], torch.randint(A, (b,), generator=g)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_components_split_the_annotations_once_and_share_no_item(world):
+    """On random steps: each rank's annotations are whole components (their endpoints are no other
+    rank's rows), every drawn annotation lands on exactly one rank (as a multiset), the uniform rows
+    are split contiguously, and the annotation counts are balanced up to the largest component."""
+    for seed in range(5):
+        t, items, ann = _random_step(seed)
+        parts = [split_step(t, items, ann, r, world, "cpu") for r in range(world)]
+        ends = [set(p.batch.O[p.batch.n_uniform:, 0].long().tolist()) for p in parts]
+        for r in range(world):
+            for s in range(r + 1, world):
+                assert not ends[r] & ends[s]
+        got = torch.sort(torch.cat([p.batch.w for p in parts])).values
+        assert torch.equal(got, torch.sort(ann).values)
+        for p in parts:  # the relabelled endpoints are the annotations' own items
+            B = p.batch
+            assert torch.equal(B.O[B.li, 0].long(), t.i[B.w]) and torch.equal(B.O[B.lj, 0].long(), t.j[B.w])
+            assert (B.li >= B.n_uniform).all() and B.ann_scale == t.i.shape[0] / ann.shape[0]
+        uniform = torch.cat([p.batch.O[:p.batch.n_uniform, 0].long() for p in parts])
+        assert torch.equal(uniform, items) and all(p.n_rows == parts[0].n_rows for p in parts)
+        nodes, inv = torch.unique(torch.cat([t.i[ann], t.j[ann]]), return_inverse=True)
+        b = ann.shape[0]
+        rank = component_ranks(inv[:b], inv[b:], nodes.shape[0], world)
+        assert torch.equal(rank[inv[:b]], rank[inv[b:]])
+        counts = torch.bincount(rank[inv[:b]], minlength=world)
+        a, c = inv[:b].numpy(), inv[b:].numpy()
+        _, label = connected_components(coo_matrix((np.ones(b), (a, c)), shape=(len(nodes),) * 2))
+        largest = np.bincount(label[a]).max()
+        assert counts.max() - b / world <= largest / 2 + 1, (counts, largest)
+
+
+def test_rank_shares_sum_to_the_whole_step_and_differ_from_it():
+    """One step computed whole and as two ranks' shares (in one process, the all-reduce replaced by a
+    sum): the shares' J, Eq. 17 statistics and network gradients sum to the whole step's to 1e-10
+    (float64) / 1e-5 (float32 gradients), while each share alone is far from it — so a 2-rank fit that
+    skipped the all-reduce of the statistics or of the gradients would not match one process."""
+    data, _ = cz.simulate_links(**DATA)
+    t = link_tensors(data)
+    model = cz.BayesSCDC(**MODEL)
+    nets = model.networks(model.setup(data))
+    W = data.n_workers
+    q = init_conjugate(model, W, torch.Generator().manual_seed(0), "cpu")
+    g = torch.Generator().manual_seed(3)
+    items, ann = torch.randperm(data.n_items, generator=g)[:30], torch.randint(data.n_annotations, (40,),
+                                                                                generator=g)
+
+    def share(rank, world):
+        part = split_step(t, items, ann, rank, world, "cpu")
+        eps = torch.randn((part.n_rows, 2), generator=torch.Generator().manual_seed(7), dtype=F64)
+        J, loc, s = step_objective(part.batch, nets, expected(q), model.sweeps, eps[part.uniform])
+        nets.zero_grad()
+        (-J / data.n_items).float().backward()
+        B = part.batch
+        stats = [*item_stats(loc, slice(0, B.n_uniform), B.item_scale),
+                 *worker_stats(s.detach(), B.w, B.L, W, B.ann_scale)]
+        grads = torch.cat([p.grad.reshape(-1) for p in nets.parameters() if p.grad is not None])
+        return torch.cat([J.detach().reshape(1), *(v.detach().reshape(-1) for v in stats)]), grads
+
+    whole, g_whole = share(0, 1)
+    (s0, g0), (s1, g1) = share(0, 2), share(1, 2)
+    print(f"statistics: |Σ shares − whole| {float((s0 + s1 - whole).abs().max()):.1e}, |share 0 − whole| "
+          f"{float((s0 - whole).abs().max()):.1e}; gradients: {float((g0 + g1 - g_whole).abs().max()):.1e}, "
+          f"{float((g0 - g_whole).abs().max()):.1e}")
+    torch.testing.assert_close(s0 + s1, whole, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(g0 + g1, g_whole, rtol=1e-5, atol=1e-6)
+    for part_s, part_g in ((s0, g0), (s1, g1)):
+        assert (part_s - whole).abs().max() > 1e-2 * whole.abs().max()
+        assert (part_g - g_whole).abs().max() > 1e-2 * g_whole.abs().max()
+
+
+def test_one_process_shard_is_the_whole_fit():
+    """Without ``distributed`` the route is one rank of one (settings record it)."""
+    sh = replicated(10, False)
+    assert (sh.rank, sh.world, sh.lead) == (0, 1, True)
+    data, _ = cz.simulate_links(**DATA)
+    post = cz.fit(cz.BayesSCDC(**MODEL), data, n_epochs=1, init="random", batch_size=60, progress_bar=False)
+    assert post.settings["ranks"] == 1 and post.settings["distributed"] is False
+
+
+def test_cli_refuses_links_with_the_python_launch(tmp_path, capsys):
+    """`crowdzoo fit bayesscdc ... --distributed`: the command line reads no links, so it says how to
+    fit from Python under torchrun (distributed=True, the whole data on every rank)."""
+    from crowdzoo.cli import main
+
+    (tmp_path / "p.csv").write_text("a,b,y\n0,1,1\n")
+    argv = ["fit", "bayesscdc", "--pairs", str(tmp_path / "p.csv"), "--out", str(tmp_path / "run")]
+    try:
+        rc = main([*argv, "--distributed"])
+    except SystemExit as stop:
+        rc = stop.code
+    err = capsys.readouterr().err
+    assert rc not in (0, None) and "crowdzoo.BayesSCDC()" in err and "distributed=True" in err
+    assert "torchrun" in err and "Traceback" not in err and not (tmp_path / "run").exists()
