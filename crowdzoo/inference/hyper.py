@@ -63,6 +63,12 @@ def gain(before: Adam | None, after: Adam | None) -> float:
     return 0.0 if before is None or after is None else after.gain - before.gain
 
 
+def state_gain(learning: bool):
+    """The natgrad loop's ``gain`` for states that carry θ's optimiser as ``hyper``: None when no
+    hyper-parameter learns (the stop rule then keeps no earlier state alive)."""
+    return (lambda s0, s1: gain(s0.hyper, s1.hyper)) if learning else None
+
+
 def rho_floor(rho_min: float | None, learning: bool, full_batch: bool) -> float:
     """The floor under the natural-gradient step size ρ_i: ``rho_min`` if given; else 0.5 on the full
     batch and 0.1 on mini-batches while hyper-parameters learn (their gradient with q held fixed is

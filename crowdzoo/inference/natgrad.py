@@ -22,6 +22,7 @@ no model.
 """
 from __future__ import annotations
 
+import ctypes
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -201,14 +202,50 @@ def write_checkpoint(path, ckpt: dict, meta: dict) -> None:
     tmp.replace(path)
 
 
+def eval_subset(P: int, k: int, gen: torch.Generator, permute_upto: int = 10**6) -> torch.Tensor:
+    """The fixed labels on which the bound is evaluated: ``k`` distinct positions of P (all when P ≤ k).
+    Up to ``permute_upto`` labels they are the head of a random permutation; above, distinct random
+    draws, so that no process builds an array the size of all the labels (a distributed fit's every
+    rank draws them, whatever the size of its own shard)."""
+    if P <= k:
+        return torch.arange(P)
+    if P <= permute_upto:
+        return torch.randperm(P, generator=gen)[:k]
+    got = torch.zeros(0, dtype=torch.long)
+    while got.numel() < k:
+        got = torch.unique(torch.cat([got, torch.randint(P, (2 * k,), generator=gen)]))
+    return got[torch.randperm(got.numel(), generator=gen)[:k]]
+
+
+def trimming(callback=None):
+    """``callback`` preceded by glibc's ``malloc_trim(0)`` after every iteration (unchanged where the C
+    library has none). A distributed fit's ranks interleave the collectives' buffers with each
+    iteration's large temporaries, and glibc's heap kept the freed ones: a rank's resident set grew
+    from iteration to iteration while its live tensors did not. Trimming holds it level, at a cost
+    lost in the iteration's time (``benchmarks/bench_distributed.py`` measures both)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return callback
+
+    def after(i, state):
+        trim(0)
+        if callback is not None:
+            callback(i, state)
+    return after
+
+
 def run(problem: Problem, settings: Settings, *, shard=None, **kw) -> Result:
     """Run the natural-gradient loop on ``problem`` (:func:`run_loop`'s arguments). ``shard`` (a
     :class:`~crowdzoo.inference.distributed.Shard`): on a distributed fit's ranks other than 0 no
-    progress bar, no checkpoint and no warnings — rank 0 speaks and writes for the fit."""
+    progress bar, no checkpoint and no warnings — rank 0 speaks and writes for the fit; with more than one
+    rank the C heap is trimmed after every iteration (:func:`trimming`)."""
     if shard is None:
         return run_loop(problem, settings, **kw)
     if not shard.lead:
         kw.update(progress_bar=False, checkpoint=None)
+    if shard.world > 1:
+        kw["callback"] = trimming(kw.get("callback"))
     with shard.quiet():
         return run_loop(problem, settings, **kw)
 
@@ -232,7 +269,7 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
     ckpt = read_checkpoint(resume)
     if ckpt is None:
         state = problem.init(gen)
-        ev = torch.randperm(P, generator=gen)[:st.eval_size] if P > st.eval_size else torch.arange(P)
+        ev = eval_subset(P, st.eval_size, gen)
         start = 0
     else:
         if int(ckpt["n_labels"]) != P:
@@ -244,7 +281,7 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
     pi_ev = P / ev.shape[0]
     every = torch.arange(P) if P_i == P else None
     done = (start, state, gen.get_state())
-    at_eval = state
+    at_eval = state if problem.gain is not None else None  # held only where the stop rule reads it
 
     def snapshot():
         i, s, g = done
@@ -268,7 +305,7 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
                     bar.set_postfix(bound=f"{bound:.2f}")
                     settled = problem.gain is None or abs(problem.gain(at_eval, state)) < st.tol * abs(bound)
                     halt = stop.update(i, bound, i, settled)
-                    at_eval = state
+                    at_eval = state if problem.gain is not None else None
                 done = (i, state, gen.get_state())
                 if checkpoint is not None and checkpoint_every and not i % checkpoint_every:
                     write_checkpoint(checkpoint, snapshot(), meta or {})

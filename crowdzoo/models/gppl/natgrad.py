@@ -49,7 +49,7 @@ from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
 from ...inference.common import label_tensors
 from ...inference.distributed import shard
-from ...inference.hyper import Adam, adam_init, ascend, gain, rho_floor
+from ...inference.hyper import Adam, adam_init, ascend, rho_floor, state_gain
 from .posterior import GPPLPosterior
 
 
@@ -215,7 +215,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
 
     settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
                              eval_size, rho_floor(rho_min, space is not None, batch_size >= P))
-    res = loop.run(loop.Problem(init, step, bound, P, lambda s0, s1: gain(s0.hyper, s1.hyper)), settings,
+    res = loop.run(loop.Problem(init, step, bound, P, state_gain(space is not None)), settings,
                    shard=sh, seed=seed, what=f"natgrad GPPL ({likelihood})",
                    advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                           "or fewer inducing points",
