@@ -54,15 +54,23 @@ def speed_target(seed, likelihood):
     data, _ = cz.simulate_crowd(n_items=50, n_users=20, n_pairs=1250, n_components=3, seed=seed)
     train, test = cz.split_pairs(data, 0.2, seed=seed)
     ids, users = test.item_ids, test.user_ids[test.users]
-    t0 = time.perf_counter()
-    post = cz.fit(cz.CrowdGPPL(n_components=20, n_inducing=25), train, method="natgrad",
-                  likelihood=likelihood, seed=seed, progress_bar=False)
-    sec = time.perf_counter() - t0
+    secs = []
+    for _ in range(2):  # the process's first fit pays one-time imports (scikit-learn's k-means: ~0.6 s)
+        t0 = time.perf_counter()
+        post = cz.fit(cz.CrowdGPPL(n_components=20, n_inducing=25), train, method="natgrad",
+                      likelihood=likelihood, seed=seed, progress_bar=False)
+        secs.append(time.perf_counter() - t0)
+    sec, again = secs
     p = post.predict_proba(ids[test.a], ids[test.b], users=users)
     pooled = cz.fit(cz.GPPL(n_inducing=25), train, method="natgrad", likelihood="exact", progress_bar=False)
     pg = pooled.predict_proba(ids[test.a], ids[test.b])
     acc = lambda q: float(((q > 0.5) == (test.y == 1)).mean())  # noqa: E731
-    return {"seed": seed, "likelihood": likelihood, "seconds": sec, "iterations": post.settings["iterations"],
+    from crowdzoo.models.crowdgppl.natgrad import default_likelihood
+
+    if default_likelihood(False, 1000, train) == likelihood:  # the one a fit without ``likelihood`` takes
+        likelihood += " (default)"
+    return {"seed": seed, "likelihood": likelihood, "seconds": sec, "again": again,
+            "iterations": post.settings["iterations"],
             "converged": post.settings["converged"], "acc": acc(p), "acc_pooled_gppl": acc(pg)}
 
 
@@ -142,11 +150,14 @@ def main(argv=None):
          "defaults otherwise. Pooled GPPL (exact-likelihood natgrad, M = 25) for reference. The authors' "
          "reference implementation took about 200 s on this machine when it was measured (an earlier "
          "session, not rerun by this script; the zoo's own timings here fell about 3× between sessions, "
-         "so compare with care) and stops at its 200-iteration cap.",
-         "", "| likelihood | seed | seconds | iterations | converged | held-out acc | pooled GPPL acc |",
-         "|---|---:|---:|---:|---|---:|---:|"]
+         "so compare with care) and stops at its 200-iteration cap. *First fit*: the process's first "
+         "(it also imports scikit-learn's k-means and the model's modules, once per process); *again*: "
+         "the same fit repeated in that process. The default likelihood on this crowd is marked.",
+         "", "| likelihood | seed | first fit s | again s | iterations | converged | held-out acc | "
+         "pooled GPPL acc |", "|---|---:|---:|---:|---:|---|---:|---:|"]
     for r in target:
-        L.append(f"| {r['likelihood']} | {r['seed']} | {r['seconds']:.1f} | {r['iterations']} | "
+        L.append(f"| {r['likelihood']} | {r['seed']} | {r['seconds']:.2f} | {r['again']:.2f} | "
+                 f"{r['iterations']} | "
                  f"{r['converged']} | {r['acc']:.3f} | {r['acc_pooled_gppl']:.3f} |")
     L += ["", "## crowdGPPL natgrad: scalability (Fig. 2)", "",
           "N = 2000 items (varied in the N rows), U = 10⁴ users (2-D features each, M_u = 25 inducing "

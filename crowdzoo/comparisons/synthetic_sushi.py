@@ -118,7 +118,7 @@ def summarise(df: pd.DataFrame) -> str:
 # ---------------------------------------------------------------- the mean-field question
 NUTS_ROUTES = {
     "NUTS (reference)": {"method": "nuts", "num_samples": 300, "warmup_steps": 300, "num_chains": 1},
-    "natgrad (default: linearised, tol 1e-3)": {"method": "natgrad"},
+    "natgrad (default: linearised, tol 1e-3)": {"method": "natgrad", "likelihood": "linearised"},
     "natgrad linearised, to its optimum (ρ = 1, 300 it.)": {"method": "natgrad", "forgetting_rate": 0.0,
                                                             "max_iter": 300, "tol": 0.0},
     "natgrad exact, default stop": {"method": "natgrad", "likelihood": "exact"},
