@@ -35,7 +35,6 @@ from torch.special import ndtr
 from ...core.ids import distinct_pairs, positions
 from ...core.posterior import Posterior
 from ...data.tensors import label_tensors
-from ...diagnostics.arviz import chain_shape, finish
 from ...errors import ConvergenceWarning, DataError, NumericalError
 from ...gp.kernels import Kernel
 from ...gp.linalg import DTYPE, cholesky, logdet_from_chol, solve_lower
@@ -243,6 +242,8 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     estimate: its sd is 0, and its variable attrs say so). Log-likelihood and replicated labels per
     label use the crowdBT likelihood η σ(g_a − g_b) + (1 − η) σ(g_b − g_a) with these g and η.
     The two-stage fit is not a joint posterior, so the checks read it as an approximation."""
+    from ...diagnostics.arviz import chain_shape, finish  # ArviZ only when asked
+
     d = post.data
     gen = torch.Generator().manual_seed(seed)
     B, c = post.project(item_inputs(d))  # (M, N), (N,)

@@ -32,7 +32,6 @@ import torch
 from ...core.ids import distinct_pairs, positions
 from ...core.posterior import Posterior
 from ...data.tensors import label_tensors, user_tensor
-from ...diagnostics.arviz import chain_shape, finish, probit_labels
 from ...gp.conjugate import (
     gamma_moments,
     kl_gamma,
@@ -230,6 +229,8 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     s_j ~ q(s_j) map to the items as for GPPL (Eq. 19, the sparse conditional added per item),
     a block of users at a time; f itself is kept only while draws × users × items ≤ 2²⁴ (the root
     attribute ``f_omitted`` says when it is not)."""
+    from ...diagnostics.arviz import chain_shape, finish, probit_labels  # ArviZ only when asked
+
     d, st = post.data, post.setup
     U, N, n = post.means.shape[0], st.X.shape[0], int(n_draws)
     g = torch.Generator().manual_seed(seed)
