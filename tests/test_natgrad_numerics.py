@@ -226,3 +226,54 @@ def test_synthetic_sushi_is_the_shared_generator(seed, n_train):
             np.testing.assert_array_equal(getattr(data, k), ref[f"{part}_{k}"])
     np.testing.assert_array_equal(d.train.item_features, ref["item_features"])
     np.testing.assert_array_equal(np.argsort(ref["gold_rank"], axis=1), d.gold_order)
+
+
+@pytest.mark.parametrize("n_pairs", [400, 20])  # fewer distinct items than pairs (factored), and more
+def test_pair_rows_factored_through_items_equal_the_dense_rows(n_pairs):
+    """PairRows keeps D = R[a] − R[b] through the items' rows: D m, the row-wise D S Dᵀ, Dᵀ v and
+    Dᵀ diag(λ) D equal the products of the dense (P, M) rows, and pair_factors gives pair_terms' and
+    pair_rows' rows and c (both an exact and a sparse GP)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (40, 2))
+    a = rng.integers(40, size=n_pairs)
+    b = (a + 1 + rng.integers(39, size=n_pairs)) % 40
+    data = cz.PairwiseData.from_arrays(a, b, rng.integers(2, size=n_pairs).astype(float), item_features=X)
+    at, bt = torch.as_tensor(a), torch.as_tensor(b)
+    for M in (None, 12):
+        setup = cz.GPPL(n_inducing=M).setup(data)
+        for whitened, dense in ((True, setup.pair_terms), (False, setup.pair_rows)):
+            rows, c = setup.pair_factors(at, bt, whitened)
+            assert (rows.ia is not None) == (n_pairs == 400)  # 40 items < 400 pairs: factored
+            D, c0 = dense(at, bt)
+            torch.testing.assert_close(rows.dense, D, rtol=0, atol=1e-12)
+            torch.testing.assert_close(c, c0, rtol=0, atol=1e-12)
+            g = torch.Generator().manual_seed(1)
+            S = torch.randn(setup.M, setup.M, generator=g, dtype=torch.float64)
+            S = S @ S.T
+            m = torch.randn(setup.M, generator=g, dtype=torch.float64)
+            v = torch.randn(n_pairs, generator=g, dtype=torch.float64)
+            lam = torch.rand(n_pairs, generator=g, dtype=torch.float64)
+            torch.testing.assert_close(rows.mean(m), D @ m, rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(rows.quad(S), ((D @ S) * D).sum(-1), rtol=1e-10, atol=1e-10)
+            torch.testing.assert_close(rows.tmul(v), D.T @ v, rtol=1e-10, atol=1e-10)
+            torch.testing.assert_close(rows.gram(lam), (D.T * lam) @ D, rtol=1e-10, atol=1e-10)
+
+
+def test_learned_kernel_takes_the_full_batch_unless_told():
+    """GPPL natgrad: with learn_kernel and no batch_size every label is in each batch (up to
+    LEARN_FULL_BATCH); without learning, or with batch_size given, the batch is as asked; a bad
+    batch_size names the argument."""
+    from crowdzoo.errors import DataError
+
+    data, _ = cz.simulate_gppl(n_items=30, n_pairs=1500, n_features=2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        learned = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=True, max_iter=10,
+                         progress_bar=False)
+        fixed = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", max_iter=10, progress_bar=False)
+        told = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=True, batch_size=500,
+                      max_iter=10, progress_bar=False)
+    assert learned.settings["batch_size"] == 1500
+    assert fixed.settings["batch_size"] == 1000 and told.settings["batch_size"] == 500
+    with pytest.raises(DataError, match="batch_size"):
+        cz.fit(cz.GPPL(), data, method="natgrad", batch_size=0, progress_bar=False)

@@ -49,7 +49,7 @@ from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
 from ...inference.common import label_tensors
 from ...inference.distributed import shard
-from ...inference.hyper import Adam, adam_init, ascend, rho_floor, state_gain
+from ...inference.hyper import Adam, adam_init, ascend, default_batch_size, rho_floor, state_gain
 from .posterior import GPPLPosterior
 
 
@@ -75,7 +75,8 @@ class Basis(NamedTuple):
     whitened: bool
 
     def rows(self, a, b):
-        return self.setup.pair_terms(a, b) if self.whitened else self.setup.pair_rows(a, b)
+        """The pair rows (:class:`~crowdzoo.gp.conditional.PairRows`) and c of pairs (a, b)."""
+        return self.setup.pair_factors(a, b, self.whitened)
 
     def to_f(self, m, S):
         """q(f_m)'s mean and covariance from this basis's."""
@@ -98,13 +99,14 @@ def _moments(state: NatGradState):
     return S @ state.eta, sym(S), L_Lam
 
 
-def _marginals(A_d, c, m, S, Es):
-    """Mean and variance of f_a − f_b under q (Eq. 14 with the E[s] of Eq. 15)."""
-    return A_d @ m, c / Es + ((A_d @ S) * A_d).sum(-1)
+def _marginals(rows, c, m, S, Es):
+    """Mean and variance of f_a − f_b under q (Eq. 14 with the E[s] of Eq. 15); ``rows`` a
+    :class:`~crowdzoo.gp.conditional.PairRows`."""
+    return rows.mean(m), c / Es + rows.quad(S)
 
 
 def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
-                batch_size: int = 1000, delay: float = 1.0, forgetting_rate: float = 0.9,
+                batch_size: int | None = None, delay: float = 1.0, forgetting_rate: float = 0.9,
                 max_iter: int = 500, min_iter: int = 10, tol: float = 1e-4, eval_every: int = 5,
                 eval_size: int = 2000, inner_iter: int = 3, n_gh: int = 20,
                 learn_kernel: bool = False, learn_inducing: bool = False, kernel_lr: float = 0.1,
@@ -113,7 +115,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 checkpoint_every: int = 0, callback=None) -> GPPLPosterior:
     """Fit GPPL by the paper's natural-gradient SVI (Alg. 1).
 
-    ``batch_size`` P_i pairs per iteration (all pairs when P ≤ P_i), ``delay`` ε and
+    ``batch_size`` P_i pairs per iteration (all pairs when P ≤ P_i; by default 1000, and the full
+    batch up to 5·10⁴ pairs while the kernel learns: :func:`~crowdzoo.inference.hyper.default_batch_size`),
+    ``delay`` ε and
     ``forgetting_rate`` r of ρ_i, ``likelihood`` ``"linearised"`` (Eq. 7–11, the paper; the default)
     or ``"exact"`` (Gauss–Hermite natural gradients; the default when the kernel is learned, because
     the length-scales climb the bound of Eq. 30, which only the exact q maximises), ``inner_iter``
@@ -146,6 +150,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     M = setup.M
     Es0 = alpha0 / beta0
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
+    batch_size = default_batch_size(batch_size, space is not None, P)
     log_prior = None if space is None else log_prior_of_theta(getattr(model, "lengthscale_prior", None),
                                                                 data.item_features.shape[1], counted=sh.lead)
     cache = {"theta": None, "basis": _basis(setup, whitened=space is not None)}
@@ -173,7 +178,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         Es = state.shape / state.rate
 
         def likelihood_term(theta):  # q(u) held; its KL to N(0, I/s) does not depend on θ
-            d, c = space.build(theta).pair_terms(a[idx], b[idx])
+            d, c = space.build(theta).pair_factors(a[idx], b[idx])
             ell = pi * expected_log_probit(y[idx], *_marginals(d, c, m_u, S_u, Es), n_gh)[0].sum()
             return ell if log_prior is None else ell + log_prior(theta)  # type-II MAP under a prior
 
@@ -190,7 +195,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         else:
             mu, v = _marginals(A_d, c, m, S, Es)
             _, g_mu, g_v = expected_log_probit(yb, mu, v, n_gh)
-            Lam_lik, eta_lik = sh.sum(-2.0 * pi * (A_d.T * g_v) @ A_d, pi * A_d.T @ (g_mu - 2.0 * g_v * mu))
+            Lam_lik, eta_lik = sh.sum(-2.0 * pi * A_d.gram(g_v), pi * A_d.tmul(g_mu - 2.0 * g_v * mu))
             state = state._replace(Lam=sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + Lam_lik)),
                                    eta=(1 - r_i) * state.eta + r_i * eta_lik)
         m, S, _ = _moments(state)
@@ -251,12 +256,12 @@ def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter, redu
     new = state
     mean = m
     for _ in range(max(1, inner_iter)):
-        mu = A_d @ mean
+        mu = A_d.mean(mean)
         Phi = ndtr(mu)
         # G_p = dΦ(ẑ_p)/d(f_a − f_b) at the mean, Eq. 10
         G = torch.exp(-0.5 * mu ** 2) / math.sqrt(2 * math.pi)
         w = G * G / Q
-        Lam_lik, eta_lik = reduce(pi * (A_d.T * w) @ A_d, pi * A_d.T @ (G / Q * (y - Phi + G * mu)))
+        Lam_lik, eta_lik = reduce(pi * A_d.gram(w), pi * A_d.tmul(G / Q * (y - Phi + G * mu)))
         Lam = sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + Lam_lik))
         eta = (1 - r_i) * state.eta + r_i * eta_lik
         new = state._replace(Lam=Lam, eta=eta)
