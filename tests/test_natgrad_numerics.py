@@ -242,8 +242,9 @@ def test_pair_rows_factored_through_items_equal_the_dense_rows(n_pairs):
     for M in (None, 12):
         setup = cz.GPPL(n_inducing=M).setup(data)
         for whitened, dense in ((True, setup.pair_terms), (False, setup.pair_rows)):
-            rows, c = setup.pair_factors(at, bt, whitened)
-            assert (rows.ia is not None) == (n_pairs == 400)  # 40 items < 400 pairs: factored
+            rows, c = setup.pair_factors(at, bt, whitened, factor_from=0)
+            assert (rows.ia is not None) == (n_pairs == 400)  # 40 items ≤ 400 / 2 pairs: factored
+            assert setup.pair_factors(at, bt, whitened)[0].ia is None  # too small to be worth it
             D, c0 = dense(at, bt)
             torch.testing.assert_close(rows.dense, D, rtol=0, atol=1e-12)
             torch.testing.assert_close(c, c0, rtol=0, atol=1e-12)

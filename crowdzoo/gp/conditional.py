@@ -18,6 +18,8 @@ import torch
 
 from .linalg import DTYPE, cholesky, solve_lower
 
+FACTOR_FROM = 2**22  # P M² from which pair rows go through the items' rows (SparseGP.pair_factors)
+
 
 @dataclass
 class SparseGP:
@@ -80,13 +82,17 @@ class SparseGP:
         k_d = self.kernel.diag(xa) + self.kernel.diag(xb) - 2.0 * self.kernel.pairs(xa, xb)
         return d, (k_d - (d * d).sum(-1)).clamp_min(0.0)
 
-    def pair_factors(self, a: torch.Tensor, b: torch.Tensor, whitened: bool = True):
-        """:meth:`pair_terms` (``whitened``) or :meth:`pair_rows` for training pairs, the rows kept as
-        :class:`PairRows` over the pairs' distinct items (the rows themselves when those are as many as
-        the pairs), and c (P,)."""
+    def pair_factors(self, a: torch.Tensor, b: torch.Tensor, whitened: bool = True,
+                     factor_from: int = FACTOR_FROM):
+        """:meth:`pair_terms` (``whitened``) or :meth:`pair_rows` for training pairs, and c (P,), the
+        rows kept as :class:`PairRows` over the pairs' distinct items where that saves work: P M² of at
+        least ``factor_from`` and at most half as many distinct items as pairs (else the rows
+        themselves; a few small products cost less than the bookkeeping)."""
         P = a.shape[0]
-        items, inv = torch.unique(torch.cat([a, b]), return_inverse=True)
-        if items.numel() >= P:
+        items = None
+        if P * self.M ** 2 >= factor_from:
+            items, inv = torch.unique(torch.cat([a, b]), return_inverse=True)
+        if items is None or 2 * items.numel() > P:
             d, c = self.pair_terms(a, b) if whitened else self.pair_rows(a, b)
             return PairRows(d, None, None), c
         W = self.B[:, items].T  # (n, M) whitened rows of the distinct items
