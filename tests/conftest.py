@@ -8,6 +8,17 @@ import crowdzoo as cz
 torch.set_num_threads(2)
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module of tiny matrices: many small operations, far slower on a thread
+    pool when the cores are busy (SCDC's quick pinwheel, measured under load: 1.9 s on one thread, 79 s
+    on two). A module asks for it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def problem():
     """≈30 items, 300 training pairs, 100 held-out pairs, simulated from GPPL itself."""

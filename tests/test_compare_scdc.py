@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 import crowdzoo as cz
 from crowdzoo.cli import main
@@ -21,14 +20,7 @@ needs_bayes = pytest.mark.skipif(not HAS_BAYES, reason="cz.BayesSCDC is not in t
 SCORES = ("acc", "NMI", "AMI")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: these quick fits are many tiny operations, far slower on a thread pool when
-    the cores are busy (the quick pinwheel, measured under load: 1.9 s on one thread, 79 s on two)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture

@@ -38,13 +38,7 @@ def _ard_problem(seed=0, n_items=25, n_pairs=300, n_test=300):
     return cz.PairwiseData.from_arrays(a, b, y, item_features=X), f, pairs(n_test)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One thread for these tiny matrices (two threads only add synchronisation here)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -213,8 +207,8 @@ def test_bad_requests_are_refused(problem):
         cz.fit(cz.GPPL(kernel="se"), data, method="nuts", learn_kernel=True)
     crowd = cz.PairwiseData.from_arrays(data.a, data.b, data.y, users=np.arange(data.n_pairs) % 3,
                                         item_features=data.item_features)
-    with pytest.raises(DataError, match="learn_kernel"):  # collabGP's svi program keeps its kernels fixed
-        cz.fit(cz.CollabGP(n_latent=2), crowd, method="svi", learn_kernel=True, num_steps=1)
+    with pytest.raises(DataError, match="lengthscale_prior"):  # collabGP's ep route keeps ℓ fixed
+        cz.fit(cz.CollabGP(n_latent=2, lengthscale_prior=PRIOR), crowd, method="ep", max_iter=1)
     with pytest.raises(DataError, match="lengthscale_prior"):  # crowdGPPL's natgrad needs learn_kernel for it
         cz.fit(cz.CrowdGPPL(n_components=2, lengthscale_prior=PRIOR), crowd, method="natgrad", max_iter=1)
     with pytest.raises(DataError, match="lengthscale_prior"):

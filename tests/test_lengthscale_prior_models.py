@@ -23,13 +23,7 @@ from crowdzoo.models.crowdgppl.posterior import CrowdGPPLPosterior
 PRIOR = dist.LogNormal(0.0, 1.0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One thread for these tiny matrices (two threads only add synchronisation here)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _pairs(rng, N, P):
