@@ -11,7 +11,6 @@ from torch.special import ndtr
 
 import crowdzoo as cz
 from crowdzoo.active import active_learning, bald_score, binary_entropy, next_queries, query_scores
-from crowdzoo.errors import DataError
 from crowdzoo.gp.kernels import Kernel
 from crowdzoo.models.collabgp import canonical_pairs, pref_kernel
 
@@ -378,5 +377,3 @@ def test_ep_learns_the_length_scales_by_the_evidence():
     assert posts[True].log_evidence > posts[False].log_evidence + 5
     assert errs[True] <= errs[False] + 0.01
     assert posts[True].model.lengthscale == pytest.approx(s["learned_lengthscale"])
-    with pytest.raises(DataError, match="learn_kernel"):
-        cz.fit(cz.CollabGP(n_latent=2), data.subset(np.arange(200)), method="svi", learn_kernel=True)

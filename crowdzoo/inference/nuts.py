@@ -4,8 +4,8 @@ over ``model.setup`` / ``model.program`` and the posterior class's ``from_draws`
 Chains run one after another with their own seeds: on a 2-core machine Pyro's multiprocess
 chains deadlocked on a GP model and gave no speed-up (DESIGN.md). With fixed kernels the model's GP
 algebra is fixed before sampling, so no Cholesky runs inside the sampler. A model that samples its
-length-scales (``lengthscale_prior=`` of GPPL, crowdGPPL and the DPM; crowdGPPL's
-``user_lengthscale_prior=``) factorises K_mm at each step with a fixed jitter (smooth
+length-scales (``lengthscale_prior=`` of GPPL, crowdGPPL, collabGP and the DPM; crowdGPPL's and
+collabGP's ``user_lengthscale_prior=``) factorises K_mm at each step with a fixed jitter (smooth
 in ℓ and traceable by ``jit_compile``); a factorisation that fails anyway is Pyro's NaN potential, a
 divergence.
 """

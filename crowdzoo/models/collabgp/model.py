@@ -23,6 +23,20 @@ with P₀ pseudo item *pairs*; ``n_pseudo_users`` to FITC with U₀ pseudo users
 drawn at random from the training pairs and users, as the paper does (§4, "Experimental
 procedure"). Kernels have unit amplitude; length-scales default to the median distance between
 feature vectors (the paper's choice).
+
+Length-scales under a prior (issue 18; the paper picks them by a grid on the evidence, supplement a
+§9): with ``lengthscale_prior=`` (and ``user_lengthscale_prior=`` when there is a user GP) the svi and
+nuts routes' program samples the ARD length-scales first,
+
+    ℓ_d   ~ lengthscale_prior,  d = 1..D        item kernel k (site "lengthscale")
+    ℓᵘ_e  ~ user_lengthscale_prior, e = 1..E    user kernel (site "user_lengthscale")
+
+and rebuilds from them what :func:`build_setup` computes from the kernels: the pseudo-inputs' Cholesky
+factor (K_zz + jitter·I, a fixed jitter, so the factor is smooth in ℓ and traceable by NUTS) and the
+prior bases Φ_h, δ_h (Φ_w, δ_w), the pseudo-inputs staying those of the median-heuristic setup
+(:func:`collabgp_lengthscale_model`); the rest of the story is :func:`collabgp_model`'s. The same
+program with ``learn_kernel=True`` (svi, no prior) makes the ARD length-scales ``pyro.param`` s
+(type-II maximum likelihood inside VI), started at the setup's.
 """
 from __future__ import annotations
 
@@ -35,7 +49,8 @@ import pyro.distributions as dist
 import torch
 
 from ...errors import DataError
-from ...gp.kernels import Kernel, as_kernel
+from ...gp.kernels import KERNELS, Kernel, as_kernel
+from ...gp.learn import check_positive_prior
 from ...gp.linalg import DTYPE, cholesky, solve_lower
 from ...gp.probit import probit_logits
 
@@ -48,12 +63,20 @@ class CollabGP:
     ----------
     n_latent : D shared latent functions (the paper uses 20).
     kernel, lengthscale : item kernel ("se", the paper's, or "matern32") and its isotropic
-        length-scale (None: the median distance between item feature vectors).
+        length-scale (None: the median distance between item feature vectors), or ARD values (D,)
+        (what svi's ``learn_kernel=True`` leaves in the posterior's model).
     user_kernel, user_lengthscale : the same for the GP over user features.
     user_features : False ignores them (K_users = I): collabGP\\u, the paper's "CP".
     n_pseudo_pairs : P₀ pseudo item pairs for FITC on K_items (None: exact).
     n_pseudo_users : U₀ pseudo users for FITC on K_users (None: exact).
     jitter : relative jitter on the pseudo-input kernel matrices.
+    lengthscale_prior, user_lengthscale_prior : positive Pyro distributions over the item and user
+        ARD length-scales (over one, iid over the dimensions, or with batch shape (D,)), in the
+        features' units. The svi and nuts routes then infer those length-scales with the rest (module
+        docstring; the posterior predicts with each draw's kernels); the ep route refuses them. Each
+        needs its side's named kernel ("se", "matern32"): item features for ``lengthscale_prior``,
+        user features (and ``user_features=True``) for ``user_lengthscale_prior``. Without priors svi
+        learns the ARD length-scales as ``pyro.param`` s with ``learn_kernel=True``.
     """
 
     n_latent: int = 20
@@ -65,8 +88,13 @@ class CollabGP:
     n_pseudo_pairs: int | None = None
     n_pseudo_users: int | None = None
     jitter: float = 1e-8
+    lengthscale_prior: object = None
+    user_lengthscale_prior: object = None
 
     def __post_init__(self):
+        for name in ("lengthscale_prior", "user_lengthscale_prior"):
+            if getattr(self, name) is not None:
+                check_positive_prior(getattr(self, name), name)
         if int(self.n_latent) < 1:
             raise DataError(f"n_latent: need at least one latent function, got {self.n_latent}")
         for arg in ("n_pseudo_pairs", "n_pseudo_users"):
@@ -88,9 +116,69 @@ class CollabGP:
                             "single user fit GPPL")
         return build_setup(self, data, seed, pseudo_pairs, pseudo_users)
 
-    def program(self, setup: CollabSetup, data, subsample_size=None):
-        """The Pyro model and its arguments (the labels live in ``setup``)."""
+    def check_route(self, method: str, settings: dict) -> None:
+        """Refuse length-scale priors where the route would ignore them (called by :func:`crowdzoo.fit`):
+        svi and nuts infer the length-scales under them; ep keeps them fixed (or maximises its evidence
+        over them with ``learn_kernel=True``)."""
+        for name in ("lengthscale_prior", "user_lengthscale_prior"):
+            if getattr(self, name) is None or method in ("svi", "nuts"):
+                continue
+            raise DataError(f"{name}: collabGP's svi and nuts routes infer the length-scales under the "
+                            f"prior; its {method!r} route keeps them fixed or maximises the EP evidence "
+                            "over them (drop the prior, or fit with method='svi' or 'nuts')")
+
+    def program(self, setup: CollabSetup, data, subsample_size=None, learn_kernel: bool = False):
+        """The Pyro model and its arguments (the labels live in ``setup``): :func:`collabgp_model` with
+        the kernels fixed; :func:`collabgp_lengthscale_model` with ``lengthscale_prior`` /
+        ``user_lengthscale_prior`` (those sides' ℓ sampled, :meth:`prior_space`) or ``learn_kernel``
+        (the item and user ARD ℓ ``pyro.param`` s started at ``setup``'s, svi's type-II maximum
+        likelihood; :meth:`kernel_space`)."""
+        priors = self.lengthscale_prior is not None or self.user_lengthscale_prior is not None
+        if learn_kernel and priors:
+            raise DataError("learn_kernel: with lengthscale_prior (or user_lengthscale_prior) the "
+                            "length-scales are already inferred (a posterior under the prior); pass one "
+                            "of the two")
+        if learn_kernel:
+            return collabgp_lengthscale_model, (self.kernel_space(setup), subsample_size)
+        if priors:
+            return collabgp_lengthscale_model, (self.prior_space(setup), subsample_size)
         return collabgp_model, (setup, subsample_size)
+
+    def kernel_space(self, setup: CollabSetup) -> CollabSpace:
+        """The item and user sides' algebra as functions of their ARD length-scales (``learn_kernel``)."""
+        items = SideARD.of(self.kernel, setup, True, self.jitter, "learn_kernel")
+        users = None if setup.users is None else SideARD.of(self.user_kernel, setup, False, self.jitter,
+                                                             "learn_kernel")
+        return CollabSpace.of(setup, items, users)
+
+    def prior_space(self, setup: CollabSetup) -> CollabSpace:
+        """The sides whose length-scales are random variables (svi and nuts): the item side under
+        ``lengthscale_prior``, the user side under ``user_lengthscale_prior``, each with its ARD algebra
+        and its prior as a distribution with event shape (D,); the other sides keep ``setup``'s."""
+        from ...gp.learn import lengthscale_prior_of
+
+        items = users = prior = user_prior = None
+        if self.lengthscale_prior is not None:
+            items = SideARD.of(self.kernel, setup, True, self.jitter, "lengthscale_prior")
+            prior = lengthscale_prior_of(self.lengthscale_prior, items.D)
+        if self.user_lengthscale_prior is not None:
+            if setup.users is None:
+                raise DataError("user_lengthscale_prior: the model has no user GP (user_features=False or "
+                                "no user features in the data), so there are no user length-scales to "
+                                "infer; drop user_lengthscale_prior")
+            users = SideARD.of(self.user_kernel, setup, False, self.jitter, "user_lengthscale_prior")
+            user_prior = lengthscale_prior_of(self.user_lengthscale_prior, users.D, "user_lengthscale_prior")
+        return CollabSpace.of(setup, items, users, prior, user_prior)
+
+    def with_lengthscales(self, setup: CollabSetup, ell=None, ell_u=None):
+        """(the model, its setup) at item ARD length-scales ``ell`` (D,) and user ``ell_u`` (E,) (None:
+        that side's kernel stays ``setup``'s), with the fixed-jitter factors of the svi/nuts program."""
+        items = None if ell is None else SideARD.of(self.kernel, setup, True, self.jitter, "lengthscale")
+        users = None if ell_u is None else SideARD.of(self.user_kernel, setup, False, self.jitter,
+                                                       "user_lengthscale")
+        model = self if ell is None else dataclasses.replace(self, lengthscale=ell)
+        model = model if ell_u is None else dataclasses.replace(model, user_lengthscale=ell_u)
+        return model, CollabSpace.of(setup, items, users).setup_at(ell, ell_u)
 
 
 def median_distance(X: torch.Tensor, max_points: int = 2000, seed: int = 0) -> float:
@@ -183,6 +271,14 @@ def canonical_pairs(a: np.ndarray, b: np.ndarray, y: np.ndarray):
     return pairs, z.reshape(-1), t
 
 
+def _ell_vector(ell, D: int, what: str) -> torch.Tensor:
+    """A length-scale (isotropic, or ARD values (D,)) as a (D,) tensor."""
+    v = torch.as_tensor(ell, dtype=DTYPE).detach().reshape(-1)
+    if v.shape[0] not in (1, D):
+        raise DataError(f"{what}: expected one length-scale or {D} (one per feature), got {v.shape[0]}")
+    return v.expand(D).clone()
+
+
 def build_setup(model: CollabGP, data, seed, pseudo_pairs, pseudo_users) -> CollabSetup:
     rng = np.random.default_rng(seed)
     X = torch.as_tensor(data.item_features, dtype=DTYPE)
@@ -192,7 +288,7 @@ def build_setup(model: CollabGP, data, seed, pseudo_pairs, pseudo_users) -> Coll
         k = Kernel("identity", torch.ones(1, dtype=DTYPE))
     else:
         ell = model.lengthscale if model.lengthscale is not None else median_distance(X)
-        k = as_kernel(model.kernel, torch.full((X.shape[1],), float(ell), dtype=DTYPE))
+        k = as_kernel(model.kernel, _ell_vector(ell, X.shape[1], "lengthscale"))
     if pseudo_pairs is None and model.n_pseudo_pairs is not None and model.n_pseudo_pairs < len(pairs):
         pseudo_pairs = pairs[rng.choice(len(pairs), model.n_pseudo_pairs, replace=False)]
     if pseudo_pairs is not None:
@@ -214,7 +310,7 @@ def build_setup(model: CollabGP, data, seed, pseudo_pairs, pseudo_users) -> Coll
     if model.user_features and data.user_features is not None and data.user_features.shape[1] > 0:
         user_X = torch.as_tensor(data.user_features, dtype=DTYPE)
         ell_u = model.user_lengthscale if model.user_lengthscale is not None else median_distance(user_X)
-        ku = as_kernel(model.user_kernel, torch.full((user_X.shape[1],), float(ell_u), dtype=DTYPE))
+        ku = as_kernel(model.user_kernel, _ell_vector(ell_u, user_X.shape[1], "user_lengthscale"))
         if pseudo_users is None and model.n_pseudo_users is not None and model.n_pseudo_users < U_n:
             pseudo_users = rng.choice(U_n, model.n_pseudo_users, replace=False)
         Zu = user_X if pseudo_users is None else user_X[torch.as_tensor(np.asarray(pseudo_users))]
@@ -233,24 +329,203 @@ def build_setup(model: CollabGP, data, seed, pseudo_pairs, pseudo_users) -> Coll
 def collabgp_model(setup: CollabSetup, subsample_size: int | None = None, obs: bool = True):
     """The Pyro model (module docstring), non-centred: a_d ~ N(0, I) and b_d ~ N(0, I) are the
     whitened pseudo-input values, ε the FITC residuals (sampled only where δ > 0)."""
+    sd_h = setup.delta_h.sqrt() if bool((setup.delta_h > 0).any()) else None
+    sd_w = None
+    if setup.Phi_w is not None and bool((setup.delta_w > 0).any()):
+        sd_w = setup.delta_w.sqrt()
+    collab_story(setup, setup.Phi_h, sd_h, setup.Phi_w, sd_w, subsample_size, obs)
+
+
+def collab_story(setup: CollabSetup, Phi_h, sd_h, Phi_w, sd_w, subsample_size=None, obs: bool = True):
+    """The story shared by :func:`collabgp_model` and :func:`collabgp_lengthscale_model` (main paper
+    Eq. 1, supplement a Eq. 1) on given prior bases: h_d = Φ_h a_d + √δ_h ε, w_·,d = Φ_w b_d + √δ_w ε
+    (``sd_*`` = √δ, None where no residual is sampled; Φ_w None: K_users = I), g_u,p = Σ_d w_u,d h_d,p,
+    P(t | g) = Φ(t g). Labels, pairs and users are ``setup``'s."""
     D, P, U = setup.D, setup.P, setup.n_users
-    a = pyro.sample("a", dist.Normal(torch.zeros(D, setup.Phi_h.shape[1], dtype=DTYPE), 1.0).to_event(2))
-    h = a @ setup.Phi_h.T  # (D, P)
-    if bool((setup.delta_h > 0).any()):
+    a = pyro.sample("a", dist.Normal(torch.zeros(D, Phi_h.shape[1], dtype=DTYPE), 1.0).to_event(2))
+    h = a @ Phi_h.T  # (D, P)
+    if sd_h is not None:
         e_h = pyro.sample("e_h", dist.Normal(torch.zeros(D, P, dtype=DTYPE), 1.0).to_event(2))
-        h = h + setup.delta_h.sqrt() * e_h
-    if setup.Phi_w is None:
+        h = h + sd_h * e_h
+    if Phi_w is None:
         w = pyro.sample("w", dist.Normal(torch.zeros(U, D, dtype=DTYPE), 1.0).to_event(2))
     else:
-        b = pyro.sample("b", dist.Normal(torch.zeros(D, setup.Phi_w.shape[1], dtype=DTYPE), 1.0).to_event(2))
-        w = setup.Phi_w @ b.T  # (U, D)
-        if bool((setup.delta_w > 0).any()):
+        b = pyro.sample("b", dist.Normal(torch.zeros(D, Phi_w.shape[1], dtype=DTYPE), 1.0).to_event(2))
+        w = Phi_w @ b.T  # (U, D)
+        if sd_w is not None:
             e_w = pyro.sample("e_w", dist.Normal(torch.zeros(U, D, dtype=DTYPE), 1.0).to_event(2))
-            w = w + setup.delta_w.sqrt()[:, None] * e_w
+            w = w + sd_w[:, None] * e_w
     with pyro.plate("labels", setup.L, subsample_size=subsample_size) as idx:
         g = (w[setup.u[idx]] * h[:, setup.z[idx]].T).sum(-1)
         y = 0.5 * (setup.t[idx] + 1.0)
         pyro.sample("y", dist.Bernoulli(logits=probit_logits(g)), obs=y if obs else None)
 
 
-__all__ = ["CollabGP", "CollabSetup", "collabgp_model", "pref_kernel", "canonical_pairs", "median_distance"]
+# ---------------------------------------------------------------------- length-scales as random variables
+@dataclass
+class SideARD:
+    """One side's prior basis as a function of its ARD length-scales ℓ (..., D), batched over ℓ's
+    leading dimensions (one ℓ per posterior draw): the items' h over pairs (pseudo-inputs items
+    ``Za``, or item pairs (``Za``, ``Zb``), supplement a Eq. 1) or the users' w (pseudo users ``Za``).
+    The pseudo-inputs are the base setup's. K_zz is factorised with a fixed jitter (``jitter`` × the
+    kernel's variance on the diagonal), as :class:`~crowdzoo.gp.learn.ARDGP` does: smooth in ℓ, with no
+    Python branch on tensor values, so NUTS can trace it; a draw's algebra is :meth:`side`'s at that ℓ."""
+
+    name: str
+    variance: float
+    Za: torch.Tensor
+    Zb: torch.Tensor | None
+    items: bool
+    jitter: float
+
+    @classmethod
+    def of(cls, kernel, setup: CollabSetup, items: bool, jitter: float, what: str) -> SideARD:
+        """The ARD algebra of ``setup``'s item (``items``) or user side, whose kernel argument is
+        ``kernel``; a DataError naming ``what`` when that side has no length-scales the model sets."""
+        side = setup.items if items else setup.users
+        named = isinstance(kernel, str) or (isinstance(kernel, Kernel) and kernel.lengthscale is None)
+        if side is None or getattr(side.kernel, "name", None) == "identity" or not named:
+            where = "item" if items else "user"
+            raise DataError(f"{what}: needs a named {where} kernel ('se', 'matern32') whose length-scales "
+                            f"the model sets, on {where}s with features; the {where} side has none (pass "
+                            f"{'kernel' if items else 'user_kernel'}='se' and {where} features, or drop "
+                            f"{what})")
+        name, variance = (kernel, 1.0) if isinstance(kernel, str) else (kernel.name, float(kernel.variance))
+        Kernel(name)  # the kernel's name is checked here
+        return cls(name, variance, side.Za if items else side.Z, side.Zb if items else None, items,
+                   float(jitter))
+
+    @property
+    def D(self) -> int:
+        return self.Za.shape[1]
+
+    def k(self, x1, x2, ell):
+        """k(x1, x2) at every ℓ: x1 (n, D), x2 (m, D), ℓ (..., D) → (..., n, m)."""
+        return self.variance * KERNELS[self.name][0](x1, x2, ell[..., None, :])
+
+    def chol(self, ell):
+        """L_zz (..., M, M) at every ℓ: L_zz L_zzᵀ = K_zz + jitter·variance·I (K_zz of the pseudo
+        items, pseudo pairs under k_pref, or pseudo users)."""
+        if self.items and self.Zb is not None:
+            K = self._pref(self.Za, self.Zb, self.Za, self.Zb, ell)
+        else:
+            K = self.k(self.Za, self.Za, ell)
+        eye = torch.eye(self.Za.shape[0], dtype=K.dtype)
+        return torch.linalg.cholesky(K + (self.jitter * self.variance) * eye)
+
+    def _pref(self, xa, xb, za, zb, ell):
+        return self.k(xa, za, ell) + self.k(xb, zb, ell) - self.k(xa, zb, ell) - self.k(xb, za, ell)
+
+    def basis(self, ell, xa, xb=None, L=None):
+        """(Φ (..., n, M), δ (..., n)) at every ℓ: :meth:`ItemSide.basis` for the pairs (x_a, x_b), or
+        :meth:`UserSide.basis` for the users x_a; ``L``: :meth:`chol`'s factors at ℓ when at hand."""
+        L = self.chol(ell) if L is None else L
+        if not self.items:
+            K_nz, k_nn = self.k(xa, self.Za, ell), self.variance
+        else:
+            K_nz = (self.k(xa, self.Za, ell) - self.k(xb, self.Za, ell) if self.Zb is None
+                    else self._pref(xa, xb, self.Za, self.Zb, ell))
+            r2 = (((xa - xb) / ell[..., None, :]) ** 2).sum(-1)
+            k_nn = 2.0 * self.variance - 2.0 * self.variance * KERNELS[self.name][1](r2)
+        Phi = solve_lower(L, K_nz.mT).mT
+        return Phi, (k_nn - (Phi * Phi).sum(-1)).clamp_min(0.0)
+
+    def side(self, ell, L=None):
+        """The fixed-kernel path's :class:`ItemSide` / :class:`UserSide` at one ℓ (D,)."""
+        kern = Kernel(self.name, ell, self.variance)
+        L = self.chol(ell) if L is None else L
+        return ItemSide(kern, self.Za, self.Zb, L) if self.items else UserSide(kern, self.Za, L)
+
+
+@dataclass
+class CollabSpace:
+    """A collabGP setup as a function of its length-scales: the item and user sides' ARD algebra
+    (``items``, ``users``; None: that side stays the base setup's) and their priors (event shape
+    (D,)). A side with an algebra and a prior has its ℓ sampled (svi and nuts); without a prior ℓ is a
+    ``pyro.param`` (svi's ``learn_kernel``). ``e_h``, ``e_w``: whether the base setup samples the
+    FITC residuals (δ > 0 somewhere), decided once so that the program's sites do not depend on ℓ."""
+
+    base: CollabSetup
+    items: SideARD | None
+    users: SideARD | None
+    prior: object = None
+    user_prior: object = None
+    e_h: bool = False
+    e_w: bool = False
+
+    @classmethod
+    def of(cls, base, items, users, prior=None, user_prior=None) -> CollabSpace:
+        e_w = base.Phi_w is not None and bool((base.delta_w > 0).any())
+        return cls(base, items, users, prior, user_prior, bool((base.delta_h > 0).any()), e_w)
+
+    def __getattr__(self, name):  # D, P, L, Phi_h, n_users ...: the base setup's (what guides read)
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def sides(self):
+        """(site name, ARD algebra, prior, start ℓ) of each side whose length-scales vary."""
+        out = []
+        if self.items is not None:
+            out.append(("lengthscale", self.items, self.prior, self.base.items.kernel.lengthscale))
+        if self.users is not None:
+            out.append(("user_lengthscale", self.users, self.user_prior, self.base.users.kernel.lengthscale))
+        return out
+
+    def item_basis(self, ell, L=None):
+        """(Φ_h (..., P, M), δ_h (..., P)) at the training pairs at every ℓ (δ_h = 0 where the base
+        setup's is: every item a pseudo-input)."""
+        P = self.base.pairs
+        Phi, delta = self.items.basis(ell, self.base.X[P[:, 0]], self.base.X[P[:, 1]], L)
+        return Phi, (delta if self.e_h else torch.zeros_like(delta))
+
+    def user_basis(self, ell_u, L=None):
+        """(Φ_w (..., U, M_u), δ_w (..., U)) at the training users at every ℓᵘ (δ_w = 0 where the base
+        setup's is: every user a pseudo-input)."""
+        Phi, delta = self.users.basis(ell_u, self.base.user_X, L=L)
+        return Phi, (delta if self.e_w else torch.zeros_like(delta))
+
+    def setup_at(self, ell=None, ell_u=None) -> CollabSetup:
+        """The setup at item ARD length-scales ``ell`` (D,) and user ``ell_u`` (None: that side's base)."""
+        st = self.base
+        items, Phi_h, delta_h = st.items, st.Phi_h, st.delta_h
+        if self.items is not None and ell is not None:
+            L = self.items.chol(ell)
+            items = self.items.side(ell, L)
+            Phi_h, delta_h = self.item_basis(ell, L)
+        users, Phi_w, delta_w = st.users, st.Phi_w, st.delta_w
+        if self.users is not None and ell_u is not None:
+            L = self.users.chol(ell_u)
+            users = self.users.side(ell_u, L)
+            Phi_w, delta_w = self.user_basis(ell_u, L)
+        return dataclasses.replace(st, items=items, users=users, Phi_h=Phi_h, delta_h=delta_h, Phi_w=Phi_w,
+                                   delta_w=delta_w)
+
+
+_TINY = 1e-30  # floor under δ before √: the gradient of √δ stays finite where δ is 0 to round-off
+
+
+def collabgp_lengthscale_model(space: CollabSpace, subsample_size: int | None = None, obs: bool = True):
+    """:func:`collabgp_model` with the item (and user) ARD length-scales ("lengthscale",
+    "user_lengthscale") drawn first under their priors, or ``pyro.param`` s (positive) where a side has
+    none, and the prior bases Φ_h, δ_h (Φ_w, δ_w) rebuilt from them (module docstring)."""
+    from pyro.distributions import constraints
+
+    ell = {}
+    for name, _, prior, start in space.sides():
+        ell[name] = (pyro.param(name, start.detach().clone(), constraint=constraints.positive)
+                     if prior is None else pyro.sample(name, prior))
+    st = space.base
+    Phi_h, delta_h = st.Phi_h, st.delta_h
+    if space.items is not None:
+        Phi_h, delta_h = space.item_basis(ell["lengthscale"])
+    Phi_w, delta_w = st.Phi_w, st.delta_w
+    if space.users is not None:
+        Phi_w, delta_w = space.user_basis(ell["user_lengthscale"])
+    sd_h = delta_h.clamp_min(_TINY).sqrt() if space.e_h else None
+    sd_w = delta_w.clamp_min(_TINY).sqrt() if space.e_w else None
+    collab_story(st, Phi_h, sd_h, Phi_w, sd_w, subsample_size, obs)
+
+
+__all__ = ["CollabGP", "CollabSetup", "CollabSpace", "SideARD", "collabgp_model",
+           "collabgp_lengthscale_model", "collab_story", "pref_kernel", "canonical_pairs", "median_distance"]

@@ -10,6 +10,12 @@ Every route gives a mixture over G components (one for EP, one per draw for SVI 
 Predictions follow supplement a §4.1 (Eq. 11–15) and, with FITC, Eq. 59–60: h_d at any pair has
 mean φᵀ a_mean and variance φᵀ a_cov φ + δ, and the personal preference of user u is
 Φ(m_g / √(1 + v_g)) with m_g, v_g of Eq. 12–13.
+
+With length-scales under a prior (``CollabGP(lengthscale_prior=..., user_lengthscale_prior=...)``, svi
+and nuts) every draw g has its own ℓ_g (``lengthscales`` (G, D), ``user_lengthscales`` (G, E)), hence
+its own L_zz and bases Φ, δ on that side (:class:`~crowdzoo.models.collabgp.model.SideARD`): w at the
+training users is built per draw, and predictions and draws run over chunks of draws, each chunk's
+bases built at once (at most about 2²² numbers per chunk), mixed as before.
 """
 from __future__ import annotations
 
@@ -24,6 +30,8 @@ from ...errors import DataError
 from ...gp.linalg import DTYPE
 from ...gp.probit import mixture_prob
 
+_CHUNK = 2**22
+
 
 @dataclass(kw_only=True)
 class CollabGPPosterior(Posterior):
@@ -31,7 +39,9 @@ class CollabGPPosterior(Posterior):
 
     Shapes: ``weights`` (G,), ``a_mean`` (G, D, M), ``a_cov`` (D, M, M) or None, ``w_mean``
     (G, U, D), ``w_var`` (U, D) or None, ``b_mean`` (G, D, M_u) or None, ``b_cov`` or None.
-    ``log_evidence``: the EP approximation of log P(labels) (§4.3; EP only)."""
+    ``log_evidence``: the EP approximation of log P(labels) (§4.3; EP only). ``lengthscales`` (G, D)
+    and ``user_lengthscales`` (G, E): each draw's ARD length-scales when those were inferred under a
+    prior (else None: the setup's kernels)."""
 
     a_mean: torch.Tensor
     a_cov: torch.Tensor | None
@@ -41,20 +51,79 @@ class CollabGPPosterior(Posterior):
     b_cov: torch.Tensor | None = None
     log_evidence: float | None = None
     state: object = None
+    lengthscales: torch.Tensor | None = None
+    user_lengthscales: torch.Tensor | None = None
 
     @classmethod
-    def from_draws(cls, model, setup, data, sites, method, **kw):
-        """Draws of a, and w or b [+ e_w], as zero-covariance components."""
+    def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
+        """Draws of a, and w or b [+ e_w], as zero-covariance components; with a "user_lengthscale"
+        site each draw's own Φ_w, δ_w. ``params`` (svi with ``learn_kernel``): the learned ARD
+        length-scales, which then fix the setup."""
+        if params and ("lengthscale" in params or "user_lengthscale" in params):
+            ell, ell_u = (None if params.get(k) is None else params[k].detach().to(DTYPE)
+                          for k in ("lengthscale", "user_lengthscale"))
+            learned = {}
+            if ell is not None:
+                learned.update(learned_lengthscale=ell.tolist(),
+                               start_lengthscale=setup.items.kernel.lengthscale.tolist())
+            if ell_u is not None:
+                learned.update(learned_user_lengthscale=ell_u.tolist(),
+                               start_user_lengthscale=setup.users.kernel.lengthscale.tolist())
+            with torch.no_grad():
+                model, setup = model.with_lengthscales(setup, ell, ell_u)
+            kw["settings"] = {**(kw.get("settings") or {}), **learned}
         sites = {k: v.to(DTYPE) for k, v in sites.items()}
+        G = sites["a"].shape[0]
+        ell = {k: sites[k].reshape(G, -1) for k in ("lengthscale", "user_lengthscale") if k in sites}
         if "w" in sites:
             w = sites["w"]
+        elif "user_lengthscale" in ell:  # each draw its own Φ_w, δ_w
+            space = model.prior_space(setup)
+            w = torch.empty(G, setup.n_users, setup.D, dtype=DTYPE)
+            step = max(1, _CHUNK // (setup.n_users * setup.Phi_w.shape[1] + setup.Phi_w.shape[1] ** 2))
+            for lo in range(0, G, step):
+                sl = slice(lo, lo + step)
+                Phi, delta = space.user_basis(ell["user_lengthscale"][sl])
+                w[sl] = Phi @ sites["b"][sl].mT
+                if "e_w" in sites:
+                    w[sl] = w[sl] + delta.sqrt()[..., None] * sites["e_w"][sl]
         else:
             w = (sites["b"] @ setup.Phi_w.T).transpose(1, 2)  # (S, U, D)
             if "e_w" in sites:
                 w = w + setup.delta_w.sqrt()[:, None] * sites["e_w"]
         return cls(model=model, setup=setup, data=data, method=method,
-                   weights=uniform_weights(sites["a"].shape[0]), a_mean=sites["a"], a_cov=None, w_mean=w,
-                   w_var=None, b_mean=sites.get("b"), **kw)
+                   weights=uniform_weights(G), a_mean=sites["a"], a_cov=None, w_mean=w,
+                   w_var=None, b_mean=sites.get("b"), lengthscales=ell.get("lengthscale"),
+                   user_lengthscales=ell.get("user_lengthscale"), **kw)
+
+    # ------------------------------------------------------------------ per-draw kernels
+    def _space(self):
+        """The ARD algebra of the sides whose length-scales vary per draw (None: fixed kernels)."""
+        if self.lengthscales is None and self.user_lengthscales is None:
+            return None
+        return self.model.prior_space(self.setup)
+
+    def _draw_chunks(self, per_draw: int):
+        """Slices of the components: all at once with fixed kernels, else chunks whose per-draw bases
+        hold about ``_CHUNK`` numbers (``per_draw`` numbers for each draw)."""
+        G = self.weights.shape[0]
+        if self.lengthscales is None and self.user_lengthscales is None:
+            return [slice(0, G)]
+        step = max(1, _CHUNK // max(1, per_draw))
+        return [slice(lo, lo + step) for lo in range(0, G, step)]
+
+    def _item_basis(self, xa, xb, gs):
+        """(Φ, δ) of h at the pairs (x_a, x_b): (n, M), (n,) with a fixed kernel, per draw (g, n, M),
+        (g, n) for the components ``gs`` when the item length-scales were inferred."""
+        if self.lengthscales is None:
+            return self.setup.items.basis(xa, xb)
+        return self._space().items.basis(self.lengthscales[gs], xa, xb)
+
+    def _user_basis(self, U, gs):
+        """(Φ, δ) of w at new users' features U, shared or per draw as :meth:`_item_basis`."""
+        if self.user_lengthscales is None:
+            return self.setup.users.basis(U)
+        return self._space().users.basis(self.user_lengthscales[gs], U)
 
     # ------------------------------------------------------------------ moments
     def _items(self, item_features):
@@ -66,29 +135,36 @@ class CollabGPPosterior(Posterior):
         X, self._new_ids = feature_rows("item_features", item_features, self.setup.X.shape[1])
         return X, False
 
-    def _h_moments(self, Xs, a, b):
-        """Means (G, n, D) and variances (n, D) of h_d at the pairs (a, b) (Eq. 14–15, 59–60)."""
-        Phi, delta = self.setup.items.basis(Xs[a], Xs[b])
-        mean = torch.einsum("gdm,nm->gnd", self.a_mean, Phi)
-        var = delta[:, None].expand(-1, self.setup.D).clone()
+    def _h_moments(self, Xs, a, b, gs=slice(None)):
+        """Means (g, n, D) and variances (n, D) — (g, n, D) with per-draw kernels — of h_d at the pairs
+        (a, b) for the components ``gs`` (Eq. 14–15, 59–60)."""
+        Phi, delta = self._item_basis(Xs[a], Xs[b], gs)
+        mean = Phi @ self.a_mean[gs].mT  # (g, n, D)
+        var = delta[..., None].expand(*delta.shape, self.setup.D).clone()
         if self.a_cov is not None:
             var = var + torch.einsum("nm,dmk,nk->nd", Phi, self.a_cov, Phi)
         return mean, var
 
-    def _w_moments(self, users, user_features):
-        """Means (G, n, D) and variances (n, D) of w for the given users."""
+    def _w_users(self, users, user_features):
+        """(positions j of the users, their features U[j] or None for training users)."""
         if user_features is None:
-            j = positions("users", users, self.data.user_ids, what="user")
-            var = torch.zeros(j.shape[0], self.setup.D, dtype=DTYPE) if self.w_var is None else self.w_var[j]
-            return self.w_mean[:, j], var
+            return positions("users", users, self.data.user_ids, what="user"), None
         if self.setup.users is None:
             raise DataError("user_features: this collabGP has no user GP (user_features=False or no "
                             "user features in the data), so it cannot predict for new users")
         U = check_features("user_features", user_features, self.setup.user_X.shape[1])
         j = positions("users", users, None, U.shape[0], what="user")
-        Phi, delta = self.setup.users.basis(U[j])
-        mean = torch.einsum("gdm,nm->gnd", self.b_mean, Phi)
-        var = delta[:, None].expand(-1, self.setup.D).clone()
+        return j, U[j]
+
+    def _w_moments(self, j, Uj, gs=slice(None)):
+        """Means (g, n, D) and variances (n, D) — (g, n, D) with per-draw user kernels — of w for the
+        users j (training users, Uj None, or new users of features Uj) for the components ``gs``."""
+        if Uj is None:
+            var = torch.zeros(j.shape[0], self.setup.D, dtype=DTYPE) if self.w_var is None else self.w_var[j]
+            return self.w_mean[gs][:, j], var
+        Phi, delta = self._user_basis(Uj, gs)
+        mean = Phi @ self.b_mean[gs].mT  # (g, n, D)
+        var = delta[..., None].expand(*delta.shape, self.setup.D).clone()
         if self.b_cov is not None:
             var = var + torch.einsum("nm,dmk,nk->nd", Phi, self.b_cov, Phi)
         return mean, var
@@ -104,12 +180,17 @@ class CollabGPPosterior(Posterior):
         ia = positions("a", a, table, Xs.shape[0])
         ib = positions("b", b, table, Xs.shape[0])
         distinct_pairs(ia, ib, a)
-        mh, vh = self._h_moments(Xs, ia, ib)
-        mw, vw = self._w_moments(users, user_features)
-        if mw.shape[1] != ia.shape[0]:
-            raise DataError(f"users: {mw.shape[1]} users for {ia.shape[0]} pairs")
-        mean = (mw * mh).sum(-1)
-        var = (mw * mw * vh + vw * mh * mh + vw * vh).sum(-1)
+        j, Uj = self._w_users(users, user_features)
+        if j.shape[0] != ia.shape[0]:
+            raise DataError(f"users: {j.shape[0]} users for {ia.shape[0]} pairs")
+        G, n = self.weights.shape[0], ia.shape[0]
+        mean, var = torch.empty(G, n, dtype=DTYPE), torch.empty(G, n, dtype=DTYPE)
+        M, M_u = self.setup.Phi_h.shape[1], 0 if self.setup.Phi_w is None else self.setup.Phi_w.shape[1]
+        for gs in self._draw_chunks(n * (M + M_u + 4 * self.setup.D) + M * M + M_u * M_u):
+            mh, vh = self._h_moments(Xs, ia, ib, gs)
+            mw, vw = self._w_moments(j, Uj, gs)
+            mean[gs] = (mw * mh).sum(-1)
+            var[gs] = (mw * mw * vh + vw * mh * mh + vw * vh).sum(-1)
         return mean, var
 
     # ------------------------------------------------------------------ predictions
@@ -127,24 +208,42 @@ class CollabGPPosterior(Posterior):
 
     def sample(self, n: int = 500, seed: int = 0) -> dict:
         """Draws {"w": (n, U, D), "h": (n, D, P)} at the training users and pairs (from the
-        approximation for EP; for NUTS/SVI the draws themselves when n is their number)."""
+        approximation for EP; for NUTS/SVI the draws themselves when n is their number), and
+        "lengthscale" (n, D) / "user_lengthscale" (n, E) when those were inferred under a prior (each
+        draw's h from its own kernel)."""
         g = torch.Generator().manual_seed(seed)
         G = self.weights.shape[0]
         # the draws themselves in chain order when n matches, else components drawn by weight
         comp = (torch.arange(n) if G == n
                 else torch.multinomial(self.weights, n, replacement=True, generator=g))
         P = self.setup.pairs
-        Phi, delta = self.setup.items.basis(self.setup.X[P[:, 0]], self.setup.X[P[:, 1]])
+        xa, xb = self.setup.X[P[:, 0]], self.setup.X[P[:, 1]]
         a = self.a_mean[comp]
         if self.a_cov is not None:
             Lc = torch.linalg.cholesky(self.a_cov)
             a = a + torch.einsum("dmk,ndk->ndm", Lc, torch.randn(a.shape, dtype=DTYPE, generator=g))
-        h = torch.einsum("ndm,pm->ndp", a, Phi)
-        h = h + delta.sqrt() * torch.randn(h.shape, dtype=DTYPE, generator=g)
+        if self.lengthscales is None:
+            Phi, delta = self.setup.items.basis(xa, xb)
+            h = torch.einsum("ndm,pm->ndp", a, Phi)
+            sd = delta.sqrt()
+        else:  # each draw its own Φ_h, δ_h
+            h, sd = torch.empty(n, self.setup.D, self.setup.P, dtype=DTYPE), torch.empty(n, 1, self.setup.P,
+                                                                                          dtype=DTYPE)
+            M = self.setup.Phi_h.shape[1]
+            step = max(1, _CHUNK // (self.setup.P * M + M * M))
+            for lo in range(0, n, step):
+                sl = slice(lo, lo + step)
+                Phi, delta = self._item_basis(xa, xb, comp[sl])
+                h[sl], sd[sl, 0] = a[sl] @ Phi.mT, delta.sqrt()
+        h = h + sd * torch.randn(h.shape, dtype=DTYPE, generator=g)
         w = self.w_mean[comp]
         if self.w_var is not None:
             w = w + self.w_var.sqrt() * torch.randn(w.shape, dtype=DTYPE, generator=g)
-        return {"w": w, "h": h}
+        out = {"w": w, "h": h}
+        for name, ell in (("lengthscale", self.lengthscales), ("user_lengthscale", self.user_lengthscales)):
+            if ell is not None:
+                out[name] = ell[comp]
+        return out
 
     def to_arviz(self, n_draws: int = 500, seed: int = 0):
         """An ArviZ ``DataTree`` (posterior of w, h and the labels' g; observed data; log-likelihood)."""
