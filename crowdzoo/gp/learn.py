@@ -256,3 +256,45 @@ def log_prior_of_theta(prior, D: int, offset: int = 0, counted: bool = True):
         return lp if counted else 0.0 * lp
 
     return log_prior
+
+
+def varying_sides(space) -> list:
+    """(site name, ARD algebra, prior, start ℓ) of each side of a two-sided length-scale space (crowdGPPL's
+    and collabGP's: ``items`` / ``users`` algebras, None where that side's ℓ stays fixed, their
+    ``prior`` / ``user_prior`` and the ``base`` setup whose kernels give the starts)."""
+    out = []
+    if space.items is not None:
+        out.append(("lengthscale", space.items, space.prior, space.base.items.kernel.lengthscale))
+    if space.users is not None:
+        out.append(("user_lengthscale", space.users, space.user_prior, space.base.users.kernel.lengthscale))
+    return out
+
+
+def learned_sides(params: dict, setup):
+    """svi's learned item and user length-scales (``params`` "lengthscale", "user_lengthscale"; None
+    where absent) and the settings that report them beside their starts, the median heuristic or the
+    model's (``setup.items`` / ``setup.users`` kernels)."""
+    ell, ell_u = (None if params.get(k) is None else params[k].detach().to(DTYPE)
+                  for k in ("lengthscale", "user_lengthscale"))
+    learned = {}
+    if ell is not None:
+        learned.update(learned_lengthscale=ell.tolist(),
+                       start_lengthscale=setup.items.kernel.lengthscale.tolist())
+    if ell_u is not None:
+        learned.update(learned_user_lengthscale=ell_u.tolist(),
+                       start_user_lengthscale=setup.users.kernel.lengthscale.tolist())
+    return ell, ell_u, learned
+
+
+def varying_space(model, setup, learn_kernel: bool):
+    """The length-scale space a two-sided model's svi/nuts program runs on (crowdGPPL, collabGP): its
+    ``kernel_space`` (ℓ as ``pyro.param`` s) with ``learn_kernel``, its ``prior_space`` (ℓ sampled) with
+    ``lengthscale_prior`` or ``user_lengthscale_prior``, None with neither (the kernels fixed)."""
+    priors = model.lengthscale_prior is not None or model.user_lengthscale_prior is not None
+    if learn_kernel and priors:
+        raise DataError("learn_kernel: with lengthscale_prior (or user_lengthscale_prior) the "
+                        "length-scales are already inferred (a posterior under the prior); pass one "
+                        "of the two")
+    if learn_kernel:
+        return model.kernel_space(setup)
+    return model.prior_space(setup) if priors else None

@@ -133,16 +133,12 @@ class CollabGP:
         ``user_lengthscale_prior`` (those sides' ℓ sampled, :meth:`prior_space`) or ``learn_kernel``
         (the item and user ARD ℓ ``pyro.param`` s started at ``setup``'s, svi's type-II maximum
         likelihood; :meth:`kernel_space`)."""
-        priors = self.lengthscale_prior is not None or self.user_lengthscale_prior is not None
-        if learn_kernel and priors:
-            raise DataError("learn_kernel: with lengthscale_prior (or user_lengthscale_prior) the "
-                            "length-scales are already inferred (a posterior under the prior); pass one "
-                            "of the two")
-        if learn_kernel:
-            return collabgp_lengthscale_model, (self.kernel_space(setup), subsample_size)
-        if priors:
-            return collabgp_lengthscale_model, (self.prior_space(setup), subsample_size)
-        return collabgp_model, (setup, subsample_size)
+        from ...gp.learn import varying_space
+
+        space = varying_space(self, setup, learn_kernel)
+        if space is None:
+            return collabgp_model, (setup, subsample_size)
+        return collabgp_lengthscale_model, (space, subsample_size)
 
     def kernel_space(self, setup: CollabSetup) -> CollabSpace:
         """The item and user sides' algebra as functions of their ARD length-scales (``learn_kernel``)."""
@@ -465,12 +461,9 @@ class CollabSpace:
 
     def sides(self):
         """(site name, ARD algebra, prior, start ℓ) of each side whose length-scales vary."""
-        out = []
-        if self.items is not None:
-            out.append(("lengthscale", self.items, self.prior, self.base.items.kernel.lengthscale))
-        if self.users is not None:
-            out.append(("user_lengthscale", self.users, self.user_prior, self.base.users.kernel.lengthscale))
-        return out
+        from ...gp.learn import varying_sides
+
+        return varying_sides(self)
 
     def item_basis(self, ell, L=None):
         """(Φ_h (..., P, M), δ_h (..., P)) at the training pairs at every ℓ (δ_h = 0 where the base

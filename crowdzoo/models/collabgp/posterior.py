@@ -27,6 +27,7 @@ import torch
 from ...core.ids import check_features, distinct_pairs, feature_rows, positions
 from ...core.posterior import Posterior, uniform_weights
 from ...errors import DataError
+from ...gp.learn import learned_sides
 from ...gp.linalg import DTYPE
 from ...gp.probit import mixture_prob
 
@@ -60,15 +61,7 @@ class CollabGPPosterior(Posterior):
         site each draw's own Φ_w, δ_w. ``params`` (svi with ``learn_kernel``): the learned ARD
         length-scales, which then fix the setup."""
         if params and ("lengthscale" in params or "user_lengthscale" in params):
-            ell, ell_u = (None if params.get(k) is None else params[k].detach().to(DTYPE)
-                          for k in ("lengthscale", "user_lengthscale"))
-            learned = {}
-            if ell is not None:
-                learned.update(learned_lengthscale=ell.tolist(),
-                               start_lengthscale=setup.items.kernel.lengthscale.tolist())
-            if ell_u is not None:
-                learned.update(learned_user_lengthscale=ell_u.tolist(),
-                               start_user_lengthscale=setup.users.kernel.lengthscale.tolist())
+            ell, ell_u, learned = learned_sides(params, setup)
             with torch.no_grad():
                 model, setup = model.with_lengthscales(setup, ell, ell_u)
             kw["settings"] = {**(kw.get("settings") or {}), **learned}

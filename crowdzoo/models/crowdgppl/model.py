@@ -187,16 +187,12 @@ class CrowdGPPL:
         ``setup``'s, svi's type-II maximum likelihood; :meth:`kernel_space`)."""
         a, b, y = label_tensors(data)
         args = (a, b, user_tensor(data), y, subsample_size)
-        priors = self.lengthscale_prior is not None or self.user_lengthscale_prior is not None
-        if learn_kernel and priors:
-            raise DataError("learn_kernel: with lengthscale_prior (or user_lengthscale_prior) the "
-                            "length-scales are already inferred (a posterior under the prior); pass one "
-                            "of the two")
-        if learn_kernel:
-            return crowdgppl_lengthscale_model, (self.kernel_space(setup), *args)
-        if priors:
-            return crowdgppl_lengthscale_model, (self.prior_space(setup), *args)
-        return crowdgppl_model, (setup, *args)
+        from ...gp.learn import varying_space
+
+        space = varying_space(self, setup, learn_kernel)
+        if space is None:
+            return crowdgppl_model, (setup, *args)
+        return crowdgppl_lengthscale_model, (space, *args)
 
     def kernel_space(self, setup: CrowdSetup) -> CrowdARD:
         """The item and user sides' algebra as functions of their length-scales (``learn_kernel``)."""
@@ -331,12 +327,9 @@ class CrowdARD:
 
     def sides(self):
         """(site name, ARD algebra, prior, start ℓ) of each side whose length-scales vary."""
-        out = []
-        if self.items is not None:
-            out.append(("lengthscale", self.items, self.prior, self.base.items.kernel.lengthscale))
-        if self.users is not None:
-            out.append(("user_lengthscale", self.users, self.user_prior, self.base.users.kernel.lengthscale))
-        return out
+        from ...gp.learn import varying_sides
+
+        return varying_sides(self)
 
 
 def crowdgppl_lengthscale_model(space: CrowdARD, a, b, j, y, subsample_size: int | None = None):

@@ -28,6 +28,7 @@ import torch
 from ...core.ids import check_features, distinct_pairs, feature_rows, positions
 from ...core.posterior import Posterior, uniform_weights
 from ...errors import DataError
+from ...gp.learn import learned_sides
 from ...gp.linalg import DTYPE, cholesky, gamma_draws
 from ...gp.probit import mixture_moments, mixture_prob
 from .model import inducing_values
@@ -88,14 +89,7 @@ class CrowdGPPLPosterior(Posterior):
         with "lengthscale" / "user_lengthscale" sites, each draw's own L_mm on that side.
         ``params`` (svi with ``learn_kernel``): the learned length-scales, which then fix the setup."""
         if params and "lengthscale" in params:
-            ell = params["lengthscale"].detach().to(DTYPE)
-            ell_u = params.get("user_lengthscale")
-            ell_u = None if ell_u is None else ell_u.detach().to(DTYPE)
-            learned = {"learned_lengthscale": ell.tolist(),
-                       "start_lengthscale": setup.items.kernel.lengthscale.tolist()}
-            if ell_u is not None:
-                learned.update(learned_user_lengthscale=ell_u.tolist(),
-                               start_user_lengthscale=setup.users.kernel.lengthscale.tolist())
+            ell, ell_u, learned = learned_sides(params, setup)
             with torch.no_grad():
                 model, setup = model.with_lengthscales(setup, ell, ell_u)
             kw["settings"] = {**(kw.get("settings") or {}), **learned}
