@@ -164,6 +164,18 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 cache.update(theta=state.hyper.theta, basis=_basis(space.build(state.hyper.theta), True))
         return cache["basis"]
 
+    kept = []  # [(basis, idx, rows)]: the last two batches' pair rows (the full batch, the bound's subset)
+
+    def rows_of(basis, idx):
+        """``basis.rows`` of the labels ``idx``, kept while the basis (θ) and the index tensor stay the
+        same objects: the full batch and the evaluation subset, whose rows would be rebuilt every time."""
+        for bs, ix, rows in kept:
+            if bs is basis and ix is idx:
+                return rows
+        rows = basis.rows(a[idx], b[idx])
+        kept[:] = (kept + [(basis, idx, rows)])[-2:]
+        return rows
+
     def init(gen):  # q: the prior at E[s] = α₀/β₀
         return NatGradState(Lam=Es0 * cache["basis"].K_inv, eta=torch.zeros(M, dtype=DTYPE),
                             shape=torch.tensor(alpha0, dtype=DTYPE), rate=torch.tensor(beta0, dtype=DTYPE),
@@ -186,7 +198,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
 
     def _q_step(state, basis, idx, r_i, pi):
         K_inv = basis.K_inv
-        A_d, c = basis.rows(a[idx], b[idx])
+        A_d, c = rows_of(basis, idx)
         yb = y[idx]
         Es = state.shape / state.rate
         m, S, _ = _moments(state)
@@ -211,7 +223,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         basis = basis_of(state)
         m, S, L_Lam = _moments(state)
         idx = sh.local(idx)
-        A_d, c = basis.rows(a[idx], b[idx])
+        A_d, c = rows_of(basis, idx)
         Es, Elog_s = gamma_moments(state.shape, state.rate)
         ell, _, _ = expected_log_probit(y[idx], *_marginals(A_d, c, m, S, Es), n_gh)
         kl_f = kl_gaussian(second_moment(basis.K_inv, m, S), M, basis.logdet_K, -logdet_from_chol(L_Lam),
@@ -255,7 +267,11 @@ def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter, redu
     Q = beta_bernoulli_Q(torch.full_like(y, 2.0 / Es0), y)
     new = state
     mean = m
-    for _ in range(max(1, inner_iter)):
+    n_inner = max(1, inner_iter)
+    for k in range(n_inner):
+        if k:  # the mean of the last update (Λ⁻¹η: one Cholesky, no inverse)
+            L = cholesky(new.Lam, what="S⁻¹ (natural-gradient precision)")
+            mean = torch.cholesky_solve(new.eta[:, None], L)[:, 0]
         mu = A_d.mean(mean)
         Phi = ndtr(mu)
         # G_p = dΦ(ẑ_p)/d(f_a − f_b) at the mean, Eq. 10
@@ -265,7 +281,6 @@ def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter, redu
         Lam = sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + Lam_lik))
         eta = (1 - r_i) * state.eta + r_i * eta_lik
         new = state._replace(Lam=Lam, eta=eta)
-        mean = _moments(new)[0]
     if not torch.isfinite(new.eta).all():
         raise NumericalError("natgrad: the linearised update produced NaN. Try: a larger delay ε.")
     return new
