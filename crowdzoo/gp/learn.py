@@ -131,6 +131,27 @@ def check_positive_prior(prior, what: str = "lengthscale_prior") -> None:
                         f"{sup}; pass a positive distribution (LogNormal, Gamma, HalfNormal ...)")
 
 
+def ard_k(name: str, variance: float, x1, x2, ell):
+    """The named kernel k(x1, x2) at every ARD ℓ: x1 (n, D), x2 (m, D), ℓ (..., D) → (..., n, m)."""
+    from .kernels import KERNELS
+
+    return variance * KERNELS[name][0](x1, x2, ell[..., None, :])
+
+
+def ard_k_pairs(name: str, variance: float, xa, xb, ell):
+    """k(x_a, x_b) row by row at every ℓ: (P, D), (P, D), (..., D) → (..., P)."""
+    from .kernels import KERNELS
+
+    return variance * KERNELS[name][1]((((xa - xb) / ell[..., None, :]) ** 2).sum(-1))
+
+
+def fixed_jitter_chol(K: torch.Tensor, jitter: float) -> torch.Tensor:
+    """L (..., M, M) with L Lᵀ = K + jitter·I: a fixed jitter, not the escalating one of
+    :func:`~crowdzoo.gp.linalg.cholesky`, so the factor is smooth in the kernel's parameters and has no
+    Python branch on tensor values (NUTS traces it); a failure is a NaN potential, a divergence."""
+    return torch.linalg.cholesky(K + jitter * torch.eye(K.shape[-1], dtype=K.dtype))
+
+
 @dataclass
 class ARDGP:
     """The sparse-GP algebra of a named ARD kernel as a function of its length-scales ℓ (..., D),
@@ -174,21 +195,16 @@ class ARDGP:
 
     def k(self, x1, x2, ell):
         """k(x1, x2) at every ℓ: x1 (n, D), x2 (m, D), ℓ (..., D) → (..., n, m)."""
-        from .kernels import KERNELS
-
-        return self.variance * KERNELS[self.name][0](x1, x2, ell[..., None, :])
+        return ard_k(self.name, self.variance, x1, x2, ell)
 
     def k_pairs(self, xa, xb, ell):
         """k(x_a, x_b) row by row at every ℓ: (P, D), (P, D), (..., D) → (..., P)."""
-        from .kernels import KERNELS
-
-        return self.variance * KERNELS[self.name][1]((((xa - xb) / ell[..., None, :]) ** 2).sum(-1))
+        return ard_k_pairs(self.name, self.variance, xa, xb, ell)
 
     def chol(self, ell):
         """(K_mm, L_mm) at every ℓ: (..., M, M) each; L_mm L_mmᵀ = K_mm + jitter·variance·I."""
         K = self.k(self.Z, self.Z, ell)
-        eye = torch.eye(self.Z.shape[0], dtype=K.dtype)
-        return K, torch.linalg.cholesky(K + (self.jitter * self.variance) * eye)
+        return K, fixed_jitter_chol(K, self.jitter * self.variance)
 
     def sparse_gp(self, ell, cls=None, **extra):
         """The :class:`~crowdzoo.gp.conditional.SparseGP` (or ``cls``, a subclass, with ``extra``

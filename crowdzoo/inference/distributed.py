@@ -92,21 +92,8 @@ class Shard:
             return tensors if len(tensors) > 1 else tensors[0]
         import torch.distributed as dist
 
-        flat = [torch.as_tensor(t) for t in tensors]
-        buf = torch.cat([t.reshape(-1).to(torch.float64) for t in flat])  # one all-reduce per call
-        try:
-            dist.all_reduce(buf)
-        except RuntimeError as err:
-            raise DistributedError(
-                f"rank {self.rank} of {self.world}: summing a step's statistics across ranks failed "
-                f"({str(err).splitlines()[0]}). Another rank stopped or did not answer within "
-                f"{timeout_seconds():g} s (CROWDZOO_DISTRIBUTED_TIMEOUT); its own error says why"
-            ) from None
-        out, at = [], 0
-        for t in flat:
-            out.append(buf[at:at + t.numel()].reshape(t.shape).to(t.dtype))
-            at += t.numel()
-        return tuple(out) if len(out) > 1 else out[0]
+        out = self._packed(tensors, dist.all_reduce, "summing a step's statistics across ranks")
+        return out if len(out) > 1 else out[0]
 
     def sum_grads(self, params, *tensors):
         """Sum the gradients of ``params`` (in place; a missing gradient counts as zeros) and
@@ -129,15 +116,20 @@ class Shard:
             return tensors
         import torch.distributed as dist
 
+        return self._packed(tensors, lambda buf: dist.broadcast(buf, 0), "broadcasting rank 0's values")
+
+    def _packed(self, tensors, collective, what: str) -> tuple:
+        """``collective`` (in place) on ``tensors`` packed into one float64 buffer (one message per
+        call), unpacked to their shapes and dtypes; a DistributedError naming ``what`` if it fails."""
         flat = [torch.as_tensor(t) for t in tensors]
         buf = torch.cat([t.reshape(-1).to(torch.float64) for t in flat])
         try:
-            dist.broadcast(buf, 0)
+            collective(buf)
         except RuntimeError as err:
             raise DistributedError(
-                f"rank {self.rank} of {self.world}: broadcasting rank 0's values failed "
-                f"({str(err).splitlines()[0]}). Another rank stopped or did not answer within "
-                f"{timeout_seconds():g} s (CROWDZOO_DISTRIBUTED_TIMEOUT); its own error says why") from None
+                f"rank {self.rank} of {self.world}: {what} failed ({str(err).splitlines()[0]}). Another "
+                f"rank stopped or did not answer within {timeout_seconds():g} s "
+                "(CROWDZOO_DISTRIBUTED_TIMEOUT); its own error says why") from None
         out, at = [], 0
         for t in flat:
             out.append(buf[at:at + t.numel()].reshape(t.shape).to(t.dtype))

@@ -49,8 +49,8 @@ import pyro.distributions as dist
 import torch
 
 from ...errors import DataError
-from ...gp.kernels import KERNELS, Kernel, as_kernel
-from ...gp.learn import check_positive_prior
+from ...gp.kernels import Kernel, as_kernel
+from ...gp.learn import ard_k, ard_k_pairs, check_positive_prior, fixed_jitter_chol
 from ...gp.linalg import DTYPE, cholesky, solve_lower
 from ...gp.probit import probit_logits
 
@@ -397,7 +397,7 @@ class SideARD:
 
     def k(self, x1, x2, ell):
         """k(x1, x2) at every ℓ: x1 (n, D), x2 (m, D), ℓ (..., D) → (..., n, m)."""
-        return self.variance * KERNELS[self.name][0](x1, x2, ell[..., None, :])
+        return ard_k(self.name, self.variance, x1, x2, ell)
 
     def chol(self, ell):
         """L_zz (..., M, M) at every ℓ: L_zz L_zzᵀ = K_zz + jitter·variance·I (K_zz of the pseudo
@@ -406,11 +406,10 @@ class SideARD:
             K = self._pref(self.Za, self.Zb, self.Za, self.Zb, ell)
         else:
             K = self.k(self.Za, self.Za, ell)
-        eye = torch.eye(self.Za.shape[0], dtype=K.dtype)
-        return torch.linalg.cholesky(K + (self.jitter * self.variance) * eye)
+        return fixed_jitter_chol(K, self.jitter * self.variance)
 
     def _pref(self, xa, xb, za, zb, ell):
-        return self.k(xa, za, ell) + self.k(xb, zb, ell) - self.k(xa, zb, ell) - self.k(xb, za, ell)
+        return pref_kernel(lambda x1, x2: self.k(x1, x2, ell), xa, xb, za, zb)
 
     def basis(self, ell, xa, xb=None, L=None):
         """(Φ (..., n, M), δ (..., n)) at every ℓ: :meth:`ItemSide.basis` for the pairs (x_a, x_b), or
@@ -421,8 +420,7 @@ class SideARD:
         else:
             K_nz = (self.k(xa, self.Za, ell) - self.k(xb, self.Za, ell) if self.Zb is None
                     else self._pref(xa, xb, self.Za, self.Zb, ell))
-            r2 = (((xa - xb) / ell[..., None, :]) ** 2).sum(-1)
-            k_nn = 2.0 * self.variance - 2.0 * self.variance * KERNELS[self.name][1](r2)
+            k_nn = 2.0 * self.variance - 2.0 * ard_k_pairs(self.name, self.variance, xa, xb, ell)
         Phi = solve_lower(L, K_nz.mT).mT
         return Phi, (k_nn - (Phi * Phi).sum(-1)).clamp_min(0.0)
 
