@@ -13,7 +13,13 @@ import crowdzoo as cz
 from crowdzoo import metrics
 from crowdzoo.data.synthetic_sushi import synthetic_sushi
 from crowdzoo.errors import ConvergenceWarning
-from crowdzoo.gp.probit import beta_bernoulli_Q, expected_log_probit, predictive_prob, var_of_probit
+from crowdzoo.gp.probit import (
+    beta_bernoulli_Q,
+    expected_log_probit,
+    predictive_prob,
+    probit_grads,
+    var_of_probit,
+)
 from crowdzoo.inference.natgrad import StopRule
 
 VARIANCES = np.logspace(-2, 4, 13)
@@ -75,6 +81,24 @@ def test_expected_log_probit_against_adaptive_quadrature(v):
                                           torch.tensor([v], dtype=torch.float64), 20)
                 for g, r, t in zip(got, _reference(y, mu, v), tol):
                     assert abs(float(g) - r) <= t * max(abs(r), 1e-8), (v, mu, y, float(g), r)
+
+
+def test_probit_grads_equal_the_log_space_derivatives_in_both_tails():
+    """The quotient form of φ/Φ (crowdGPPL's sweep) against :func:`expected_log_probit`'s log-space
+    one, over means and variances that put nodes deep in either tail (z beyond ±40, where Φ or
+    1 − Φ underflows and the quotient falls back to log space); the log-space form itself is checked
+    against adaptive quadrature above."""
+    g = torch.Generator().manual_seed(0)
+    mu = torch.cat([torch.randn(500, generator=g, dtype=torch.float64) * 3,
+                    torch.tensor([-60.0, -35.0, 0.0, 35.0, 60.0], dtype=torch.float64)])
+    var = torch.cat([torch.rand(500, generator=g, dtype=torch.float64) * 5,
+                     torch.tensor([1e-3, 40.0, 1e4, 40.0, 1e-3], dtype=torch.float64)])
+    y = (torch.rand(mu.shape[0], generator=g) < 0.5).to(torch.float64)
+    _, d_mu, d_v = expected_log_probit(y, mu, var, 20)
+    g_mu, g_v = probit_grads(2.0 * y - 1.0, mu, var, 20)
+    assert torch.isfinite(g_mu).all() and torch.isfinite(g_v).all()
+    assert torch.allclose(g_mu, d_mu, rtol=1e-9, atol=1e-300)
+    assert torch.allclose(g_v, d_v, rtol=1e-9, atol=1e-300)
 
 
 def test_predictive_probit_matches_monte_carlo():

@@ -14,6 +14,7 @@ from torch.special import erfc, log_ndtr, ndtr
 
 _GH_CACHE: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
+_TWO_OVER_SQRT_2PI = 2.0 / math.sqrt(2.0 * math.pi)
 
 
 def probit_logits(z: torch.Tensor) -> torch.Tensor:
@@ -122,3 +123,24 @@ def expected_log_probit(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, n:
     g2 = -ratio * (z + ratio)  # d²/dz² log Φ(z); sgn² = 1
     ell = (logphi * w).sum(-1)
     return ell, (g1 * w).sum(-1), 0.5 * (g2 * w).sum(-1)
+
+
+def probit_grads(sgn: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, n: int = 20):
+    """dμ and dv of :func:`expected_log_probit` alone, for sign ``sgn`` = 2y − 1 (labels (P,)).
+
+    The same Gauss–Hermite nodes, with the inverse Mills ratio φ(z)/Φ(z) taken as a quotient rather
+    than through log Φ (one transcendental fewer per node; within 1e-10 relative of the log-space
+    form) and the sums over nodes as one matrix-vector product each. Nodes below z = −30, where Φ
+    underflows, fall back to log space. crowdGPPL's exact sweep calls this once per factor.
+    """
+    x, w = gauss_hermite(n)
+    sd = var.clamp_min(0.0).sqrt()
+    z = (sgn * mu)[:, None] + (sgn * sd)[:, None] * x  # (P, n)
+    ratio = torch.exp(-0.5 * z * z).mul_(_TWO_OVER_SQRT_2PI).div_(erfc(z * -_SQRT1_2))
+    if bool((sgn * mu - x[-1] * sd).min() < -30.0):  # some node deep in the lower tail
+        tail = z < -30.0
+        zt = z[tail]
+        ratio[tail] = torch.exp(-0.5 * zt * zt - 0.5 * math.log(2 * math.pi) - log_ndtr(zt))
+    g1 = ratio @ w
+    g2 = (ratio * (z + ratio)) @ w
+    return sgn * g1, -0.5 * g2

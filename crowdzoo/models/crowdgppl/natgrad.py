@@ -46,7 +46,7 @@ from ...errors import DataError
 from ...gp.conjugate import kl_gamma, kl_gaussian, q_s, require_gamma, scale_rate, second_moment
 from ...gp.learn import KernelSpace, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
-from ...gp.probit import beta_bernoulli_Q, expected_log_probit
+from ...gp.probit import beta_bernoulli_Q, expected_log_probit, probit_grads
 from ...inference import natgrad as loop
 from ...inference.distributed import shard
 from ...inference.hyper import Adam, adam_init, ascend, rho_floor, state_gain
@@ -176,21 +176,23 @@ def _step(blk: Block, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹",
         lam_sum, nu_sum = (rows.T * lam) @ rows, rows.T @ nu
     if reduce is not None:
         lam_sum, nu_sum = reduce(lam_sum, nu_sum)
-    Lam = (1 - r_i) * blk.Lam + r_i * (prior_prec + pi * lam_sum)
-    if rows is not None:
-        Lam = sym(Lam)
-    eta = (1 - r_i) * blk.eta + r_i * pi * nu_sum
-    return _block(Lam, eta, what)
+    if r_i == 1.0:  # a full step (the exact likelihood on a full batch): the old state drops out
+        Lam, eta = prior_prec + pi * lam_sum, pi * nu_sum
+    else:
+        Lam = (1 - r_i) * blk.Lam + r_i * (prior_prec + pi * lam_sum)
+        eta = (1 - r_i) * blk.eta + r_i * pi * nu_sum
+    return _block(sym(Lam) if rows is not None else Lam, eta, what)
 
 
-def _weights(lik, y, mu, var, kappa, e, own, Q, n_gh):
-    """Per-label (λ, ν) of the module docstring for one factor."""
+def _weights(lik, bt, mu, var, kappa, e, own, Q, n_gh):
+    """Per-label (λ, ν) of the module docstring for one factor of batch ``bt``."""
     if lik == "linearised":
         G = torch.exp(-0.5 * mu * mu) / math.sqrt(2 * math.pi)
         Gk = G * kappa
-        return G * G * e / Q, Gk / Q * (y - ndtr(mu) + Gk * own)
-    _, g_mu, g_v = expected_log_probit(y, mu, var, n_gh)
-    return -2.0 * g_v * e, g_mu * kappa - 2.0 * g_v * kappa * kappa * own
+        return G * G * e / Q, Gk / Q * (bt.y - ndtr(mu) + Gk * own)
+    g_mu, g_v = probit_grads(bt.sgn, mu, var, n_gh)
+    h = -2.0 * g_v
+    return h * e, kappa * (g_mu + h * kappa * own)
 
 
 class Batch(NamedTuple):
@@ -200,15 +202,16 @@ class Batch(NamedTuple):
     d: torch.Tensor  # (P,) user conditional variance (× 1/s)
     j: torch.Tensor  # (P,) user positions
     y: torch.Tensor
+    sgn: torch.Tensor  # (P,) 2y − 1
 
 
 def _batch(setup, items: Side, users: Side | None, a, b, j, y) -> Batch:
     dA, c = setup.items.pair_terms(a, b) if items.whitened else setup.items.pair_rows(a, b)
     if users is None:
-        return Batch(dA, c, None, torch.zeros_like(c), j, y)
+        return Batch(dA, c, None, torch.zeros_like(c), j, y, 2.0 * y - 1.0)
     Aw = users.A[j]
     e, d = setup.user_terms(j)
-    return Batch(dA, c, Aw, d, j, y)
+    return Batch(dA, c, Aw, d, j, y, 2.0 * y - 1.0)
 
 
 class Moments(NamedTuple):
@@ -222,23 +225,50 @@ class Moments(NamedTuple):
     w_var: torch.Tensor
 
 
-def _moments(st, bt: Batch, Es_t, Es_v, Es_w) -> Moments:
-    P = bt.y.shape[0]
-    if st["t"] is None:
-        dt = dt_var = torch.zeros(P, dtype=DTYPE)
-    else:
-        dt = bt.dA @ st["t"].m
-        dt_var = ((bt.dA @ st["t"].S) * bt.dA).sum(-1) + bt.c / Es_t
-    v = st["v"]
-    dv = bt.dA @ v.m.T
-    dv_var = _rowquad(bt.dA, v.S) + bt.c[:, None] / Es_v
+class Raw(NamedTuple):
+    """Per-label means under q and their row quadratics x S xᵀ: the :class:`Moments` before the
+    conditional variances, which scale with 1/E[s] (``dt_q`` None: no consensus)."""
+
+    dt: torch.Tensor
+    dt_q: torch.Tensor | None
+    dv: torch.Tensor
+    dv_q: torch.Tensor
+    w: torch.Tensor
+    w_q: torch.Tensor
+
+
+def _row_moments(A, m, S):
+    """A m and the row-wise A S Aᵀ of one Gaussian block: the products :func:`_sweep` takes."""
+    return A @ m, ((A @ S) * A).sum(-1)
+
+
+def _per_component(A, blk: Block, batched: bool):
+    """(A m_c, row-wise A S_c Aᵀ) for every component, (P, C) each: component by component with
+    :func:`_row_moments` (the sweep's very products, so that moments carried over from a sweep and
+    moments computed afresh agree bit for bit and a resumed fit retraces an uninterrupted one), or
+    ``batched`` (fewer nodes for autograd)."""
+    if batched:
+        return A @ blk.m.T, _rowquad(A, blk.S)
+    means, quads = zip(*(_row_moments(A, m, S) for m, S in zip(blk.m, blk.S)))
+    return torch.stack(means, 1), torch.stack(quads, 1)
+
+
+def _raw(st, bt: Batch, batched: bool = False) -> Raw:
+    t = st["t"]
+    dt, dt_q = (torch.zeros_like(bt.y), None) if t is None else _row_moments(bt.dA, t.m, t.S)
+    dv, dv_q = _per_component(bt.dA, st["v"], batched)
     w = st["w"]
     if bt.Aw is None:
-        wm, w_var = w.m[:, bt.j].T, w.S[:, bt.j].T
+        wm, w_q = w.m[:, bt.j].T, w.S[:, bt.j].T
     else:
-        wm = bt.Aw @ w.m.T
-        w_var = _rowquad(bt.Aw, w.S)
-    return Moments(dt, dt_var, dv, dv_var, wm, w_var + bt.d[:, None] / Es_w)
+        wm, w_q = _per_component(bt.Aw, w, batched)
+    return Raw(dt, dt_q, dv, dv_q, wm, w_q)
+
+
+def _moments(raw: Raw, bt: Batch, Es_t, Es_v, Es_w) -> Moments:
+    dt_var = torch.zeros_like(raw.dt) if raw.dt_q is None else raw.dt_q + bt.c / Es_t
+    return Moments(raw.dt, dt_var, raw.dv, raw.dv_q + bt.c[:, None] / Es_v, raw.w,
+                   raw.w_q + bt.d[:, None] / Es_w)
 
 
 def _rowquad(A, S, max_elements: int = 2**22):
@@ -405,14 +435,32 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     reduce = sh.sum if sh.world > 1 else None
     conditional = not setup.items.exact or (setup.users is not None and not setup.users.exact)
 
+    batches, carried = {}, {}  # the last batches (rows, Q) by role; the last sweep's raw moments
+
+    def batch_of(idx, sides, role):
+        """The batch of labels ``idx`` at ``sides``, kept while the same labels come back (the full
+        batch, the bound's subset) and the kernels stay."""
+        for was, at, bt, Q in batches.values():
+            if at is sides and (was is idx or (was.shape == idx.shape and torch.equal(was, idx))):
+                batches[role] = (was, at, bt, Q)
+                return bt, Q
+        bt = _batch(*sides, a[idx], b[idx], j[idx], y[idx])
+        batches[role] = (idx, sides, bt, beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y))
+        return batches[role][2:]
+
+    def raw_of(state, bt):
+        """The state's raw moments on ``bt``: the last sweep's if it left this state on this batch."""
+        if carried.get("v") is state.v and carried.get("batch") is bt:
+            return carried["raw"]
+        return _raw({"t": state.t, "v": state.v, "w": state.w}, bt)
+
     def step(state, idx, r_i, pi):
-        idx = sh.local(idx)
-        su, it, us = sides_of(state)
-        bt = _batch(su, it, us, a[idx], b[idx], j[idx], y[idx])
-        Q = beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y)
+        su, it, us = sides = sides_of(state)
+        bt, Q = batch_of(sh.local(idx), sides, "step")
         present = sh.union(bt.j) if reduce is not None and us is None else None  # the batch's users
-        st, pull = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, it, us,
-                          likelihood, Q, r_i, pi, n_gh, reduce, present, conditional)
+        st, pull, raw = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, raw_of(state, bt),
+                               it, us, likelihood, Q, r_i, pi, n_gh, reduce, present, conditional)
+        carried.update(v=st["v"], batch=bt, raw=raw)
         gam = _update_scales(st, state.gam, pri, it, us, pull)
         new = CrowdState(st["t"], st["v"], st["w"], gam, state.hyper)
         if state.hyper is None:
@@ -423,18 +471,17 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
             s_th = space.build(theta)
             u_th = None if s_th.users is None else _side(s_th.users, True)
             b_th = _batch(s_th, _side(s_th.items, True), u_th, a[idx], b[idx], j[idx], y[idx])
-            mu, var = _total(_moments(st, b_th, Es["t"], Es["v"], Es["w"]))
+            mu, var = _total(_moments(_raw(st, b_th, batched=True), b_th, Es["t"], Es["v"], Es["w"]))
             ell = pi * expected_log_probit(b_th.y, mu, var, n_gh)[0].sum()
             return ell if log_prior is None else ell + log_prior(theta)  # type-II MAP under a prior
 
         return new._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr, reduce))
 
     def bound(state, idx, scale):
-        idx = sh.local(idx)
-        su, items, users = sides_of(state)
-        bt = _batch(su, items, users, a[idx], b[idx], j[idx], y[idx])
-        return _bound({"t": state.t, "v": state.v, "w": state.w}, state.gam, pri, bt, items, users, scale,
-                      n_gh, reduce)
+        sides = sides_of(state)
+        bt, _ = batch_of(sh.local(idx), sides, "bound")
+        return _bound({"t": state.t, "v": state.v, "w": state.w}, state.gam, pri, bt, raw_of(state, bt),
+                      sides[1], sides[2], scale, n_gh, reduce)
 
     settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
                              eval_size, rho_floor(rho_min, space is not None, batch_size >= P))
@@ -466,69 +513,74 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                       **learned, **res.settings), checkpoint=res.checkpoint)
 
 
-def _terms(dv, dv_var, w, w_var):
-    """Mean and variance of the component terms Δv_c w_c,j (Eq. 25), elementwise."""
-    return dv * w, dv_var * (w * w + w_var) + dv * dv * w_var
+def _terms(dv, dv_var, w, w_var, Ew2=None):
+    """Mean and variance of the component terms Δv_c w_c,j (Eq. 25), elementwise (``Ew2``: E[w²]
+    = w² + var w, if already at hand)."""
+    return dv * w, dv_var * (w * w + w_var if Ew2 is None else Ew2) + dv * dv * w_var
 
 
-def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None, present=None,
-           conditional: bool = True):
+def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None,
+           present=None, conditional: bool = True):
     """Update q(t), then q(v_c) for each c, then q(w_c) for each c, on one batch (the factors in
     turn, as coordinate ascent does; the total moments of z are kept up to date in between).
+    ``raw``: the batch's :class:`Raw` moments under the state ``st``; returned with the new state's.
     ``reduce``: sums each factor's label statistics over the ranks of a distributed fit (each rank
     holds its own labels' moments of z, updated locally after every factor's step). ``conditional``:
     whether a side is sparse, so that labels carry conditional variance (c or d ≠ 0) whose pull on
     q(s) the ``"exact"`` likelihood adds."""
     Es = {k: s / r for k, (s, r) in gam.items()}
-    mo = _moments(st, bt, Es["t"], Es["v"], Es["w"])
-    y = bt.y
+    mo = _moments(raw, bt, Es["t"], Es["v"], Es["w"])
     mu, var = _total(mo)
-    dv, dv_var, wm, w_var = mo.dv.clone(), mo.dv_var.clone(), mo.w.clone(), mo.w_var.clone()
+    dv, dv_q, dv_var = raw.dv.clone(), raw.dv_q.clone(), mo.dv_var.clone()
+    wm, w_q, w_var = raw.w.clone(), raw.w_q.clone(), mo.w_var.clone()
+    dt, dt_q = raw.dt, raw.dt_q
     if st["t"] is not None:
-        one = torch.ones_like(y)
-        lam, nu = _weights(lik, y, mu, var, one, one, mo.dt, Q, n_gh)
+        one = torch.ones_like(mu)
+        lam, nu = _weights(lik, bt, mu, var, one, one, mo.dt, Q, n_gh)
         st["t"] = _step(st["t"], Es["t"] * items.K_inv, bt.dA, lam, nu, r_i, pi, what="S_t⁻¹", reduce=reduce)
-        dt = bt.dA @ st["t"].m
-        dt_var = ((bt.dA @ st["t"].S) * bt.dA).sum(-1) + bt.c / Es["t"]
+        dt, dt_q = _row_moments(bt.dA, st["t"].m, st["t"].S)
+        dt_var = dt_q + bt.c / Es["t"]
         mu, var = mu + dt - mo.dt, var + dt_var - mo.dt_var
     v, w = st["v"], st["w"]
+    prior_v, c_v = Es["v"][:, None, None] * items.K_inv, bt.c[:, None] / Es["v"]
     Lam_v, eta_v, m_v, S_v = (x.clone() for x in v)
     for c in range(v.m.shape[0]):  # components in turn (Eq. 32–33); vectorised over labels
-        old_mu, old_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
-        e = wm[:, c] ** 2 + w_var[:, c]
-        lam, nu = _weights(lik, y, mu, var, wm[:, c], e, dv[:, c], Q, n_gh)
-        blk = _step(Block(Lam_v[c], eta_v[c], m_v[c], S_v[c]), Es["v"][c] * items.K_inv, bt.dA,
+        w_c, wv_c = wm[:, c], w_var[:, c]
+        e = w_c * w_c + wv_c  # E[w²_c,j]
+        old_mu, old_var = _terms(dv[:, c], dv_var[:, c], w_c, wv_c, e)
+        lam, nu = _weights(lik, bt, mu, var, w_c, e, dv[:, c], Q, n_gh)
+        blk = _step(Block(Lam_v[c], eta_v[c], m_v[c], S_v[c]), prior_v[c], bt.dA,
                     lam, nu, r_i, pi, what=f"S_v⁻¹ (component {c})", reduce=reduce)
         Lam_v[c], eta_v[c], m_v[c], S_v[c] = blk
-        dv[:, c] = bt.dA @ blk.m
-        dv_var[:, c] = ((bt.dA @ blk.S) * bt.dA).sum(-1) + bt.c / Es["v"][c]
-        new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
-        mu, var = mu + new_mu - old_mu, var + new_var - old_var
+        dv[:, c], dv_q[:, c] = _row_moments(bt.dA, blk.m, blk.S)
+        dv_var[:, c] = dv_q[:, c] + c_v[:, c]
+        new_mu, new_var = _terms(dv[:, c], dv_var[:, c], w_c, wv_c, e)
+        mu, var = mu + (new_mu - old_mu), var + (new_var - old_var)
     st["v"] = Block(Lam_v, eta_v, m_v, S_v)
     Lam_w, eta_w, m_w, S_w = (x.clone() for x in w)
     for c in range(w.m.shape[0]):  # Eq. 36–37
         old_mu, old_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         e = dv[:, c] ** 2 + dv_var[:, c]
-        lam, nu = _weights(lik, y, mu, var, dv[:, c], e, wm[:, c], Q, n_gh)
+        lam, nu = _weights(lik, bt, mu, var, dv[:, c], e, wm[:, c], Q, n_gh)
         if bt.Aw is None:
             blk = _step(Block(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c], None, lam, nu, r_i,
                         pi, j=bt.j, reduce=reduce, present=present)
-            wm[:, c], w_var[:, c] = blk.m[bt.j], blk.S[bt.j]
+            wm[:, c], w_q[:, c] = blk.m[bt.j], blk.S[bt.j]
         else:
             blk = _step(Block(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c] * users.K_inv, bt.Aw,
                         lam, nu, r_i, pi, what=f"Σ⁻¹ (component {c})", reduce=reduce)
-            wm[:, c] = bt.Aw @ blk.m
-            w_var[:, c] = ((bt.Aw @ blk.S) * bt.Aw).sum(-1) + bt.d / Es["w"][c]
+            wm[:, c], w_q[:, c] = _row_moments(bt.Aw, blk.m, blk.S)
+        w_var[:, c] = w_q[:, c] + bt.d / Es["w"][c]
         Lam_w[c], eta_w[c], m_w[c], S_w[c] = blk
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
-        mu, var = mu + new_mu - old_mu, var + new_var - old_var
+        mu, var = mu + (new_mu - old_mu), var + (new_var - old_var)
     st["w"] = Block(Lam_w, eta_w, m_w, S_w)
+    raw = Raw(dt, dt_q, dv, dv_q, wm, w_q)
     if lik != "exact" or not conditional:  # no conditional variance: Eq. 15 as is
-        return st, None
+        return st, None, raw
     # ∂ELL/∂var_p · (what each scale's conditional variance adds to var_p, times E[s]): the
     # likelihood's pull on q(s) (see _update_scales)
-    _, _, g_v = expected_log_probit(y, mu, var, n_gh)
-    h = -pi * g_v
+    h = -pi * probit_grads(bt.sgn, mu, var, n_gh)[1]
     pull = {"t": (h * bt.c).sum()[None] if st["t"] is not None else torch.zeros(1, dtype=DTYPE),
             "v": h @ (bt.c[:, None] * (wm * wm + w_var)),
             "w": h @ (bt.d[:, None] * (dv * dv + dv_var))}
@@ -536,7 +588,7 @@ def _sweep(st, gam, bt: Batch, items: Side, users, lik, Q, r_i, pi, n_gh, reduce
         pull = dict(zip(("t", "v", "w"), reduce(pull["t"], pull["v"], pull["w"])))
     if st["t"] is None:
         pull["t"] = None
-    return st, pull
+    return st, pull, raw
 
 
 def _update_scales(st, gam, pri, items, users, pull=None):
@@ -557,12 +609,12 @@ def _update_scales(st, gam, pri, items, users, pull=None):
     return out
 
 
-def _bound(st, gam, pri, bt: Batch, items, users, pi_ev, n_gh, reduce=None) -> float:
+def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=None) -> float:
     """Eq. 31: expected log-likelihood (scaled to P) − KL of every Gaussian and Gamma factor
     (``reduce``: the likelihood term summed over the ranks of a distributed fit)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     Elog = {k: torch.digamma(s) - torch.log(r) for k, (s, r) in gam.items()}
-    mu, var = _total(_moments(st, bt, Es["t"], Es["v"], Es["w"]))
+    mu, var = _total(_moments(raw, bt, Es["t"], Es["v"], Es["w"]))
     ell, _, _ = expected_log_probit(bt.y, mu, var, n_gh)
     ell = ell.sum() if reduce is None else reduce(ell.sum())
     kl = (_kl_gauss(st["v"], items, Es["v"], Elog["v"]).sum()
