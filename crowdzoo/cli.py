@@ -632,16 +632,16 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
 
 def cmd_fit(args) -> int:
     e = zoo.entry(args.model)
-    if e.data == "links":  # --distributed too: a LinkData is loaded whole on every rank, from Python
+    if e.data == "links":  # --distributed too: each rank reads its shard of the annotations, from Python
         parallel = getattr(args, "route_distributed", None) and any(
             "distributed" in zoo.route_signature_static(e, m) for m in e.routes)
         raise DataError(f"model: {args.model} clusters items from links (LinkData: observations and "
                         "same/different labels); the command line reads preference pairs only, so fit it "
                         f"from Python: crowdzoo.fit(crowdzoo.{e.model.split(':')[1]}(), "
-                        "crowdzoo.LinkData.from_frame(df, O)" + (
-                            ", distributed=True) in a script launched by `torchrun --nproc-per-node R "
-                            "script.py` (every rank loads the whole data; each step's compute is split)"
-                            if parallel else ")"))
+                        + ("crowdzoo.LinkData.read_shard('links.csv', O), distributed=True) in a script "
+                           "launched by `torchrun --nproc-per-node R script.py` (each rank reads only its "
+                           "share of the annotations; each step's compute is split)"
+                           if parallel else "crowdzoo.LinkData.from_frame(df, O))"))
     out = Path(args.out)
     plan = _plan(args)
     sharded = bool(plan["settings"].get("distributed"))

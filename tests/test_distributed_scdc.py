@@ -1,12 +1,14 @@
 """Issue 19 for BayesSCDC: data-parallel natural-gradient SVI on torch.distributed (gloo, loopback only).
 
-Every rank holds the whole data and draws the same steps; each step's uniform rows are split in
-contiguous parts and its annotations by connected component, so each rank's message passing is the
-single process's restricted to its components. One all-reduce per step sums the networks' gradients,
-J and the statistics of Eq. 17 (Luo et al. 2018). Two ranks launched by ``torchrun`` end with the
-globals, the networks and the clusters of one process on the same steps (float32 networks: relative
-1e-4), and the split itself is checked in-process: disjoint items, every annotation once, and partial
-statistics and gradients that sum to the whole step's (each rank's alone does not)."""
+Every rank holds a shard of the annotations (cut from the whole data, or read alone from a file) and
+draws the same steps; each step's sampled annotations are completed by one all-reduce of their records,
+its uniform rows are split in contiguous parts and its annotations by connected component, so each
+rank's message passing is the single process's restricted to its components. One all-reduce per step
+sums the networks' gradients, J and the statistics of Eq. 17 (Luo et al. 2018). Two ranks launched by
+``torchrun`` end with the globals, the networks and the clusters of one process on the same steps
+(float32 networks: relative 1e-4), and the split itself is checked in-process: disjoint items, every
+annotation once, and partial statistics and gradients that sum to the whole step's (each rank's alone
+does not)."""
 from __future__ import annotations
 
 import socket
@@ -25,7 +27,7 @@ from scipy.sparse.csgraph import connected_components
 import crowdzoo as cz
 from crowdzoo.inference.distributed import replicated
 from crowdzoo.models.scdc.bayes import expected, item_stats, worker_stats
-from crowdzoo.models.scdc.natgrad import component_ranks, init_conjugate, split_step, step_objective
+from crowdzoo.models.scdc.natgrad import component_ranks, init_conjugate, records, split_step, step_objective
 from crowdzoo.models.scdc.svi import link_tensors
 
 pytest.importorskip("torch.distributed")
@@ -58,6 +60,12 @@ WORKER = textwrap.dedent('''
         got[name] = {"conj": post.conjugate, "net": post.net_state, "phi": post.cluster_probs,
                      "trace": torch.as_tensor(post.trace["elbo"]), "ranks": post.settings["ranks"],
                      "warnings": [str(w.message)[:80] for w in caught]}
+    # the annotations as this rank's shard: cut from the data in memory, and read alone from the file
+    for name, part in (("shard", data.shard()), ("read_shard", cz.LinkData.read_shard(sys.argv[5], data.O))):
+        post = cz.fit(cz.BayesSCDC(**model_kw), part, distributed=True, progress_bar=False, **fits["kmeans"])
+        got[name] = {"conj": post.conjugate, "net": post.net_state, "phi": post.cluster_probs,
+                     "held": part.n_annotations, "range": part.annotation_range,
+                     "workers": post.workers()["annotations"].tolist(), "repr": repr(post)}
     try:  # rank 1 with another seed: both ranks refuse, naming the mismatch
         cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, n_epochs=2, seed=rank)
         got["mismatch"] = "fitted"
@@ -85,17 +93,18 @@ def test_two_ranks_give_the_single_process_fit(tmp_path):
     # This can fail: each rank's share of a step's statistics and gradients is far from the whole
     # step's (test_rank_shares_sum_to_the_whole_step_and_differ_from_it), so ranks that skipped the
     # all-reduce would take other steps than one process (and than each other) from the first step on.
-    script, out = tmp_path / "worker.py", tmp_path / "out"
+    script, out, csv = tmp_path / "worker.py", tmp_path / "out", tmp_path / "links.csv"
     script.write_text(WORKER)
+    data, _ = cz.simulate_links(**DATA)
+    data.to_frame().to_csv(csv, index=False)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
            "127.0.0.1", "--master-port", str(_port()), str(script), str(out), repr(DATA), repr(MODEL),
-           repr(FITS)]
+           repr(FITS), str(csv)]
     t0 = time.time()
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     print(f"torchrun, 2 ranks: {time.time() - t0:.1f} s")
     assert run.returncode == 0, run.stderr[-3000:]
     got = [torch.load(f"{out}.{r}.pt") for r in (0, 1)]
-    data, _ = cz.simulate_links(**DATA)
     for name, kw in FITS.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # unconverged after so few epochs
@@ -116,6 +125,18 @@ def test_two_ranks_give_the_single_process_fit(tmp_path):
                 assert torch.equal(two["conj"][k], got[0][name]["conj"][k])
             for k in single.net_state:
                 assert torch.equal(two["net"][k], got[0][name]["net"][k])
+    # each rank held half the annotations, in or out of memory, and took the very steps of the whole
+    A = data.n_annotations
+    single = cz.fit(cz.BayesSCDC(**MODEL), data, progress_bar=False, **FITS["kmeans"])
+    for name in ("shard", "read_shard"):
+        assert [g[name]["range"] for g in got] == [(0, A // 2, A), (A // 2, A, A)]
+        assert [g[name]["held"] for g in got] == [A // 2, A - A // 2]
+        for g in got:
+            for k in single.conjugate:
+                assert torch.equal(g[name]["conj"][k], g["kmeans"]["conj"][k])
+            assert torch.equal(g[name]["phi"], g["kmeans"]["phi"])
+            assert g[name]["workers"] == single.workers()["annotations"].tolist()  # counted over the ranks
+            assert f"annotations={A}," in g[name]["repr"]
     assert got[0]["kmeans"]["warnings"] and got[1]["kmeans"]["warnings"] == []  # unconverged: rank 0 says so
     for g in got:
         assert "distributed: rank 1 has other" in g["mismatch"] and "same data and settings" in g["mismatch"]
@@ -140,7 +161,7 @@ def test_components_split_the_annotations_once_and_share_no_item(world):
     are split contiguously, and the annotation counts are balanced up to the largest component."""
     for seed in range(5):
         t, items, ann = _random_step(seed)
-        parts = [split_step(t, items, ann, r, world, "cpu") for r in range(world)]
+        parts = [split_step(t.O, items, records(t, ann), t.i.shape[0], r, world, "cpu") for r in range(world)]
         ends = [set(p.batch.O[p.batch.n_uniform:, 0].long().tolist()) for p in parts]
         for r in range(world):
             for s in range(r + 1, world):
@@ -180,7 +201,7 @@ def test_rank_shares_sum_to_the_whole_step_and_differ_from_it():
                                                                                 generator=g)
 
     def share(rank, world):
-        part = split_step(t, items, ann, rank, world, "cpu")
+        part = split_step(t.O, items, records(t, ann), t.i.shape[0], rank, world, "cpu")
         eps = torch.randn((part.n_rows, 2), generator=torch.Generator().manual_seed(7), dtype=F64)
         J, loc, s = step_objective(part.batch, nets, expected(q), model.sweeps, eps[part.uniform])
         nets.zero_grad()
@@ -201,6 +222,78 @@ def test_rank_shares_sum_to_the_whole_step_and_differ_from_it():
     for part_s, part_g in ((s0, g0), (s1, g1)):
         assert (part_s - whole).abs().max() > 1e-2 * whole.abs().max()
         assert (part_g - g_whole).abs().max() > 1e-2 * g_whole.abs().max()
+
+
+def test_records_complete_a_step_from_the_ranks_shards():
+    """Each rank fills the sampled annotations it holds and zeros elsewhere; the all-reduce (here: a sum
+    in one process) gives every rank the whole step's records, repeats and all."""
+    data, _ = cz.simulate_links(**DATA)
+    t = link_tensors(data)
+    ann = torch.randint(data.n_annotations, (50,), generator=torch.Generator().manual_seed(0))
+    whole = records(t, ann)
+    world = 3
+    shards = [data.shard(r, world) for r in range(world)]
+    assert sum(s.n_annotations for s in shards) == data.n_annotations
+    tables = []
+
+    class Collect:  # a stand-in for the process group: keeps each rank's table, returns it unchanged
+        def __init__(self, rank):
+            self.rank, self.world = rank, world
+
+        def sum(self, table):
+            tables.append(table.clone())
+            return table
+
+    for r, part in enumerate(shards):
+        records(link_tensors(part, shard_ok=True), ann, part.annotation_range[0], Collect(r))
+    total = sum(tables)
+    assert all((tb != 0).any(-1).sum() < ann.shape[0] for tb in tables)  # no rank held the whole step
+    torch.testing.assert_close(total[:, 0].long(), whole.i, rtol=0, atol=0)
+    torch.testing.assert_close(total[:, 1].long(), whole.j, rtol=0, atol=0)
+    torch.testing.assert_close(total[:, 2].long(), whole.w, rtol=0, atol=0)
+    torch.testing.assert_close(total[:, 3].to(whole.L.dtype), whole.L, rtol=0, atol=0)
+
+
+def test_read_links_shard_reads_its_rows_alone(tmp_path):
+    """read_shard's shards are the file's rows in order (with the whole file's worker numbering), equal
+    to from_frame on those rows; world = 1 reads the whole file; a bad row is named by its file row."""
+    import pandas as pd
+
+    data, _ = cz.simulate_links(**DATA)
+    csv = tmp_path / "links.csv"
+    df = data.to_frame()
+    df.to_csv(csv, index=False)
+    A = len(df)
+    whole = cz.LinkData.read_shard(csv, data.O, rank=0, world=1)
+    assert whole.annotation_range == (0, A, A) and not whole.is_shard
+    for k in ("i", "j", "worker", "same"):
+        assert np.array_equal(getattr(whole, k), getattr(data, k))
+    parts = [cz.LinkData.read_shard(csv, data.O, rank=r, world=3, chunksize=17) for r in range(3)]
+    assert [p.annotation_range for p in parts] == [(A * r // 3, A * (r + 1) // 3, A) for r in range(3)]
+    for r, p in enumerate(parts):
+        assert p.is_shard and np.array_equal(p.worker_ids, data.worker_ids)
+        rows = np.arange(A * r // 3, A * (r + 1) // 3)
+        for k in ("i", "j", "worker", "same"):
+            assert np.array_equal(getattr(p, k), getattr(data, k)[rows])
+    bad = df.copy()
+    bad.loc[A - 1, "same"] = 7
+    bad.to_csv(csv, index=False)
+    with pytest.raises(cz.DataError, match=rf"rank 2's data rows .*{A - 1}"):
+        cz.LinkData.read_shard(csv, data.O, rank=2, world=3)
+    assert isinstance(pd.read_csv(csv), pd.DataFrame)  # the file is left as it was written
+
+
+def test_a_shard_outside_a_launch_is_refused():
+    """A shard is not the data: a fit without distributed=True (natgrad or svi) refuses it, naming the
+    launch; cutting a shard twice is refused too."""
+    data, _ = cz.simulate_links(**DATA)
+    part = data.shard(1, 2)
+    assert "shard: annotations" in repr(part)
+    for model, kw in ((cz.BayesSCDC(**MODEL), {}), (cz.SCDC(**MODEL), {})):
+        with pytest.raises(cz.DataError, match="distributed=True inside the torchrun launch"):
+            cz.fit(model, part, n_epochs=1, progress_bar=False, **kw)
+    with pytest.raises(cz.DataError, match="already a shard"):
+        part.shard(0, 2)
 
 
 def test_one_process_shard_is_the_whole_fit():

@@ -14,6 +14,7 @@ valid (clustering without a crowd); zero items is not.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -194,6 +195,8 @@ class LinkData:
     worker_ids : (W,) the caller's worker ids (default 0..W-1).
     item_ids : (N,) the caller's item ids (default 0..N-1).
     labels : (N,) true classes, for evaluation only, or None.
+    annotation_range : (lo, hi, A) when this holds one rank's shard of the annotations for a distributed
+        fit — annotations lo..hi-1 of the whole data's A (:meth:`shard`, :meth:`read_shard`); else None.
     """
 
     worker: np.ndarray
@@ -204,6 +207,7 @@ class LinkData:
     worker_ids: np.ndarray
     item_ids: np.ndarray
     labels: np.ndarray | None = None
+    annotation_range: tuple | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -390,12 +394,44 @@ class LinkData:
         return LinkData(worker=self.worker[rows], i=self.i[rows], j=self.j[rows], same=self.same[rows],
                         O=self.O, worker_ids=self.worker_ids, item_ids=self.item_ids, labels=self.labels)
 
+    def shard(self, rank: int | None = None, world: int | None = None) -> LinkData:
+        """Rank ``rank`` of ``world``'s contiguous share of the annotations, lo = A·r/R to hi = A·(r+1)/R,
+        for a distributed BayesSCDC fit (``annotation_range`` = (lo, hi, A)); the items' observations,
+        the workers and the labels are kept whole. ``rank``/``world`` default to the torchrun launch's.
+        To read only a share from a file, without the whole in memory: :meth:`read_shard`."""
+        if self.annotation_range is not None:
+            raise DataError(f"data: already a shard (annotations {self.annotation_range[0]}.."
+                            f"{self.annotation_range[1] - 1} of {self.annotation_range[2]})")
+        from .shard import rank_world
+
+        rank, world = rank_world(rank, world)
+        A = self.n_annotations
+        lo, hi = A * rank // world, A * (rank + 1) // world
+        return dataclasses.replace(self.subset(np.arange(lo, hi)), annotation_range=(lo, hi, A))
+
+    @classmethod
+    def read_shard(cls, path, O, **kw) -> LinkData:
+        """One rank's share of an annotations CSV, read without holding the whole file:
+        :func:`crowdzoo.data.shard.read_links_shard`."""
+        from .shard import read_links_shard
+
+        return read_links_shard(path, O, **kw)
+
+    @property
+    def is_shard(self) -> bool:
+        """Whether this holds only part of the annotations (one rank's, :meth:`shard`)."""
+        r = self.annotation_range
+        return r is not None and (r[0], r[1]) != (0, r[2])
+
     def without_annotations(self) -> LinkData:
         """The same items (and workers) with no annotations: clustering without a crowd."""
         return self.subset(np.zeros(0, dtype=np.int64))
 
     def __repr__(self) -> str:
         lab = ", labels" if self.labels is not None else ""
+        if self.annotation_range is not None:
+            lo, hi, A = self.annotation_range
+            lab += f", shard: annotations {lo}..{hi - 1} of {A}"
         return (f"LinkData(annotations={self.n_annotations}, workers={self.n_workers}, items={self.n_items}, "
                 f"features={self.n_features}{lab})")
 

@@ -1,4 +1,5 @@
-"""One rank's shard of a pairs CSV, for a distributed fit (issue 19): no rank holds every label.
+"""One rank's shard of a pairs CSV (or of an annotations CSV, :func:`read_links_shard`), for a
+distributed fit (issue 19): no rank holds every label.
 
 Two passes over the file in chunks of ``chunksize`` rows, so memory is O(chunk + items + users +
 this rank's rows), never O(P):
@@ -34,12 +35,12 @@ def _chunks(path, sep, chunksize, usecols=None):
         raise DataError(f"path: {path}: {err}") from None
 
 
-def _sorted(ids) -> pd.Index:
+def _sorted(ids, hint: str = "items= (and users=) tables that name them") -> pd.Index:
     try:
         return pd.Index(sorted(ids))
     except TypeError:
         raise DataError("read_shard: ids of mixed types cannot be ordered the same way on every rank; pass "
-                        "items= (and users=) tables that name them") from None
+                        f"{hint}") from None
 
 
 def _gather_counts(n: int, rank: int, world: int) -> list[int]:
@@ -57,6 +58,73 @@ def _gather_counts(n: int, rank: int, world: int) -> list[int]:
     return [int(t) for t in out]
 
 
+def rank_world(rank: int | None, world: int | None) -> tuple[int, int]:
+    """``rank``/``world`` as given, or the torch.distributed process group's (initialised from
+    torchrun's environment when needed), checked."""
+    if rank is None or world is None:
+        from ..inference.distributed import rank_and_world
+
+        rank, world = rank_and_world()
+    if not (0 <= rank < world):
+        raise DataError(f"rank: expected 0 <= rank < world = {world}, got {rank}")
+    return rank, world
+
+
+def _file(path) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"path: file not found: {path}")
+    return p
+
+
+def _rows_of(p: Path, sep: str, chunksize: int, lo_row: int, hi_row: int) -> pd.DataFrame:
+    """Data rows lo_row..hi_row-1 of the CSV, indexed by their row in the file (pass 2)."""
+    parts, start = [], 0
+    for chunk in _chunks(p, sep, chunksize):
+        end = start + len(chunk)
+        if end > lo_row and start < hi_row:
+            part = chunk.iloc[max(lo_row - start, 0):hi_row - start]
+            parts.append(part.set_axis(pd.RangeIndex(max(lo_row, start), min(hi_row, end)), axis=0))
+        start = end
+        if start >= hi_row:
+            break
+    return pd.concat(parts) if parts else next(_chunks(p, sep, 1)).iloc[:0]
+
+
+def read_links_shard(path, O, i: str = "i", j: str = "j", same: str = "same", worker: str | None = "worker",
+                     item_ids=None, labels=None, worker_ids=None, sep: str = ",", rank: int | None = None,
+                     world: int | None = None, chunksize: int = 1_000_000):
+    """Rank ``rank`` of ``world``'s share of the annotations CSV at ``path`` (one row per annotation),
+    as a :class:`~crowdzoo.LinkData` with ``annotation_range`` = (lo, hi, A): data rows lo = A·r/R to
+    hi − 1 = A·(r+1)/R − 1 of the file's A, in the file's order. Two passes in chunks, as for pairs:
+    the first counts the rows and, without ``worker_ids``, collects every worker id in the file (the
+    sorted ids :meth:`~crowdzoo.LinkData.from_frame` would give the whole file, so that every rank
+    numbers workers alike); the second builds this rank's rows with ``from_frame`` (the same checks;
+    errors name the file's data row). ``O`` (every item's observations), ``item_ids`` and ``labels``
+    as for ``from_frame``: items are not sharded. ``rank``/``world`` default to the torchrun launch's."""
+    from .links import LinkData
+
+    p = _file(path)
+    rank, world = rank_world(rank, world)
+    n_rows, seen = 0, set()
+    cols = [worker] if worker is not None and worker_ids is None else [i]
+    for chunk in _chunks(p, sep, chunksize, usecols=cols):
+        n_rows += len(chunk)
+        if cols == [worker]:
+            seen.update(pd.unique(chunk[worker].to_numpy()))
+    if worker is not None and worker_ids is None:
+        worker_ids = _sorted((x for x in seen if not pd.isna(x)), "worker_ids=").to_numpy()
+    lo, hi = n_rows * rank // world, n_rows * (rank + 1) // world
+    df = _rows_of(p, sep, chunksize, lo, hi)
+    try:
+        data = LinkData.from_frame(df, O, i=i, j=j, same=same, worker=worker, item_ids=item_ids,
+                                   labels=labels, worker_ids=worker_ids)
+    except DataError as err:
+        raise DataError(f"{path}, rank {rank}'s data rows {lo}..{hi - 1} (index = the file's data row): "
+                        f"{err}") from None
+    return dataclasses.replace(data, annotation_range=(lo, hi, n_rows))
+
+
 def read_shard(path, items: pd.DataFrame | None = None, users: pd.DataFrame | None = None,
                a: str = "a", b: str = "b", y: str | None = "y", user: str | None = None,
                tie: str | None = None, ties: str = "error", sep: str = ",", rank: int | None = None,
@@ -69,15 +137,8 @@ def read_shard(path, items: pd.DataFrame | None = None, users: pd.DataFrame | No
     columns, tie rows included, when no table names them."""
     from .pairwise import PairwiseData
 
-    p = Path(path)
-    if not p.is_file():
-        raise DataError(f"path: file not found: {path}")
-    if rank is None or world is None:
-        from ..inference.distributed import rank_and_world
-
-        rank, world = rank_and_world()
-    if not (0 <= rank < world):
-        raise DataError(f"rank: expected 0 <= rank < world = {world}, got {rank}")
+    p = _file(path)
+    rank, world = rank_world(rank, world)
     # pass 1: count the rows; the ids no table names
     id_cols = [c for c in (a, b) if items is None] + ([user] if user and users is None else [])
     n_rows, item_ids, user_ids = 0, set(), set()
@@ -97,16 +158,7 @@ def read_shard(path, items: pd.DataFrame | None = None, users: pd.DataFrame | No
                   pd.DataFrame(index=_sorted(x for x in user_ids if not pd.isna(x))))
     # pass 2: this rank's rows, indexed by their row in the file
     lo_row, hi_row = n_rows * rank // world, n_rows * (rank + 1) // world
-    parts, start = [], 0
-    for chunk in _chunks(p, sep, chunksize):
-        end = start + len(chunk)
-        if end > lo_row and start < hi_row:
-            part = chunk.iloc[max(lo_row - start, 0):hi_row - start]
-            parts.append(part.set_axis(pd.RangeIndex(max(lo_row, start), min(hi_row, end)), axis=0))
-        start = end
-        if start >= hi_row:
-            break
-    df = pd.concat(parts)
+    df = _rows_of(p, sep, chunksize, lo_row, hi_row)
     try:
         data = PairwiseData.from_frame(df, items, **kw)
     except DataError as err:

@@ -193,8 +193,9 @@ def _close() -> None:
 
 
 def replicated(n_items: int, distributed: bool) -> Shard:
-    """A :class:`Shard` for data that every rank holds whole (BayesSCDC: each step's compute is split
-    across the ranks, not the data): rank r of R when ``distributed``, else the one process."""
+    """A :class:`Shard` over ``n_items`` rows that every rank holds whole (BayesSCDC's observations: each
+    step's uniform rows are split across the ranks, not the table; its annotations are sharded, see
+    :mod:`crowdzoo.models.scdc.natgrad`): rank r of R when ``distributed``, else the one process."""
     if not distributed:
         return Shard(0, 1, 0, n_items, n_items, 0)
     rank, world = rank_and_world()
@@ -219,12 +220,12 @@ def shard(data, distributed: bool) -> Shard:
         lo, hi = bounds(n_held, rank, world)
         return Shard(rank, world, lo, hi, n_held, 0)
     lo, hi, P = held
-    _check_tiling(lo, hi, P, rank, world)
+    check_tiling(lo, hi, P, rank, world)
     return Shard(rank, world, lo, hi, P, lo)
 
 
-def _check_tiling(lo: int, hi: int, P: int, rank: int, world: int) -> None:
-    """The ranks' shards, in rank order, must be labels 0..P-1 exactly once (an all-gather)."""
+def check_tiling(lo: int, hi: int, P: int, rank: int, world: int, what: str = "labels") -> None:
+    """The ranks' shards, in rank order, must be ``what`` 0..P-1 exactly once (an all-gather)."""
     import torch.distributed as dist
 
     got = [torch.zeros(3, dtype=torch.long) for _ in range(world)]
@@ -233,9 +234,9 @@ def _check_tiling(lo: int, hi: int, P: int, rank: int, world: int) -> None:
     end = 0
     for r, (lo_r, hi_r, P_r) in enumerate(ranges):
         if lo_r != end or P_r != P or hi_r < lo_r:
-            raise DataError(f"data: the ranks' shards do not tile the labels 0..{P - 1} in rank order (rank "
+            raise DataError(f"data: the ranks' shards do not tile the {what} 0..{P - 1} in rank order (rank "
                             f"{r} holds [{lo_r}, {hi_r}) of {P_r} after [0, {end})); read every rank's "
                             "shard of the same file with read_shard inside one launch")
         end = hi_r
     if end != P:
-        raise DataError(f"data: the ranks' shards cover labels 0..{end - 1} of {P}")
+        raise DataError(f"data: the ranks' shards cover {what} 0..{end - 1} of {P}")

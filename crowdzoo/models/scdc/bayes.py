@@ -229,10 +229,12 @@ def expected_loglik(E: Expected, x, V):
     return 0.5 * (E.logdet - d * math.log(2 * math.pi) - quad)
 
 
-def local_step(E: Expected, h, lam, li=None, lj=None, w=None, sweeps: int = 4) -> Local:
+def local_step(E: Expected, h, lam, li=None, lj=None, w=None, sweeps: int = 4, reduce=None) -> Local:
     """The local optimum of Eq. 15: from q(x_n) ∝ exp ψ alone, ``sweeps`` rounds of Eq. 12 (q*(x)) then
     Eq. 14 (q*(z), with messages E[w_a] φ_{n'} along the annotations ``li``–``lj``, weights ``w``),
-    every row updated at once, and a last Eq. 12 so that q*(x) matches the final q*(z)."""
+    every row updated at once, and a last Eq. 12 so that q*(x) matches the final q*(z). ``reduce``
+    sums each sweep's messages over the ranks of a distributed fit, each of which holds a shard of the
+    annotations (the rows being every item, on every rank)."""
     x, V = h / lam, torch.diag_embed(1 / lam)
     log_phi = torch.log_softmax(E.log_pi + expected_loglik(E, x, V), -1)
     phi = log_phi.exp()
@@ -245,7 +247,9 @@ def local_step(E: Expected, h, lam, li=None, lj=None, w=None, sweeps: int = 4) -
         if s == sweeps:
             break
         logits = E.log_pi + ell
-        if li is not None and li.shape[0]:
+        if reduce is not None:  # every rank calls the collective, whether or not it holds annotations
+            logits = logits + reduce(messages(phi, li, lj, w))
+        elif li is not None and li.shape[0]:
             logits = logits + messages(phi, li, lj, w)
         log_phi = torch.log_softmax(logits, -1)
         phi = log_phi.exp()

@@ -14,18 +14,25 @@ With ``pretrain=`` epochs, the networks are first pretrained as a VAE and the mi
 Gaussian mixture on their latent points (VaDE's recipe, Jiang et al. 2017; :func:`pretrain_natgrad`).
 
 Data-parallel (``distributed=True`` inside a ``torchrun`` launch, :mod:`crowdzoo.inference.distributed`):
-every rank holds the whole data (the observations O and every annotation: replicated, not sharded)
-and draws the same mini-batches from the same seeded generator; what is split is each step's compute.
-The uniform rows go to the ranks in R contiguous parts, the sampled annotations by connected component
-of the step's annotation graph (:func:`component_ranks`), so that each rank's message passing (Eq. 12,
-14) is the single process's restricted to its components — exactly, since messages never cross a
-component. Every term of the networks' objective J (Eq. 16, the globals' KL aside, which does not
-depend on the networks) and every statistic of Eq. 17 is a sum over rows or annotations, so one
-all-reduce per step of [the networks' gradients, J, the Eq. 17 statistics] gives every rank the
-single process's step: the same Adam step and the same natural-gradient step on the globals.
+each rank holds a contiguous shard of the annotations (:meth:`~crowdzoo.LinkData.read_shard` reads only
+its rows of a file; given the whole data, a rank keeps its share, :meth:`~crowdzoo.LinkData.shard`)
+and every item's observations O, and draws the same mini-batches from the same seeded generator: the
+same uniform rows and the same annotation positions. The step's annotation records are completed by one
+all-reduce of an ``annotation_batch`` × 4 table that each rank fills where it holds the row
+(:func:`records`: O(batch) numbers, whatever the number of annotations). What is then split is the
+step's compute: the uniform rows go to the ranks in R contiguous parts, the sampled annotations by
+connected component of the step's annotation graph (:func:`component_ranks`), so that each rank's
+message passing (Eq. 12, 14) is the single process's restricted to its components — exactly, since
+messages never cross a component. Every term of the networks' objective J (Eq. 16, the globals' KL
+aside, which does not depend on the networks) and every statistic of Eq. 17 is a sum over rows or
+annotations, so one all-reduce per step of [the networks' gradients, J, the Eq. 17 statistics] gives
+every rank the single process's step: the same Adam step and the same natural-gradient step on the
+globals. The final pass over the whole graph (:func:`encode_all`) sums each sweep's messages into the
+items over the ranks.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import NamedTuple
 
@@ -35,7 +42,7 @@ import torch
 from ...core.seeds import isolated
 from ...errors import DataError, NumericalError
 from ...inference.common import check_finite, progress, summary
-from ...inference.distributed import bounds, replicated
+from ...inference.distributed import bounds, check_tiling, replicated
 from ...inference.natgrad import rho
 from .bayes import (
     F64,
@@ -72,38 +79,69 @@ class Part(NamedTuple):
     uniform: slice
 
 
-def batches(t, batch_size, annotation_batch, generator, device, rank: int = 0, world: int = 1):
-    """One epoch of steps (:class:`Part` s of rank ``rank`` of ``world``): a permutation of the items in
-    chunks of ``batch_size``, each followed by the distinct endpoints of ``annotation_batch``
-    annotations drawn with replacement (``li``, ``lj`` index those rows); :func:`split_step`."""
-    N, A = t.O.shape[0], t.i.shape[0]
+class Records(NamedTuple):
+    """A step's sampled annotations: their items i, j, workers w and labels L (one row each)."""
+
+    i: torch.Tensor
+    j: torch.Tensor
+    w: torch.Tensor
+    L: torch.Tensor
+
+
+def records(t, ann, lo: int = 0, sh=None) -> Records:
+    """The annotations at global positions ``ann``. This process's ``t`` holds annotations ``lo``.. of
+    the whole data (a distributed fit's shard): each rank fills the rows it holds and one all-reduce of
+    the ``ann``-sized table completes them — a sum, since exactly one rank holds each annotation, so
+    the ranks never hold more than their shard and a step moves O(annotation_batch) numbers."""
+    if sh is None or sh.world == 1:
+        return Records(t.i[ann], t.j[ann], t.w[ann], t.L[ann])
+    pos = ann - lo
+    mine = (pos >= 0) & (pos < t.i.shape[0])
+    p = pos[mine]
+    table = torch.zeros(ann.shape[0], 4, dtype=F64)
+    table[mine] = torch.stack([t.i[p].to(F64), t.j[p].to(F64), t.w[p].to(F64), t.L[p].to(F64)], -1)
+    table = sh.sum(table)
+    ijw = table[:, :3].round().long()
+    return Records(ijw[:, 0], ijw[:, 1], ijw[:, 2], table[:, 3].to(t.L.dtype))
+
+
+def batches(t, n_annotations: int, batch_size, annotation_batch, generator, device, sh=None, lo: int = 0):
+    """One epoch of steps (:class:`Part` s of this rank of ``sh``; None: the one process): a permutation
+    of the items in chunks of ``batch_size``, each followed by the distinct endpoints of
+    ``annotation_batch`` annotations drawn with replacement from all ``n_annotations`` (``li``, ``lj``
+    index those rows; this process's ``t`` holds annotations ``lo``.., :func:`records`);
+    :func:`split_step`."""
+    N, A = t.O.shape[0], n_annotations
+    rank, world = (0, 1) if sh is None else (sh.rank, sh.world)
     perm = torch.randperm(N, generator=generator)
     none = torch.zeros(0, dtype=torch.long)
-    for lo in range(0, N, batch_size):
+    for at in range(0, N, batch_size):
         ann = (torch.randint(A, (annotation_batch,), generator=generator) if A and annotation_batch
                else none)
-        yield split_step(t, perm[lo:lo + batch_size], ann, rank, world, device)
+        yield split_step(t.O, perm[at:at + batch_size], records(t, ann, lo, sh), A, rank, world, device)
 
 
-def split_step(t, items, ann, rank: int, world: int, device) -> Part:
-    """Rank ``rank``'s share of the step with uniform rows ``items`` and annotations ``ann``: a contiguous
-    1/``world`` of ``items``, and the annotations (with their endpoints' rows) of the components that
-    :func:`component_ranks` gives it. The scales stay the whole step's: N / n and A / b."""
-    N, A = t.O.shape[0], t.i.shape[0]
-    n, b = items.shape[0], ann.shape[0]
-    ends, inv = torch.unique(torch.cat([t.i[ann], t.j[ann]]), return_inverse=True)
+def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int, device) -> Part:
+    """Rank ``rank``'s share of the step with uniform rows ``items`` (of the observations ``O``) and
+    annotations ``rec``: a contiguous 1/``world`` of ``items``, and the annotations (with their
+    endpoints' rows) of the components that :func:`component_ranks` gives it. The scales stay the whole
+    step's: N / n and A / b (A = ``n_annotations``)."""
+    N, A = O.shape[0], n_annotations
+    n, b = items.shape[0], rec.i.shape[0]
+    ends, inv = torch.unique(torch.cat([rec.i, rec.j]), return_inverse=True)
     n_rows = n + ends.shape[0]
     li, lj = inv[:b], inv[b:]
+    w, L = rec.w, rec.L
     lo, hi = bounds(n, rank, world)
     if world > 1:
         keep = component_ranks(li, lj, ends.shape[0], world) == rank
         mine = keep[li]
         pos = torch.cumsum(keep, 0) - 1  # an endpoint's row among this rank's endpoints
-        ends, ann, li, lj = ends[keep], ann[mine], pos[li[mine]], pos[lj[mine]]
+        ends, w, L, li, lj = ends[keep], w[mine], L[mine], pos[li[mine]], pos[lj[mine]]
     m = hi - lo
     rows = torch.cat([items[lo:hi], ends])
-    batch = Batch(t.O[rows].to(device), m, (m + li).to(device), (m + lj).to(device), t.w[ann].to(device),
-                  t.L[ann].to(device, F64), N / n, A / b if b else 0.0)
+    batch = Batch(O[rows].to(device), m, (m + li).to(device), (m + lj).to(device), w.to(device),
+                  L.to(device, F64), N / n, A / b if b else 0.0)
     return Part(batch, n_rows, slice(lo, hi))
 
 
@@ -232,14 +270,17 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
     random q throughout); ``device`` "cpu" or "cuda". Warns
     (ConvergenceWarning) when the last tenth of the epochs still raised the bound by more than 1 %.
 
-    ``distributed``: data-parallel over the ranks of a ``torchrun`` launch (module docstring). Every
-    rank must be given the whole data (O and every annotation are replicated: SCDC's annotations are
-    few and the observations are read whole) and the same settings, which is checked; each step's
-    uniform rows and annotation components are split across the ranks, and one all-reduce per step sums
-    the networks' gradients, J and the statistics of Eq. 17. The mixture's starts (k-means, pretraining's
-    Gaussian mixture) are computed on every rank and rank 0's is broadcast; the final encoding of every
-    item (:func:`encode_all`) runs on every rank, so that each returns the whole posterior. Only rank 0
-    shows progress and warns."""
+    ``distributed``: data-parallel over the ranks of a ``torchrun`` launch (module docstring). Each rank
+    is given either its shard of the annotations (:meth:`~crowdzoo.LinkData.read_shard`, or
+    :meth:`~crowdzoo.LinkData.shard` of data it built; the ranks' shards must tile the annotations in
+    rank order, which is checked) or the whole data, of which it keeps its contiguous share; every rank
+    needs every item's observations O (checked to agree, with the settings and the numbers of
+    annotations and workers). Each step's uniform rows and annotation components are split across the
+    ranks, and one all-reduce per step sums the networks' gradients, J and the statistics of Eq. 17. The
+    mixture's starts (k-means, pretraining's Gaussian mixture) are computed on every rank and rank 0's
+    is broadcast; the final encoding of every item (:func:`encode_all`) runs on every rank with the
+    messages summed over the ranks, so that each returns the whole posterior (its ``workers()`` counts
+    every rank's annotations). Only rank 0 shows progress and warns."""
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
@@ -258,18 +299,19 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
         raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}")
     if int(warmup) != warmup or not 0 <= warmup < n_epochs:
         raise DataError(f"warmup: expected an integer in [0, n_epochs = {n_epochs}), got {warmup!r}")
-    N, A, W = data.n_items, data.n_annotations, max(data.n_workers, 1)
+    sh = replicated(data.n_items, distributed)
+    held, lo, A = _annotations(data, sh)
+    N, W = data.n_items, max(data.n_workers, 1)
     steps = math.ceil(N / batch_size)
     annotation_batch = annotation_batch if annotation_batch is not None else math.ceil(A / steps)
-    sh = replicated(N, distributed)
     with isolated(seed), sh.quiet():
         setup = setup or model.setup(data, seed=seed)
         nets = model.networks(setup, seed=seed).to(device)
         gen = torch.Generator().manual_seed(int(seed))
         prior = model.prior(W, device)
         q = init_conjugate(model, W, gen, device)
-        t = link_tensors(data)
-        _check_replicated(sh, t, (seed, n_epochs, batch_size, annotation_batch, lr, pretrain, warmup,
+        t = link_tensors(held, shard_ok=True)
+        _check_replicated(sh, t, (A, W, seed, n_epochs, batch_size, annotation_batch, lr, pretrain, warmup,
                                   step_delay, forgetting_rate, init == "kmeans", model.n_clusters,
                                   model.latent_dim, model.sweeps))
         if pretrain:
@@ -282,7 +324,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
                 total, n_steps = 0.0, 0
                 if epoch == warmup and init == "kmeans" and not pretrain:
                     q = Conjugate(*sh.broadcast(*kmeans_globals(model, nets, t, prior, q, seed, device)))
-                for part in batches(t, batch_size, annotation_batch, gen, device, sh.rank, sh.world):
+                for part in batches(t, A, batch_size, annotation_batch, gen, device, sh, lo):
                     J, stats = train_step(part, nets, opt, q, (N, W), model.sweeps, gen, sh, epoch)
                     if epoch >= warmup:
                         it += 1
@@ -296,7 +338,11 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
         summary(bar, f"bayesscdc natgrad: {n_epochs} epochs, final bound {trace[-1]:.6g}")
         _warn_unconverged(trace, "bayesscdc natgrad", "bound")
         with torch.no_grad():
-            loc = encode_all(nets, q, t, model.sweeps, device)
+            loc = encode_all(nets, q, t, model.sweeps, device, sh)
+        counts = {}
+        if sh.world > 1:  # every worker's annotations, over the ranks' shards (the posterior's table)
+            n = torch.bincount(t.w, minlength=W).to(F64)
+            counts["worker_annotations"] = sh.sum(n).round().long().tolist()
     q = Conjugate(*(x.cpu() for x in q))
     nets = nets.cpu()
     d = model.latent_dim
@@ -304,7 +350,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
         model=model, setup=setup, data=data, method="natgrad", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, step_delay=step_delay, forgetting_rate=forgetting_rate, warmup=warmup,
-                      init=init, pretrain=pretrain, device=device, distributed=distributed, ranks=sh.world),
+                      init=init, pretrain=pretrain, device=device, distributed=distributed, ranks=sh.world,
+                      annotations=A, **counts),
         cluster_probs=loc.phi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(), mu=q.m,
         cov=q.S / (q.nu + d + 1)[:, None, None],
         alpha=q.alpha[:, 0] / q.alpha.sum(-1), beta=q.beta[:, 0] / q.beta.sum(-1),
@@ -360,18 +407,33 @@ def _vae_loss(nets, o, eps, b: int):
     return kl - nets.obs_dist(x.to(DTYPE)).log_prob(o).to(F64).sum() / b
 
 
+def _annotations(data, sh):
+    """(this rank's annotations, the position of its first among all, A): a shard as given (the ranks'
+    shards checked to tile the annotations, :meth:`~crowdzoo.LinkData.read_shard`), or the whole data's
+    contiguous 1/R (:meth:`~crowdzoo.LinkData.shard`); one process: the whole data."""
+    if data.is_shard:
+        lo, hi, A = data.annotation_range
+        if sh.world == 1:
+            raise DataError(f"data: holds annotations {lo}..{hi - 1} of {A} (one rank's shard); fit it with "
+                            "distributed=True inside the torchrun launch, or give the whole data")
+        check_tiling(lo, hi, A, sh.rank, sh.world, "annotations")
+        return data, lo, A
+    A = data.n_annotations
+    data = dataclasses.replace(data, annotation_range=None)
+    if sh.world == 1:
+        return data, 0, A
+    return data.shard(sh.rank, sh.world), A * sh.rank // sh.world, A
+
+
 def _check_replicated(sh, t, settings) -> None:
-    """A DataError on every rank of a distributed fit unless all hold the same data (sizes and
-    position-weighted sums of O and the annotations) and ``settings``."""
+    """A DataError on every rank of a distributed fit unless all hold the same observations (sizes and
+    position-weighted sums of O) and ``settings`` (the number of annotations and workers among them)."""
     if sh.world == 1:
         return
-    A = t.i.shape[0]
-    at = torch.arange(1, A + 1, dtype=F64)
     O = t.O.to(F64)
-    sums = [O.sum(), (O * torch.arange(1, O.shape[0] + 1, dtype=F64)[:, None]).sum(),
-            *((v.to(F64) * at).sum() for v in (t.i, t.j, t.w, t.L))]
-    sh.agree([*t.O.shape, A, *(float(v) for v in sums), *(float(v) for v in settings)],
-             "data (sizes and checksums of O and the annotations) or settings")
+    sums = [O.sum(), (O * torch.arange(1, O.shape[0] + 1, dtype=F64)[:, None]).sum()]
+    sh.agree([*t.O.shape, *(float(v) for v in sums), *(float(v) for v in settings)],
+             "data (sizes and checksums of O, the numbers of annotations and workers) or settings")
 
 
 def potentials(nets, O):
@@ -380,12 +442,15 @@ def potentials(nets, O):
     return torch.cat([h for h, _ in out]), torch.cat([lam for _, lam in out])
 
 
-def encode_all(nets, q: Conjugate, t, sweeps: int, device):
-    """Every item's local optimum on the whole annotation graph (Eq. 12 and 14)."""
+def encode_all(nets, q: Conjugate, t, sweeps: int, device, sh=None):
+    """Every item's local optimum on the whole annotation graph (Eq. 12 and 14). ``sh``: a distributed
+    fit's :class:`~crowdzoo.inference.distributed.Shard`; each rank holds a shard of the annotations and
+    every sweep's messages into the items (N × K) are summed over the ranks."""
     E = expected(q)
     h, lam = potentials(nets, t.O.to(device))
     w, _, _ = relational_weights(E, t.w.to(device), t.L.to(device, F64))
-    return local_step(E, h, lam, t.i.to(device), t.j.to(device), w, sweeps)
+    reduce = None if sh is None or sh.world == 1 else sh.sum
+    return local_step(E, h, lam, t.i.to(device), t.j.to(device), w, sweeps, reduce)
 
 
 def encode_new(model, post, O):

@@ -123,6 +123,8 @@ class SCDCPosterior(Posterior):
         a, b = self.alpha.numpy(), self.beta.numpy()
         W = a.shape[0]
         n = np.bincount(self.data.worker, minlength=W) if W else np.zeros(0, np.int64)
+        if "worker_annotations" in self.settings:  # a distributed fit's, over every rank's shard
+            n = np.asarray(self.settings["worker_annotations"][:W], dtype=np.int64)
         df = pd.DataFrame({"alpha": a, "beta": b,
                            "weight": np.log(a / (1 - a)) + np.log(b / (1 - b)), "annotations": n},
                           index=pd.Index(self.data.worker_ids[:W] if self.data.n_workers else np.arange(W),
@@ -159,8 +161,9 @@ class SCDCPosterior(Posterior):
         return to_arviz(self, n_draws=n_draws, seed=seed)
 
     def __repr__(self) -> str:
+        A = self.settings.get("annotations", self.data.n_annotations)  # a distributed fit's: every rank's
         return (f"SCDCPosterior(method={self.method!r}, items={self.data.n_items}, "
-                f"annotations={self.data.n_annotations}, workers={self.data.n_workers}, "
+                f"annotations={A}, workers={self.data.n_workers}, "
                 f"clusters in use={len(self.clusters_in_use())} of {self.pi.shape[0]})")
 
 

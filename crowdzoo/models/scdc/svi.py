@@ -42,7 +42,14 @@ class LinkTensors(NamedTuple):
     L: torch.Tensor
 
 
-def link_tensors(data) -> LinkTensors:
+def link_tensors(data, shard_ok: bool = False) -> LinkTensors:
+    """The data as tensors. A shard of the annotations (:meth:`~crowdzoo.LinkData.shard`) only where
+    ``shard_ok`` (a distributed natgrad fit): any other fit would take it for the whole data."""
+    if data.is_shard and not shard_ok:
+        lo, hi, A = data.annotation_range
+        raise DataError(f"data: holds annotations {lo}..{hi - 1} of {A} (one rank's shard); fit it with "
+                        "method='natgrad', distributed=True inside the torchrun launch, or give the whole "
+                        "data")
     long = torch.long
     return LinkTensors(torch.as_tensor(data.O, dtype=DTYPE), torch.as_tensor(data.i, dtype=long),
                        torch.as_tensor(data.j, dtype=long), torch.as_tensor(data.worker, dtype=long),
