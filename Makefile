@@ -39,6 +39,7 @@ bench: $(VENV)
 	$(PY) benchmarks/bench_scdc.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_overhead.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_distributed.py --out docs/benchmarks.md
+	$(PY) benchmarks/bench_distributed_scdc.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_learn_batches.py --out docs/learn-kernel-batches.md
 
 # crowdzoo beside BoTorch, choix and crowd-kit (issue 18), each method in its own process; the peers
