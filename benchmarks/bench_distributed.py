@@ -151,16 +151,22 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def run(P: int, ranks: int, batch: int, iters: int, untrimmed: bool = False) -> list[dict]:
+def launch(script: str, ranks: int, args: list[str], what: str) -> list[dict]:
+    """``script --worker ARGS --dir D`` on ``ranks`` local ranks under torchrun (one torch thread each);
+    every rank's JSON figures (``D/rank{r}.json``), or a SystemExit naming ``what`` with the stderr."""
     with tempfile.TemporaryDirectory() as d:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-addr",
-               "127.0.0.1", "--master-port", str(_port()), __file__, "--worker", "--P", str(P), "--batch",
-               str(batch), "--iters", str(iters), "--dir", d] + (["--untrimmed"] if untrimmed else [])
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+               "127.0.0.1", "--master-port", str(_port()), script, "--worker", *args, "--dir", d]
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         if done.returncode:
-            raise SystemExit(f"P={P} ranks={ranks} failed:\n{done.stderr[-3000:]}")
+            err = done.stderr
+            raise SystemExit(f"{what}, {ranks} ranks, failed:\n{err[:3000]}\n...\n{err[-2000:]}")
         return [json.load(open(os.path.join(d, f"rank{r}.json"))) for r in range(ranks)]
+
+
+def run(P: int, ranks: int, batch: int, iters: int, untrimmed: bool = False) -> list[dict]:
+    return launch(__file__, ranks, ["--P", str(P), "--batch", str(batch), "--iters", str(iters)]
+                  + (["--untrimmed"] if untrimmed else []), f"P={P}")
 
 
 def main(argv=None):

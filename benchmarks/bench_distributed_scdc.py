@@ -19,31 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from bench_distributed import _hwm_mb, _reset_hwm, _rss_mb, launch  # noqa: E402
+
 HEAD = "<!-- bench_distributed_scdc.py: this section is rewritten by it -->"
 N, D, K, W, BLOCK = 10**4, 20, 10, 100, 10**6
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _hwm_mb() -> float:
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM")) / 1024
-
-
-def _reset_hwm() -> None:
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")
 
 
 def observations(seed: int = 0):
@@ -105,20 +90,8 @@ def worker(args) -> None:
         json.dump(out, fh)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(csv: str, ranks: int) -> list[dict]:
-    with tempfile.TemporaryDirectory() as d:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--master-addr",
-               "127.0.0.1", "--master-port", str(_port()), __file__, "--worker", "--csv", csv, "--dir", d]
-        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-        if done.returncode:
-            raise SystemExit(f"{csv} ranks={ranks} failed:\n{done.stderr[:3000]}\n...\n{done.stderr[-2000:]}")
-        return [json.load(open(os.path.join(d, f"rank{r}.json"))) for r in range(ranks)]
+    return launch(__file__, ranks, ["--csv", csv], csv)
 
 
 def main(argv=None):
