@@ -18,6 +18,16 @@ def _one():
     return torch.ones(1, dtype=torch.float64)
 
 
+def draw_chunks(n_draws: int, per_draw: int, varying: bool, budget: int = 2**22) -> list[slice]:
+    """Slices of a posterior's ``n_draws`` draws to predict with at once: all of them when the kernels
+    are fixed (``varying`` False: one basis serves every draw), else chunks whose per-draw bases hold
+    about ``budget`` numbers (``per_draw`` for each draw), so that memory does not grow with the draws."""
+    if not varying:
+        return [slice(0, n_draws)]
+    step = max(1, budget // max(1, per_draw))
+    return [slice(lo, lo + step) for lo in range(0, n_draws, step)]
+
+
 @dataclass(kw_only=True)
 class Posterior:
     """Shared fields.

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ...core.ids import check_features, distinct_pairs, feature_rows, positions
-from ...core.posterior import Posterior, uniform_weights
+from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
 from ...gp.learn import learned_sides
 from ...gp.linalg import DTYPE
@@ -99,11 +99,8 @@ class CollabGPPosterior(Posterior):
     def _draw_chunks(self, per_draw: int):
         """Slices of the components: all at once with fixed kernels, else chunks whose per-draw bases
         hold about ``_CHUNK`` numbers (``per_draw`` numbers for each draw)."""
-        G = self.weights.shape[0]
-        if self.lengthscales is None and self.user_lengthscales is None:
-            return [slice(0, G)]
-        step = max(1, _CHUNK // max(1, per_draw))
-        return [slice(lo, lo + step) for lo in range(0, G, step)]
+        varying = self.lengthscales is not None or self.user_lengthscales is not None
+        return draw_chunks(self.weights.shape[0], per_draw, varying, _CHUNK)
 
     def _item_basis(self, xa, xb, gs):
         """(Φ, δ) of h at the pairs (x_a, x_b): (n, M), (n,) with a fixed kernel, per draw (g, n, M),

@@ -435,18 +435,12 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     reduce = sh.sum if sh.world > 1 else None
     conditional = not setup.items.exact or (setup.users is not None and not setup.users.exact)
 
-    batches, carried = {}, {}  # the last batches (rows, Q) by role; the last sweep's raw moments
-
-    def batch_of(idx, sides, role):
-        """The batch of labels ``idx`` at ``sides``, kept while the same labels come back (the full
-        batch, the bound's subset) and the kernels stay."""
-        for was, at, bt, Q in batches.values():
-            if at is sides and (was is idx or (was.shape == idx.shape and torch.equal(was, idx))):
-                batches[role] = (was, at, bt, Q)
-                return bt, Q
+    def labels(idx, sides):  # the batch of labels ``idx`` at ``sides`` and its Q (Eq. 8)
         bt = _batch(*sides, a[idx], b[idx], j[idx], y[idx])
-        batches[role] = (idx, sides, bt, beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y))
-        return batches[role][2:]
+        return bt, beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y)
+
+    batch_of = loop.kept_batches(labels)  # (idx, sides) -> (batch, Q), kept for the full batch
+    carried = {}  # the last sweep's raw moments, its state's q(v) and its batch
 
     def raw_of(state, bt):
         """The state's raw moments on ``bt``: the last sweep's if it left this state on this batch."""
@@ -456,7 +450,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
 
     def step(state, idx, r_i, pi):
         su, it, us = sides = sides_of(state)
-        bt, Q = batch_of(sh.local(idx), sides, "step")
+        bt, Q = batch_of(sh.local(idx), sides)
         present = sh.union(bt.j) if reduce is not None and us is None else None  # the batch's users
         st, pull, raw = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, raw_of(state, bt),
                                it, us, likelihood, Q, r_i, pi, n_gh, reduce, present, conditional)
@@ -479,7 +473,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
 
     def bound(state, idx, scale):
         sides = sides_of(state)
-        bt, _ = batch_of(sh.local(idx), sides, "bound")
+        bt, _ = batch_of(sh.local(idx), sides)
         return _bound({"t": state.t, "v": state.v, "w": state.w}, state.gam, pri, bt, raw_of(state, bt),
                       sides[1], sides[2], scale, n_gh, reduce)
 

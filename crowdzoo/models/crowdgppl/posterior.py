@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from ...core.ids import check_features, distinct_pairs, feature_rows, positions
-from ...core.posterior import Posterior, uniform_weights
+from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
 from ...gp.learn import learned_sides
 from ...gp.linalg import DTYPE, cholesky, gamma_draws
@@ -137,11 +137,8 @@ class CrowdGPPLPosterior(Posterior):
     def _draw_chunks(self, per_draw: int):
         """Slices of the components: all at once with fixed kernels, else chunks whose per-draw
         projections hold about ``_CHUNK`` numbers (``per_draw`` numbers for each draw)."""
-        G = self.weights.shape[0]
-        if self.lengthscales is None and self.user_lengthscales is None:
-            return [slice(0, G)]
-        step = max(1, _CHUNK // max(1, per_draw))
-        return [slice(lo, lo + step) for lo in range(0, G, step)]
+        varying = self.lengthscales is not None or self.user_lengthscales is not None
+        return draw_chunks(self.weights.shape[0], per_draw, varying, _CHUNK)
 
     def _item_rows(self, X, gs):
         """Projection A (Eq. 39) and conditional variance c (× 1/s) at the training items (X None) or

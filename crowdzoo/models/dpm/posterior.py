@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from ...core.ids import distinct_pairs, feature_rows, positions
-from ...core.posterior import Posterior, uniform_weights
+from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE, cholesky
@@ -146,11 +146,7 @@ class DPMPosterior(Posterior):
     def _draw_chunks(self, per_draw: int):
         """Slices of the samples: all at once with a fixed kernel, else chunks holding about ``_CHUNK``
         numbers (``per_draw`` for each draw)."""
-        S = self.z.shape[0]
-        if self.lengthscales is None:
-            return [slice(0, S)]
-        step = max(1, _CHUNK // max(1, per_draw))
-        return [slice(lo, lo + step) for lo in range(0, S, step)]
+        return draw_chunks(self.z.shape[0], per_draw, self.lengthscales is not None, _CHUNK)
 
     def _item_rows(self, X, gs):
         """(A, c / s, K) at the training items (X None) or new items X: the projection A (Eq. 19), the

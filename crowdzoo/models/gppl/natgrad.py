@@ -164,17 +164,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 cache.update(theta=state.hyper.theta, basis=_basis(space.build(state.hyper.theta), True))
         return cache["basis"]
 
-    kept = []  # [(basis, idx, rows)]: the last two batches' pair rows (the full batch, the bound's subset)
-
-    def rows_of(basis, idx):
-        """``basis.rows`` of the labels ``idx``, kept while the basis (θ) and the index tensor stay the
-        same objects: the full batch and the evaluation subset, whose rows would be rebuilt every time."""
-        for bs, ix, rows in kept:
-            if bs is basis and ix is idx:
-                return rows
-        rows = basis.rows(a[idx], b[idx])
-        kept[:] = (kept + [(basis, idx, rows)])[-2:]
-        return rows
+    rows_of = loop.kept_batches(lambda idx, basis: basis.rows(a[idx], b[idx]))  # (idx, basis) -> rows
 
     def init(gen):  # q: the prior at E[s] = α₀/β₀
         return NatGradState(Lam=Es0 * cache["basis"].K_inv, eta=torch.zeros(M, dtype=DTYPE),
@@ -198,7 +188,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
 
     def _q_step(state, basis, idx, r_i, pi):
         K_inv = basis.K_inv
-        A_d, c = rows_of(basis, idx)
+        A_d, c = rows_of(idx, basis)
         yb = y[idx]
         Es = state.shape / state.rate
         m, S, _ = _moments(state)
@@ -223,7 +213,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         basis = basis_of(state)
         m, S, L_Lam = _moments(state)
         idx = sh.local(idx)
-        A_d, c = rows_of(basis, idx)
+        A_d, c = rows_of(idx, basis)
         Es, Elog_s = gamma_moments(state.shape, state.rate)
         ell, _, _ = expected_log_probit(y[idx], *_marginals(A_d, c, m, S, Es), n_gh)
         kl_f = kl_gaussian(second_moment(basis.K_inv, m, S), M, basis.logdet_K, -logdet_from_chol(L_Lam),
