@@ -116,6 +116,13 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
             return action.help
         return super()._get_help_string(action)
 
+    def _fill_text(self, text, width, indent):  # keep the line breaks of a text (each line wrapped)
+        import textwrap
+
+        return "\n".join(textwrap.fill(line, width, initial_indent=indent,
+                                        subsequent_indent=indent + " " * (len(line) - len(line.lstrip()) + 2))
+                          for line in text.splitlines())
+
 
 Y_HELP = ("y is 1 if a is preferred to b and 0 if b is preferred to a (0.5: a tie, see --ties); a file "
           "that lists the preferred item first (winner, loser) needs no y: pass --winner-first")
@@ -129,7 +136,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the zoo's models, the data each takes and its routes", **fmt)
     fit = sub.add_parser("fit", help="fit a model to CSV files", description=(
         "Fit a model to pairwise labels in CSV files and write utilities, predictions, metrics and the "
-        f"posterior to --out. --pairs has one row per label: item ids a and b, and {Y_HELP}."), **fmt)
+        f"posterior to --out. --pairs has one row per label: item ids a and b, and {Y_HELP}."),
+        epilog=model_defaults_help(), **fmt)
     fit.add_argument("model", choices=MODELS)
     fit.add_argument("--pairs", required=True,
                      help="CSV with one row per label: columns --a-col, --b-col, --y-col (and a user column "
@@ -144,9 +152,9 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--user-id-col", default=None,
                      help="the user-id column of --users (default: --id-col's)")
     fit.add_argument("--components", type=int, default=None,
-                     help="models with latent components (crowdgppl): C (default: the model's, 20)")
+                     help="models with latent components (crowdgppl): C (default: the model's)")
     fit.add_argument("--n-inducing-users", type=int, default=None,
-                     help="crowdgppl: M_u inducing users (default: the model's, 25)")
+                     help="crowdgppl: M_u inducing users (default: the model's)")
     _csv_options(fit)
     _fit_options(fit)
     demo = sub.add_parser("demo", help="simulate data, fit GPPL, evaluate and write a report", **fmt)
@@ -190,6 +198,20 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def model_defaults_help() -> str:
+    """The model settings the CLI's options fill, with each model's default (those of ``Model()`` in
+    Python, which a fit without the option uses), read from the models' source."""
+    lines = ["model defaults (the Python API's; an option given replaces its setting):"]
+    for e in zoo.ZOO:
+        if e.data == "links":
+            continue
+        d = zoo.model_defaults_static(e)
+        shown = [f"--{opt.replace('_', '-')} " + ("None (every item)" if d[name] is None else repr(d[name]))
+                 for opt, name in MODEL_OPTIONS.items() if name in d]
+        lines.append(f"  {e.name}: {', '.join(shown) or 'none of these options'}")
+    return "\n".join(lines)
+
+
 def _csv_options(p):
     """How the CSV files are laid out (``fit``; ``demo`` uses the defaults)."""
     p.add_argument("--sep", default=",", help="the field separator of the CSV files (e.g. ';')")
@@ -222,7 +244,8 @@ def _fit_options(p, out_default=None):
     p.add_argument("--seed", type=int, default=0,
                    help="the random seed (fits with one seed are bit-identical)")
     p.add_argument("--n-inducing", type=int, default=None,
-                   help="M inducing items, for models that have them (default: exact, every item)")
+                   help="M inducing items, for models that have them (default: the model's, as in the "
+                        "Python API; listed below)")
     p.add_argument("--kernel", default=None, choices=("matern32", "se"),
                    help="the item kernel (default: the model's; matern32 for gppl and crowdgppl)")
     p.add_argument("--test-fraction", type=float, default=None, help="hold out this share of pairs")
@@ -461,9 +484,7 @@ def _plan(args) -> dict:
     model_kw = {}
     for opt, name in MODEL_OPTIONS.items():
         value = getattr(args, opt, None)
-        if value is None:
-            if opt == "n_inducing" and name in fields:
-                model_kw[name] = None  # exact (every item) unless --n-inducing says otherwise
+        if value is None:  # the model's own default, as crowdzoo.fit(Model(), data) has it
             continue
         if name not in fields:
             raise DataError(f"--{opt.replace('_', '-')}: {e.name} ({cls.__name__}) has no setting {name}")

@@ -307,3 +307,30 @@ def route_signature_static(e: Entry, method: str) -> dict:
 def route_settings_static(e: Entry, method: str) -> dict:
     """{setting: default} of a route (as :func:`route_settings`), read from source without imports."""
     return {k: d for k, (d, _) in route_signature_static(e, method).items()}
+
+
+def model_defaults_static(e: Entry) -> dict:
+    """{field: default} of a model's dataclass, read from its source with ``ast`` (nothing imported):
+    the defaults ``Model()`` builds with, which the CLI shows in ``fit --help`` and passes on unchanged
+    (a default that is not a Python literal is left out)."""
+    import ast
+
+    module, _, name = e.model.partition(":")
+    path = _source_file(module)
+    if path is None:
+        return {}
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    out = {}
+    for base in ([] if cls is None else cls.bases):  # fields a model inherits from a zoo model (GPPLPerUser)
+        parent = next((x for x in ZOO if x.model.split(":")[1] == getattr(base, "id", None)), None)
+        if parent is not None:
+            out.update(model_defaults_static(parent))
+    for node in [] if cls is None else cls.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            try:
+                out[node.target.id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return out
+

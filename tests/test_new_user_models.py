@@ -96,14 +96,15 @@ def test_crowdgppl_defaults_converge_and_are_calibrated_on_a_users_first_crowd()
     fr = test.to_frame()
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        post = cz.fit(cz.CrowdGPPL(), train, seed=0)  # the defaults: natgrad, the paper's linearisation
+        post = cz.fit(cz.CrowdGPPL(), train, seed=0)  # the defaults: natgrad, exact on this full batch
     assert post.settings["converged"]
     p = post.predict_proba(fr["a"].to_numpy(), fr["b"].to_numpy(), users=fr["user"].to_numpy())
-    exact = cz.fit(cz.CrowdGPPL(), train, likelihood="exact", seed=0)
-    pe = exact.predict_proba(fr["a"].to_numpy(), fr["b"].to_numpy(), users=fr["user"].to_numpy())
-    assert metrics.cross_entropy(fr["y"], p) < min(0.6, metrics.cross_entropy(fr["y"], pe) + 0.1)
-    _, var = post.utilities()
-    assert var.max() > 2 * var.min()  # consensus variances differ between items
+    paper = cz.fit(cz.CrowdGPPL(), train, likelihood="linearised", seed=0)
+    pl = paper.predict_proba(fr["a"].to_numpy(), fr["b"].to_numpy(), users=fr["user"].to_numpy())
+    assert metrics.cross_entropy(fr["y"], p) < min(0.6, metrics.cross_entropy(fr["y"], pl) + 0.1)
+    for fit in (post, paper):
+        _, var = fit.utilities()
+        assert var.max() > 1.2 * var.min()  # consensus variances differ between items
 
 
 def test_a_shown_progress_bar_ends_with_a_summary_line(capsys):

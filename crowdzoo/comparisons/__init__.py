@@ -6,9 +6,11 @@ import concurrent.futures as cf
 import pandas as pd
 
 from . import (
+    calibration,
     collabgp,
     crowd_defaults,
     crowd_routes,
+    crowd_scale_prior,
     dpm,
     gppl_routes,
     scdc,
@@ -19,8 +21,9 @@ from . import (
     ukpconvarg_diagnostics,
 )
 
-REGISTRY = {"gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
+REGISTRY = {"calibration": calibration, "gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "crowdgppl-defaults": crowd_defaults,
+            "crowdgppl-scale-prior": crowd_scale_prior,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
             "simulation-components": simulation.components, "sushi-a-small": sushi.sushi_a_small,
             "sushi-a": sushi.sushi_a, "sushi-b": sushi.sushi_b,

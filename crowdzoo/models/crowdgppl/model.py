@@ -36,6 +36,7 @@ staying those of the median-heuristic setup (:func:`crowdgppl_lengthscale_model`
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from functools import partial
 
@@ -70,8 +71,9 @@ class CrowdGPPL:
     Parameters
     ----------
     n_components : C latent components (extra ones are shrunk away by their scales, §3.2).
-    n_inducing : M inducing items by k-means++ (None: every item, the ``\\inducing`` variant).
-    n_inducing_users : M_u inducing users (None: every user).
+    n_inducing : M inducing items by k-means++; None: every item, the ``\\inducing`` variant;
+        "auto" (default): every item up to :data:`~crowdzoo.gp.inducing.AUTO_INDUCING`, then that many.
+    n_inducing_users : M_u inducing users, the same way over users.
     item_features, user_features : use the features (False: identity kernel, the ``\\u\\x`` and
         ``\\u`` variants). Without user features in the data, users are always independent.
     consensus : include the consensus t (False: the ``\\t`` variant).
@@ -80,7 +82,14 @@ class CrowdGPPL:
         name, else "matern32"); the
         length-scales default to the median heuristic (Eq. 26) per feature set.
     shape_t0, rate_t0, shape_v0, rate_v0, shape_w0, rate_w0 : Gamma priors (shape, rate) on the
-        inverse scales s_t, s_v,c, s_w,c (Eq. 6); defaults are the paper's Sushi settings (§5.2).
+        inverse scales s_t, s_v,c, s_w,c (Eq. 6). The defaults are weakly informative on the probit
+        scale: Gamma(2, 2) on s_t (the consensus's sd mostly between 0.6 and 3, as GPPL's), Gamma(2,
+        2/√C) on s_v,c and s_w,c (``rate_v0``/``rate_w0`` None: :meth:`component_rate`). The paper's
+        Sushi settings (§5.2; :meth:`paper`), Gamma(1, 100) and Gamma(1, 10), put most of their mass
+        on utilities so large that every label is near certain: with every item inducing the
+        consensus scale then ran away (E[s_t] ≈ 10⁻³, worse than a coin on held-out labels; NUTS
+        agrees that s_t sits at the prior's edge). docs/crowdgppl.md ("Defaults") has the evidence
+        and ``crowdzoo compare calibration`` the battery that chose them.
     prior_t, prior_v, prior_w : any positive Pyro distribution replacing those Gammas (svi and
         nuts; natgrad's conjugate updates of Eq. 15 need Gammas and say so).
     lengthscale_prior, user_lengthscale_prior : positive Pyro distributions over the item and user
@@ -94,8 +103,8 @@ class CrowdGPPL:
     """
 
     n_components: int = 20
-    n_inducing: int | None = 25
-    n_inducing_users: int | None = 25
+    n_inducing: int | str | None = "auto"
+    n_inducing_users: int | str | None = "auto"
     item_features: bool = True
     user_features: bool = True
     consensus: bool = True
@@ -104,12 +113,12 @@ class CrowdGPPL:
     lengthscale: object = None
     user_lengthscale: object = None
     scaled_lengthscale: bool = False
-    shape_t0: float = 1.0
-    rate_t0: float = 100.0
-    shape_v0: float = 1.0
-    rate_v0: float = 10.0
-    shape_w0: float = 1.0
-    rate_w0: float = 10.0
+    shape_t0: float = 2.0
+    rate_t0: float = 2.0
+    shape_v0: float = 2.0
+    rate_v0: float | None = None
+    shape_w0: float = 2.0
+    rate_w0: float | None = None
     prior_t: object = None
     prior_v: object = None
     prior_w: object = None
@@ -125,6 +134,8 @@ class CrowdGPPL:
             raise DataError(f"n_components: must be at least 1, got {self.n_components} "
                             "(for the consensus alone fit GPPL to the pooled labels)")
         for name in ("shape_t0", "rate_t0", "shape_v0", "rate_v0", "shape_w0", "rate_w0"):
+            if getattr(self, name) is None and name in ("rate_v0", "rate_w0"):
+                continue
             if not float(getattr(self, name)) > 0:
                 raise DataError(f"{name}: must be positive, got {getattr(self, name)}")
 
@@ -143,13 +154,30 @@ class CrowdGPPL:
                             + " keeps them fixed (drop the prior, pass learn_kernel=True, or fit with "
                               "method='svi' or 'nuts')")
 
+    @classmethod
+    def paper(cls, **kw) -> CrowdGPPL:
+        """The paper's Sushi settings (§5.2): M = M_u = 25 inducing items and users, Gamma(1, 100) on s_t
+        and Gamma(1, 10) on s_v,c and s_w,c (``kw`` replaces any of them). The zoo's defaults differ
+        (the class docstring says why); the paper reproductions pin these."""
+        return cls(**{**PAPER, **kw})
+
+    def component_rate(self) -> float:
+        """The default rate of the Gamma(2, ·) priors on s_v,c and s_w,c: 2 / √C. With shape 2,
+        E[1/s] is the rate, so the personal part's prior variance Σ_c E[1/s_v,c] E[1/s_w,c] = C (2/√C)²
+        = 4 whatever C is: more components split the personal part finer instead of making it larger
+        (with a rate that ignores C, 20 components gave the personal part 20 times the consensus's
+        prior variance, and crowdGPPL fell behind pooled GPPL on crowds whose tastes are shared)."""
+        return 2.0 / math.sqrt(int(self.n_components))
+
     def priors(self) -> dict:
         def g(a, b):
             return dist.Gamma(torch.tensor(float(a), dtype=DTYPE), torch.tensor(float(b), dtype=DTYPE))
 
+        rate_v = self.component_rate() if self.rate_v0 is None else self.rate_v0
+        rate_w = self.component_rate() if self.rate_w0 is None else self.rate_w0
         return {"t": self.prior_t if self.prior_t is not None else g(self.shape_t0, self.rate_t0),
-                "v": self.prior_v if self.prior_v is not None else g(self.shape_v0, self.rate_v0),
-                "w": self.prior_w if self.prior_w is not None else g(self.shape_w0, self.rate_w0)}
+                "v": self.prior_v if self.prior_v is not None else g(self.shape_v0, rate_v),
+                "w": self.prior_w if self.prior_w is not None else g(self.shape_w0, rate_w)}
 
     def setup(self, data, seed: int = 0) -> CrowdSetup:
         """Fix kernels, inducing items/users and projections for ``data`` (a PairwiseData)."""
@@ -250,6 +278,11 @@ class CrowdGPPL:
             raise DataError(f"variant: unknown crowdGPPL variant {name!r}; choose one of {list(table)}")
         base = {} if self is None else {f.name: getattr(self, f.name) for f in fields(self)}
         return cls(**{**base, **table[name], **kw})
+
+
+#: the paper's Sushi settings (§5.2), :meth:`CrowdGPPL.paper`
+PAPER = dict(n_inducing=25, n_inducing_users=25, shape_t0=1.0, rate_t0=100.0, shape_v0=1.0, rate_v0=10.0,
+             shape_w0=1.0, rate_w0=10.0)
 
 
 @dataclass

@@ -86,7 +86,7 @@ class DPMCommunities:
 
     concentration: float = 1.0
     concentration_prior: object = None
-    n_inducing: int | None = None
+    n_inducing: int | str | None = "auto"
     kernel: object = "matern32"
     lengthscale: object = None
     scaled_lengthscale: bool = False

@@ -36,7 +36,7 @@ from pyro.distributions import constraints
 from ...data.tensors import label_tensors
 from ...errors import DataError
 from ...gp.conditional import SparseGP, identity_gp
-from ...gp.inducing import kmeanspp_inducing
+from ...gp.inducing import kmeanspp_inducing, resolve_inducing
 from ...gp.kernels import as_kernel, median_heuristic
 from ...gp.learn import ARDGP, check_positive_prior, lengthscale_prior_of
 from ...gp.linalg import DTYPE
@@ -49,7 +49,8 @@ class GPPL:
 
     Parameters
     ----------
-    n_inducing : M inducing items chosen by k-means++ (None: exact, every item is inducing).
+    n_inducing : M inducing items chosen by k-means++; None: exact, every item is inducing; "auto"
+        (default): every item up to :data:`~crowdzoo.gp.inducing.AUTO_INDUCING` items, then that many.
     kernel : "matern32" (default, as in the paper), "se", a kernel object (``Kernel("se") +
         Kernel("matern32")``, see :mod:`crowdzoo.gp.kernels`) or any callable ``k(X1, X2)``.
         Data without item features (an items frame with no columns) get the identity kernel:
@@ -68,7 +69,7 @@ class GPPL:
         ``learn_kernel=True``.
     """
 
-    n_inducing: int | None = None
+    n_inducing: int | str | None = "auto"
     kernel: object = "matern32"
     lengthscale: object = None
     scaled_lengthscale: bool = False
@@ -120,10 +121,10 @@ class GPPL:
         kern = as_kernel(self.kernel, ell)
         if inducing is not None:
             Z = inducing if torch.is_tensor(inducing) else torch.as_tensor(np.asarray(inducing), dtype=DTYPE)
-        elif self.n_inducing is None or self.n_inducing >= X.shape[0]:
+        elif (M := resolve_inducing(self.n_inducing, X.shape[0])) is None or M >= X.shape[0]:
             Z = X
         else:
-            Z = kmeanspp_inducing(X.numpy(), self.n_inducing, seed=seed)
+            Z = kmeanspp_inducing(X.numpy(), M, seed=seed)
         return GPPLSetup.build(kern, X, Z, self.jitter, exact=Z is X, s_prior=self.prior_s())
 
     def program(self, setup: GPPLSetup, data, subsample_size=None, learn_kernel: bool = False):

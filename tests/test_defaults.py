@@ -1,0 +1,155 @@
+"""Defaults that deserve trust: crowdGPPL's scale priors, the CLI building the API's models, the
+calibration battery's crowds."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import crowdzoo as cz
+from crowdzoo import cli, zoo
+from crowdzoo.comparisons import calibration
+from crowdzoo.data.simulate_panel import Panel, simulate_panel
+
+
+def _crowd(name: str, seed: int = 0):
+    train, test, items, users, truth, _ = calibration.crowd_data(name, seed)
+    return calibration._as_data(train, items, users, True), test[test["tie"] == "no"], truth
+
+
+def _log_loss(post, test):
+    return float(-np.log(calibration._predict(post, zoo.entry_for(post.model), test).clip(1e-12)).mean())
+
+
+def test_every_item_inducing_keeps_the_consensus_scale_under_the_default_priors(one_thread):
+    """With one free utility per item (items without features: every item its own inducing point, no
+    conditional variance to brake it) the paper's Gamma(1, 100) on s_t let the consensus scale run away
+    on a battery crowd: E[s_t] ≈ 4·10⁻⁴, ‖m_t‖ growing eightfold over the fit and held-out log loss worse
+    than a coin. The default priors keep E[s_t] near 1 and beat pooled GPPL."""
+    data, test, truth = _crowd("no-features")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gppl = cz.fit(cz.GPPL(), data, progress_bar=False)
+        norms = []
+        paper = cz.fit(cz.CrowdGPPL.paper(), data, progress_bar=False,
+                       callback=lambda i, st: norms.append(float(st.t.m.norm())))
+        ours = cz.fit(cz.CrowdGPPL(), data, progress_bar=False)
+    assert float(paper.s_t) < 0.01 and norms[-1] > 3 * norms[0]  # the runaway, under the paper's priors
+    assert 0.1 < float(ours.s_t) < 10
+    assert _log_loss(ours, test) < _log_loss(gppl, test)
+    assert _log_loss(ours, test) < np.log(2) < _log_loss(paper, test)
+
+
+def test_crowdgppl_component_rate_keeps_the_personal_variance_whatever_c():
+    for C in (1, 5, 20, 80):
+        pri = cz.CrowdGPPL(n_components=C).priors()
+        mean_inv = {k: float(d.rate / (d.concentration - 1)) for k, d in pri.items()}  # E[1/s], shape > 1
+        assert C * mean_inv["v"] * mean_inv["w"] == pytest.approx(4.0)
+    assert cz.CrowdGPPL(rate_v0=3.0).priors()["v"].rate == 3.0
+    paper = cz.CrowdGPPL.paper()
+    assert (paper.n_inducing, paper.rate_t0, paper.rate_v0, paper.shape_w0) == (25, 100.0, 10.0, 1.0)
+
+
+def test_auto_inducing_is_every_item_up_to_the_cap():
+    from crowdzoo.gp.inducing import AUTO_INDUCING, resolve_inducing
+
+    assert resolve_inducing("auto", 40) is None and resolve_inducing("auto", AUTO_INDUCING) is None
+    assert resolve_inducing("auto", AUTO_INDUCING + 1) == AUTO_INDUCING
+    assert resolve_inducing(None, 10**6) is None and resolve_inducing(30, 100) == 30
+    for bad in ("all", 0, 2.5, True):
+        with pytest.raises(cz.DataError, match="n_inducing"):
+            resolve_inducing(bad, 100)
+    X = np.random.default_rng(0).uniform(size=(AUTO_INDUCING + 20, 2))
+    assert cz.GPPL().setup_features(X).M == AUTO_INDUCING
+    assert cz.GPPL().setup_features(X[:50]).M == 50
+
+
+def _write_coffee(tmp_path):
+    train, test, items, users, _, _ = calibration.crowd_data("coffee-cli", 0)
+    train.drop(columns="p_winner").to_csv(tmp_path / "train.csv", sep=";", index=False)
+    items.to_csv(tmp_path / "items.csv", sep=";")
+    return train, test, items, users
+
+
+def test_the_cli_fits_the_python_defaults(tmp_path, one_thread):
+    """The README's command on a winner-first CSV with ties and string ids, and cz.fit(CrowdGPPL(), ...)
+    on the same rows: the same model, the same predictions."""
+    train, test, items, users = _write_coffee(tmp_path)
+    argv = ["fit", "crowdgppl", "--pairs", tmp_path / "train.csv", "--sep", ";", "--a-col", "winner",
+            "--b-col", "loser", "--winner-first", "--user-col", "taster", "--items", tmp_path / "items.csv",
+            "--id-col", "id", "--one-hot", "origin,roast", "--tie-col", "tie", "--ties", "half", "--out",
+            tmp_path / "run", "--no-progress"]
+    assert cli.main(argv) == 0
+    post_cli = cz.load(tmp_path / "run" / "posterior.pt")
+    assert post_cli.model == cz.CrowdGPPL()
+    # the CLI's --one-hot, column for column
+    feats = pd.concat([pd.get_dummies(items[c], prefix=c, prefix_sep="=", dtype=float)
+                       if c in ("origin", "roast") else items[c] for c in items.columns], axis=1)
+    data = cz.PairwiseData.from_frame(train, feats, a="winner", b="loser", y=None, user="taster", tie="tie",
+                                      ties="half")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post_api = cz.fit(cz.CrowdGPPL(), data)
+    a, b, u = test["winner"].to_numpy(), test["loser"].to_numpy(), test["taster"].to_numpy()
+    np.testing.assert_allclose(post_cli.predict_proba(a, b, users=u), post_api.predict_proba(a, b, users=u),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_fit_help_prints_each_models_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "--help"])
+    out = capsys.readouterr().out
+    assert "model defaults" in out
+    crowd = zoo.model_defaults_static(zoo.entry("crowdgppl"))
+    assert crowd["n_inducing"] == "auto" and crowd["n_components"] == cz.CrowdGPPL().n_components
+    assert "crowdgppl: --n-inducing 'auto'" in out and f"--components {crowd['n_components']}" in out
+    assert zoo.model_defaults_static(zoo.entry("gppl-per-user"))["kernel"] == cz.GPPLPerUser().kernel
+
+
+def test_simulated_panel_is_a_users_kind_of_data():
+    train, test, items, users, truth = simulate_panel(Panel(tie_rate=0.1, features="one-hot"), seed=3)
+    assert train["taster"].map(type).eq(str).all() and items.index.str.startswith("item-").all()
+    assert set(items.columns) == {"origin", "roast", "altitude_m"} and items["altitude_m"].max() > 800
+    ties = pd.concat([train, test])["tie"].eq("yes").mean()
+    assert 0.05 < ties < 0.15
+    held = test[test["tie"] == "no"]
+    assert truth["oracle"] == pytest.approx(-np.log(held["p_winner"]).mean())
+    assert (test.groupby("taster").size() >= 1).all() and set(test["taster"]) <= set(train["taster"])
+    _, _, _, _, det = simulate_panel(Panel(rankings=True), seed=0)
+    assert det["oracle"] == pytest.approx(0.0, abs=1e-12)
+    again = simulate_panel(Panel(tie_rate=0.1, features="one-hot"), seed=3)[0]
+    pd.testing.assert_frame_equal(train, again)
+
+
+def test_battery_scores_and_baselines():
+    assert calibration.ece(np.full(10, 0.5)) == pytest.approx(0.0)
+    assert calibration.ece(np.full(10, 0.9)) == pytest.approx(0.1)  # right every time at .9 (and wrong at .1)
+    train = pd.DataFrame({"winner": ["x", "x", "x", "y"], "loser": ["y", "z", "z", "z"], "tie": ["no"] * 4})
+    p = calibration.win_rates(train, pd.DataFrame({"winner": ["x", "z"], "loser": ["z", "x"]}))
+    assert p[0] > 0.5 and p[0] + p[1] == pytest.approx(1.0)
+    assert len(calibration.CROWDS) >= 10
+    shapes = calibration.describe()
+    assert shapes["n_items"].min() <= 10 and shapes["n_items"].max() >= 300
+    assert shapes["n_users"].min() == 1 and shapes["n_users"].max() >= 2000
+    assert set(shapes["features"]) >= {"none", "one-hot", "raw", "irrelevant"}
+    assert set(shapes["taste"]) == {"shared", "low-rank", "communities"} and (shapes["read"] == "cli").any()
+
+
+def test_battery_runs_every_pairwise_model_on_a_crowd(one_thread):
+    """One small crowd through the battery: every pairwise model of the zoo scored, none failing, each
+    crowd model within reach of the oracle and below a coin."""
+    from crowdzoo.comparisons.calibration import CROWDS
+
+    CROWDS["_tiny"] = (Panel(n_items=12, n_users=5, labels_per_user=20, scale=1.0), "api")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            df = calibration.score_models({e.name: (e.name, None, {}) for e in calibration.pairwise_models()},
+                                          ["_tiny"], 0)
+    finally:
+        del CROWDS["_tiny"]
+    assert set(df["model"]) == {e.name for e in calibration.pairwise_models()}
+    assert "error" not in df or df["error"].isna().all()
+    assert (df["log loss"] < np.log(2)).all()
