@@ -153,8 +153,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="the user-id column of --users (default: --id-col's)")
     fit.add_argument("--components", type=int, default=None,
                      help="models with latent components (crowdgppl): C (default: the model's)")
-    fit.add_argument("--n-inducing-users", type=int, default=None,
-                     help="crowdgppl: M_u inducing users (default: the model's)")
+    fit.add_argument("--n-inducing-users", type=_inducing, default=None, metavar="M|all|auto",
+                     help="crowdgppl: M_u inducing users, 'all' (every user) or 'auto' (default: the "
+                          "model's)")
     _csv_options(fit)
     _fit_options(fit)
     demo = sub.add_parser("demo", help="simulate data, fit GPPL, evaluate and write a report", **fmt)
@@ -198,6 +199,20 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+#: ``--n-inducing all``: every item inducing (the model setting None)
+ALL = "all"
+
+
+def _inducing(value: str):
+    """``--n-inducing``'s value: a positive whole number, "all" or "auto"."""
+    if value in (ALL, "auto"):
+        return value
+    m = int(value) if value.isdigit() else 0
+    if m < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, 'all' or 'auto', got {value!r}")
+    return m
+
+
 def model_defaults_help() -> str:
     """The model settings the CLI's options fill, with each model's default (those of ``Model()`` in
     Python, which a fit without the option uses), read from the models' source."""
@@ -206,7 +221,7 @@ def model_defaults_help() -> str:
         if e.data == "links":
             continue
         d = zoo.model_defaults_static(e)
-        shown = [f"--{opt.replace('_', '-')} " + ("None (every item)" if d[name] is None else repr(d[name]))
+        shown = [f"--{opt.replace('_', '-')} " + (ALL if d[name] is None else str(d[name]))
                  for opt, name in MODEL_OPTIONS.items() if name in d]
         lines.append(f"  {e.name}: {', '.join(shown) or 'none of these options'}")
     return "\n".join(lines)
@@ -243,9 +258,10 @@ def _fit_options(p, out_default=None):
                    help="replace the run in --out (its files are removed before the new run writes its own)")
     p.add_argument("--seed", type=int, default=0,
                    help="the random seed (fits with one seed are bit-identical)")
-    p.add_argument("--n-inducing", type=int, default=None,
-                   help="M inducing items, for models that have them (default: the model's, as in the "
-                        "Python API; listed below)")
+    p.add_argument("--n-inducing", type=_inducing, default=None, metavar="M|all|auto",
+                   help="M inducing items for models that have them, 'all' (every item: exact) or 'auto' "
+                        "(every item up to 500, then 500) (default: the model's, as in the Python API; "
+                        "listed below)")
     p.add_argument("--kernel", default=None, choices=("matern32", "se"),
                    help="the item kernel (default: the model's; matern32 for gppl and crowdgppl)")
     p.add_argument("--test-fraction", type=float, default=None, help="hold out this share of pairs")
@@ -488,7 +504,7 @@ def _plan(args) -> dict:
             continue
         if name not in fields:
             raise DataError(f"--{opt.replace('_', '-')}: {e.name} ({cls.__name__}) has no setting {name}")
-        model_kw[name] = value
+        model_kw[name] = None if value == ALL else value
     return {"entry": e, "settings": settings, "model_kw": model_kw, "static": static}
 
 

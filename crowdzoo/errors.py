@@ -18,6 +18,11 @@ class ConvergenceWarning(UserWarning):
     the message says which setting to change."""
 
 
+class OverconfidenceWarning(UserWarning):
+    """A fit predicts with far more certainty than its data support: a refit without some of the labels
+    scored them worse than a coin (:mod:`crowdzoo.diagnostics.confidence`); the message says what to try."""
+
+
 class DataWarning(UserWarning):
     """Input data that is valid but will likely give a poor or misleading fit (a constant or
     duplicated feature column, items that share a feature vector); the message names the columns or

@@ -181,7 +181,7 @@ def route_settings(fn) -> dict:
     return out
 
 
-def fit(model, data, method: str | None = None, seed: int = 0, **settings):
+def fit(model, data, method: str | None = None, seed: int = 0, check_confidence: bool = True, **settings):
     """Fit ``model`` to ``data`` by ``method`` (default: the model's first route in :data:`ZOO`) and
     return its posterior.
 
@@ -189,6 +189,12 @@ def fit(model, data, method: str | None = None, seed: int = 0, **settings):
     ``fit_<route>`` function, e.g. :func:`crowdzoo.models.gppl.natgrad.fit_natgrad`); an unknown
     setting is a DataError that lists the accepted ones. ``seed`` makes the fit reproducible bit for
     bit, without touching the caller's random state.
+
+    ``check_confidence``: check pairwise fits for predictions far more confident than the data
+    support (:mod:`crowdzoo.diagnostics.confidence`: a refit without a tenth of the labels, only when
+    a fifth of the training labels are predicted beyond .99), warn
+    (:class:`~crowdzoo.errors.OverconfidenceWarning`) and keep the result in
+    ``posterior.settings["confidence"]``.
     """
     e = entry_for(model)
     method = e.default if method is None else method
@@ -202,6 +208,21 @@ def fit(model, data, method: str | None = None, seed: int = 0, **settings):
     check = getattr(model, "check_route", None)  # a model may refuse settings a route cannot honour
     if callable(check):
         check(method, settings)
+    post = _route_fit(e, method, fn, model, data, seed, settings)
+    if check_confidence and e.data != "links" and not settings.get("distributed"):
+        from .diagnostics.confidence import check
+
+        quiet = {k: v for k, v in settings.items() if k not in ("checkpoint", "resume", "callback")}
+        if "progress_bar" in accepted:
+            quiet["progress_bar"] = False
+        result = check(post, data, method, lambda part: _route_fit(e, method, fn, model, part, seed, quiet),
+                       users=takes_users(e) and data.users is not None, seed=seed)
+        if result is not None:
+            post.settings["confidence"] = result
+    return post
+
+
+def _route_fit(e: Entry, method: str, fn, model, data, seed: int, settings: dict):
     if e.is_generic(method):
         return fn(model, data, seed=seed, entry=e, **settings)
     return fn(model, data, seed=seed, **settings)

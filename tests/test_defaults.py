@@ -104,7 +104,7 @@ def test_fit_help_prints_each_models_defaults(capsys):
     assert "model defaults" in out
     crowd = zoo.model_defaults_static(zoo.entry("crowdgppl"))
     assert crowd["n_inducing"] == "auto" and crowd["n_components"] == cz.CrowdGPPL().n_components
-    assert "crowdgppl: --n-inducing 'auto'" in out and f"--components {crowd['n_components']}" in out
+    assert "crowdgppl: --n-inducing auto" in out and f"--components {crowd['n_components']}" in out
     assert zoo.model_defaults_static(zoo.entry("gppl-per-user"))["kernel"] == cz.GPPLPerUser().kernel
 
 
@@ -153,3 +153,54 @@ def test_battery_runs_every_pairwise_model_on_a_crowd(one_thread):
     assert set(df["model"]) == {e.name for e in calibration.pairwise_models()}
     assert "error" not in df or df["error"].isna().all()
     assert (df["log loss"] < np.log(2)).all()
+
+
+def test_n_inducing_flag_takes_a_number_all_or_auto(tmp_path, capsys):
+    base = ["fit", "crowdgppl", "--pairs", "p.csv", "--out", str(tmp_path / "r")]
+    for value, expected in (("all", None), ("auto", "auto"), ("30", 30)):
+        args = cli._parser().parse_args(base + ["--n-inducing", value, "--n-inducing-users", value])
+        kw = cli._plan(args)["model_kw"]
+        assert kw["n_inducing"] == expected and kw["n_inducing_users"] == expected
+    assert "n_inducing" not in cli._plan(cli._parser().parse_args(base))["model_kw"]
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(base + ["--n-inducing", "every"])
+    assert "expected a positive whole number, 'all' or 'auto'" in capsys.readouterr().err
+
+
+def test_a_runaway_fit_warns_at_fit_time_and_in_its_report(tmp_path, one_thread):
+    """The paper's priors on the battery's crowd without features: 87 % of the training labels predicted
+    beyond .99, and a refit without a tenth of them scores those worse than a coin. The default priors
+    on the same crowd pass without a refit; a fit whose certainty is earned (labels from full rankings,
+    where the paper's priors predict a quarter of the labels beyond .99) passes after one."""
+    data, _, _ = _crowd("no-features")
+    with pytest.warns(cz.OverconfidenceWarning, match="worse than a coin"):
+        paper = cz.fit(cz.CrowdGPPL.paper(), data, progress_bar=False)
+    conf = paper.settings["confidence"]
+    assert conf["verdict"] == "fail" and conf["confident_share"] > 0.5
+    assert conf["held_out_log_loss"] > np.log(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cz.OverconfidenceWarning)
+        ours = cz.fit(cz.CrowdGPPL(), data, progress_bar=False)
+        ranked = cz.fit(cz.CrowdGPPL.paper(), _crowd("rankings")[0], progress_bar=False)
+    assert ours.settings["confidence"]["verdict"] == "pass"
+    assert "held_out_log_loss" not in ours.settings["confidence"]  # no refit was needed
+    assert ranked.settings["confidence"]["held_out_log_loss"] < 0.5
+    rep = cz.report(paper, tmp_path / "r.md")
+    assert [c.verdict for c in rep.checks if c.name.startswith("confidence")] == ["fail"]
+    quiet = cz.fit(cz.CrowdGPPL.paper(), data, progress_bar=False, check_confidence=False)
+    assert "confidence" not in quiet.settings
+
+
+def test_no_fit_converges_before_its_batches_have_covered_the_labels():
+    """On a big crowd a mini-batch bound settled within a third of one pass and the fit said "converged"
+    having seen 28 % of the labels; now the stop rule waits for ⌈P / P_i⌉ iterations."""
+    data, _ = cz.simulate_crowd(n_items=20, n_users=10, n_pairs=3000, n_components=2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = cz.fit(cz.GPPL(), data, method="natgrad", likelihood="linearised", batch_size=100, tol=0.5,
+                      min_iter=1, progress_bar=False)
+    assert post.settings["converged"] and post.settings["iterations"] >= 30
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = cz.fit(cz.GPPL(), data, method="natgrad", tol=0.5, min_iter=1, progress_bar=False)
+    assert whole.settings["converged"] and whole.settings["iterations"] < 30

@@ -9,6 +9,7 @@ from . import (
     calibration,
     collabgp,
     crowd_defaults,
+    crowd_priors,
     crowd_routes,
     crowd_scale_prior,
     dpm,
@@ -23,7 +24,7 @@ from . import (
 
 REGISTRY = {"calibration": calibration, "gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
             "crowdgppl-defaults": crowd_defaults,
-            "crowdgppl-scale-prior": crowd_scale_prior,
+            "crowdgppl-scale-prior": crowd_scale_prior, "crowdgppl-priors": crowd_priors,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,
             "simulation-components": simulation.components, "sushi-a-small": sushi.sushi_a_small,
             "sushi-a": sushi.sushi_a, "sushi-b": sushi.sushi_b,

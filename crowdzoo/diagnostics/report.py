@@ -173,6 +173,11 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
             raise DataError("reference: fitted to different data (the number of labels differs)")
     held_out = held_out if held_out is not None else _held_out(posterior, test)
     checks = ck.run_all(dt, held_out=held_out, reference=ref)
+    from .confidence import as_check
+
+    at_fit = as_check((posterior.settings or {}).get("confidence"))  # what crowdzoo.fit measured
+    if at_fit is not None:
+        checks.append(at_fit)
     rep = Report(path, checks, _figures(posterior, dt, checks), _settings(posterior, dt, settings),
                  _summary(dt))
     title = title or f"crowdzoo diagnostic report: {rep.settings['model']} by {rep.settings['route']}"

@@ -23,6 +23,7 @@ no model.
 from __future__ import annotations
 
 import ctypes
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,7 +83,8 @@ class StopRule:
     """The stop rule of every natural-gradient loop, fed the bound each time it is evaluated.
 
     * **converged** when the bound changes by less than ``tol`` (relative) between two evaluations,
-      once ``min_iter`` iterations have run;
+      once ``min_iter`` iterations have run and (the loop sees to it) the mini-batches have covered
+      the labels once (⌈P / P_i⌉ iterations);
     * **falling**: a bound that falls at ``patience`` evaluations in a row means the steps overshoot
       (e.g. full natural-gradient steps, ρ = 1, on a non-conjugate likelihood). The step size is then
       halved for the rest of the fit (:attr:`scale` multiplies ρ_i) and a :class:`ConvergenceWarning`
@@ -284,7 +286,9 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
     P_i = min(int(st.batch_size), P)
     pi = P / P_i
     gen = torch.Generator().manual_seed(int(seed))
-    stop = StopRule(tol=st.tol, min_iter=st.min_iter, what=what)
+    # no verdict of convergence before the mini-batches have covered the labels once: a bound that
+    # settles on the first few batches of a large data set says nothing of the rest
+    stop = StopRule(tol=st.tol, min_iter=max(int(st.min_iter), math.ceil(P / P_i)), what=what)
     ckpt = read_checkpoint(resume)
     if ckpt is None:
         state = problem.init(gen)
