@@ -14,8 +14,9 @@ $(VENV): pyproject.toml
 demo: $(VENV)
 	.venv/bin/crowdzoo demo --out runs/demo
 
+# two pytest-xdist workers, one per CI core, each test file on one worker (its fixtures fitted once)
 test: $(VENV)
-	$(PY) -m pytest -q -x
+	$(PY) -m pytest -q -x -n 2 --dist loadfile
 
 test-slow: $(VENV) chromium
 	$(PY) -m pytest -q -m slow

@@ -1,11 +1,15 @@
 """Shared fixtures: one small simulated GPPL problem fitted once by every route."""
+import os
+
 import numpy as np
 import pytest
 import torch
 
 import crowdzoo as cz
 
-torch.set_num_threads(2)
+# ``make test`` runs the files on two pytest-xdist workers (one per CI core), each on one torch thread;
+# a plain ``pytest`` run has the two threads to itself.
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 
 @pytest.fixture(scope="module")
