@@ -54,6 +54,10 @@ RUN_FILES = ("posterior.pt", "metrics.json", "run.json", "utilities.csv", "utili
 _TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 
 
+#: the largest items × users table fit writes as utilities_personal.csv (about 25 MB of text)
+PERSONAL_CELLS = 10**6
+
+
 def _setting_type(default, annotation):
     """The CLI type of a route setting: from its default, else its annotation (``float | None``)."""
     if isinstance(default, bool | int | float | str):
@@ -617,8 +621,14 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
         _remove_empty(made)
         raise
     seconds = time.perf_counter() - t0
+    post.save(out / "posterior.pt")  # first: whatever happens while scoring, the fit is kept
     if ckpt.is_file() and not settings.get("checkpoint_every"):
         ckpt.unlink()  # the fit finished: posterior.pt holds it (and its loop state)
+    print(f"crowdzoo: fitted {e.name} by {args.method or 'its default route'} in {seconds:.1f} s"
+          + (f" ({post.settings['iterations']} iterations, "
+             f"{'converged' if post.settings.get('converged') else 'not converged'})"
+             if "iterations" in post.settings else "") + f"; wrote {out / 'posterior.pt'}; scoring the "
+          f"{train.n_pairs:,} training labels", file=sys.stderr, flush=True)
     mean = None
     try:
         mean, var = post.utilities()
@@ -629,7 +639,7 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
         table = pd.DataFrame({"item": mean.index, "mean": mean.values, "variance": var.values})
         table.sort_values("mean", ascending=False).to_csv(out / "utilities.csv", index=False)
         written.append("utilities.csv")
-    if crowd and train.user_ids is not None:
+    if crowd and train.user_ids is not None and train.n_items * len(train.user_ids) <= PERSONAL_CELLS:
         try:
             personal, _ = post.utilities(users=train.user_ids)
         except (TypeError, NotImplementedError, DataError):  # no personal utilities (collabGP)
@@ -637,6 +647,11 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
         if isinstance(personal, pd.DataFrame):
             personal.to_csv(out / "utilities_personal.csv")
             written.append("utilities_personal.csv")
+    elif crowd and train.user_ids is not None:
+        print(f"crowdzoo: utilities_personal.csv not written: {train.n_items:,} items × "
+              f"{len(train.user_ids):,} users is more than {PERSONAL_CELLS:,} numbers; predict the pairs "
+              "you need with `crowdzoo predict`, or read post.utilities(users=[...]) from Python",
+              file=sys.stderr)
     preds, metrics = [], {"method": args.method, "seconds": seconds, "n_pairs": train.n_pairs}
     if train.label_range is not None:  # a --distributed fit: rank 0 holds (and scores) its shard alone
         lo, hi, metrics["n_pairs"] = train.label_range
@@ -657,7 +672,6 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
     for k in ("iterations", "converged"):
         if k in post.settings:
             metrics[k] = post.settings[k]
-    post.save(out / "posterior.pt")
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     run = {k: v for k, v in vars(args).items() if k not in ("func", "checkpoint_path")}
     if crowd:

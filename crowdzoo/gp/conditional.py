@@ -82,6 +82,16 @@ class SparseGP:
         k_d = self.kernel.diag(xa) + self.kernel.diag(xb) - 2.0 * self.kernel.pairs(xa, xb)
         return d, (k_d - (d * d).sum(-1)).clamp_min(0.0)
 
+    def item_moments(self, means, covs, s, X=None) -> ItemMoments:
+        """The items' side of the moments of f_a − f_b under G Gaussian components N(means_g, covs_g)
+        of q(f_m) (``covs`` None: point masses) with inverse scales ``s`` (G,) (Eq. 14 and 19), for
+        pairs of rows of X (default: the training inputs): the rows A (n, M), each item's means and
+        A S_g Aᵀ diagonal, O(n M² G) once; :meth:`ItemMoments.pairs` then costs O(M G) a pair."""
+        W = self._whitened(X).T  # (n, M)
+        A = torch.linalg.solve_triangular(self.L_mm.T, W.T, upper=True).T
+        AS = None if covs is None else A @ covs  # (G, n, M)
+        return ItemMoments(self, X, W, A, means @ A.T, AS, None if AS is None else (AS * A).sum(-1), s)
+
     def pair_factors(self, a: torch.Tensor, b: torch.Tensor, whitened: bool = True,
                      factor_from: int = FACTOR_FROM):
         """:meth:`pair_terms` (``whitened``) or :meth:`pair_rows` for training pairs, and c (P,), the
@@ -170,3 +180,33 @@ def identity_gp(n: int, jitter: float = 1e-6) -> SparseGP:
 
     X = torch.arange(n, dtype=DTYPE)[:, None]
     return SparseGP.build(Kernel("identity", torch.ones(1, dtype=DTYPE)), X, X, jitter, exact=True)
+
+
+class ItemMoments(NamedTuple):
+    """:meth:`SparseGP.item_moments`: what pairs of its items share."""
+
+    gp: SparseGP
+    X: torch.Tensor | None
+    W: torch.Tensor  # (n, M) whitened rows
+    A: torch.Tensor  # (n, M) rows of E[f | f_m] = A f_m
+    mu: torch.Tensor  # (G, n) item means
+    AS: torch.Tensor | None  # (G, n, M) A S_g
+    q: torch.Tensor | None  # (G, n) diagonal of A S_g Aᵀ
+    s: torch.Tensor  # (G,)
+
+    def pairs(self, a: torch.Tensor, b: torch.Tensor):
+        """Mean and variance (G, P) of f_a − f_b: the items' terms, the cross term A_a S_g A_bᵀ and the
+        conditional variance c / s (0 for training pairs of an exact model)."""
+        gp = self.gp
+        mu = self.mu[:, a] - self.mu[:, b]
+        if self.X is None and gp.exact:
+            c = torch.zeros(a.shape[0], dtype=DTYPE)
+        else:
+            Xs = gp.X if self.X is None else self.X
+            xa, xb = Xs[a], Xs[b]
+            k_d = gp.kernel.diag(xa) + gp.kernel.diag(xb) - 2.0 * gp.kernel.pairs(xa, xb)
+            c = (k_d - ((self.W[a] - self.W[b]) ** 2).sum(-1)).clamp_min(0.0)
+        var = c[None, :] / self.s[:, None]
+        if self.AS is not None:
+            var = var + self.q[:, a] + self.q[:, b] - 2.0 * (self.AS[:, a] * self.A[b]).sum(-1)
+        return mu, var.clamp_min(0.0)

@@ -214,9 +214,15 @@ class CrowdGPPLPosterior(Posterior):
         elif not self.setup.consensus:
             raise DataError("users: this model has no consensus (consensus=False); pass users= "
                             "to predict personal preferences")
+        if self.lengthscales is None and self.user_lengthscales is None:
+            return self._predict_by_items(a, b, X, U, j)
+        return self._predict_by_pairs(a, b, X, U, j)
+
+    def _predict_by_pairs(self, a, b, X, U, j):
+        """:meth:`predict_proba` through each pair's own rows (per-draw kernels need them)."""
         G, C = self.weights.shape[0], self.setup.C
         out = torch.empty(a.shape[0], dtype=DTYPE)
-        chunk = max(64, _CHUNK // (G * (C + 1)))
+        chunk = max(64, _CHUNK // (G * (C + 1) * max(self.setup.M, self.setup.M_u)))
         for lo in range(0, a.shape[0], chunk):
             sl = slice(lo, lo + chunk)
             P = a[sl].shape[0]
@@ -227,6 +233,45 @@ class CrowdGPPLPosterior(Posterior):
                 mean[gs], var[gs] = self._z(dA, cd, user, gs)
             out[sl] = mixture_prob(self.weights, mean, var)  # Eq. 3
         return out.numpy()
+
+    def _predict_by_items(self, a, b, X, U, j):
+        """:meth:`predict_proba` with fixed kernels, through the items' and users' rows: each item's
+        moments of t and v_c and each user's of w_c once (:meth:`SparseGP.item_moments`,
+        :meth:`_user_table`), then O(C M) a pair for the cross terms A_a S A_bᵀ — where each pair's own
+        rows cost O(C M²) — in chunks of pairs that bound the memory."""
+        G, C = self.weights.shape[0], self.setup.C
+        out = torch.empty(a.shape[0], dtype=DTYPE)
+        items = self.setup.items
+        T = None if self.t_m is None else items.item_moments(self.t_m, None if self.t_cov is None
+                                                             else self.t_cov[None], self.s_t, X)
+        V = items.item_moments(self.v_m.reshape(G * C, -1), self.v_cov, self.s_v.reshape(-1), X)
+        w_u = None if j is None else self._user_table(U, self.setup.n_users if U is None else U.shape[0])
+        chunk = max(64, _CHUNK // (G * (C + 1) * max(self.setup.M, 1)))
+        for lo in range(0, a.shape[0], chunk):
+            sl = slice(lo, lo + chunk)
+            dv, var_v = (x.reshape(G, C, -1).mT for x in V.pairs(a[sl], b[sl]))  # (G, P, C)
+            if T is None:
+                mean = var = torch.zeros(dv.shape[:2], dtype=DTYPE)
+            else:
+                mean, var = T.pairs(a[sl], b[sl])
+            if w_u is not None:
+                w, ww = w_u[0][:, j[sl]], w_u[1][:, j[sl]]  # (G, P, C)
+                mean = mean + (dv * w).sum(-1)
+                var = var + (var_v * (w * w + ww) + dv * dv * ww).sum(-1)
+            out[sl] = mixture_prob(self.weights, mean, var)  # Eq. 3
+        return out.numpy()
+
+    def _user_table(self, U, n: int):
+        """Means and variances (G, n, C) of w_c for the first ``n`` training users (U None) or the rows
+        of new user features U, in chunks of users."""
+        G, C = self.weights.shape[0], self.setup.C
+        w, ww = torch.empty(G, n, C, dtype=DTYPE), torch.empty(G, n, C, dtype=DTYPE)
+        step = max(1, _CHUNK // (C * max(self.setup.M_u or 1, 1)))
+        gs = slice(0, G)
+        for lo in range(0, n, step):
+            j = torch.arange(lo, min(n, lo + step))
+            w[:, j], ww[:, j] = self._user_moments(*self._user_rows(U, gs, j), j, gs)
+        return w, ww
 
     def _z(self, dA, cd, user, gs):
         """Mean and variance (g, P) of z for the components ``gs``, item-difference rows dA (P, M) (or

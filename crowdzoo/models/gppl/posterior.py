@@ -163,10 +163,17 @@ class GPPLPosterior(Posterior):
         a = self._positions("a", a, X, Xs.shape[0])
         b = self._positions("b", b, X, Xs.shape[0])
         distinct_pairs(a, b, ids_a)
+        G, M = self.weights.shape[0], self.setup.M
         out = torch.empty(a.shape[0], dtype=DTYPE)
-        chunk = max(64, _CHUNK // self.weights.shape[0])  # ≤ _CHUNK numbers per (component, pair)
+        chunk = max(64, _CHUNK // (G * M))  # ≤ _CHUNK numbers per chunk of (component, pair, M) rows
+        items = None  # the items' rows once, when they fit: O(M) a pair after that, not O(M²)
+        if self.lengthscales is None and Xs.shape[0] * M * (G if self.covs is not None else 1) <= _CHUNK:
+            items = self.setup.item_moments(self.means, self.covs, self.s, X)
         for lo in range(0, a.shape[0], chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
+            if items is not None:
+                out[sl] = mixture_prob(self.weights, *items.pairs(a[sl], b[sl]))
+                continue
             if self.lengthscales is not None:
                 out[sl] = mixture_prob(self.weights, *self._draw_pairs(a[sl], b[sl], X))
                 continue

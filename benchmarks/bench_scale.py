@@ -1,0 +1,108 @@
+"""A large crowd as a user holds it, through the command line: what a fit and its outputs cost.
+
+The crowd (``crowdzoo.data.simulate_panel``, seed 0): 3,000 items with 16 numeric features of which
+half matter, 20,000 users with low-rank tastes, about 62 winner-first labels each — 991,668 training
+labels. For each model, in a fresh process: ``crowdzoo fit MODEL`` on the CSV files with the
+model's defaults and ``--max-iter`` (the fit is not the point here: every output is), then the
+wall time and the process's peak resident memory (``ru_maxrss`` of the child), and the fit's own
+seconds from metrics.json. Scoring the training labels, the utilities and posterior.pt are all in
+the command's peak.
+
+``python benchmarks/bench_scale.py --out docs/benchmarks.md`` (``make bench``); ``--max-iter`` and
+``--models`` to change what runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_collab import replace_section  # noqa: E402
+from bench_gppl import machine  # noqa: E402
+
+HEAD = "<!-- bench_scale.py: this section is rewritten by it -->"
+
+
+def make_crowd(folder: Path) -> dict:
+    from crowdzoo.data.simulate_panel import Panel, simulate_panel
+
+    panel = Panel(n_items=3000, n_users=20000, labels_per_user=62, features="irrelevant", n_features=16,
+                  taste="low-rank", rank=3, personal=0.7, residual=1.0)
+    train, test, items, _, truth = simulate_panel(panel, seed=0)
+    train.drop(columns="p_winner").to_csv(folder / "train.csv", index=False)
+    items.to_csv(folder / "items.csv")
+    return {"n_train": len(train), "n_test": len(test), "oracle": truth["oracle"]}
+
+
+def run_cli(model: str, folder: Path, max_iter: int) -> dict:
+    exe = Path(sys.executable).with_name("crowdzoo")
+    out = folder / f"run-{model}"
+    cmd = [str(exe), "fit", model, "--pairs", str(folder / "train.csv"), "--a-col", "winner",
+           "--b-col", "loser", "--winner-first", "--items", str(folder / "items.csv"), "--id-col", "id",
+           "--out", str(out), "--overwrite", "--no-progress", "--max-iter", str(max_iter)]
+    if model != "gppl":
+        cmd += ["--user-col", "taster"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    row = {"model": model, "max_iter": max_iter, "wall_s": wall, "rc": res.returncode,
+           "peak_mib": peak / 1024 if peak > before else None}
+    if res.returncode == 0:
+        metrics = json.loads((out / "metrics.json").read_text())
+        row.update(fit_s=metrics["seconds"], train_cee=metrics["train_cee"],
+                   converged=metrics.get("converged"), files=sorted(p.name for p in out.iterdir()))
+    else:
+        row["error"] = res.stderr.strip().splitlines()[-1:]
+    return row
+
+
+def render(info: dict, rows: list) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [HEAD, "", "## A large crowd through the command line", "",
+             f"Machine: {machine()}. `python benchmarks/bench_scale.py` ({when}).", "",
+             f"{info['n_train']:,} training labels (3,000 items, 16 features, 20,000 users; the script's "
+             "docstring). Each row: `crowdzoo fit MODEL` with the model's defaults and `--max-iter`, in its "
+             "own process; "
+             "*command s* and *peak MiB* cover reading the CSV, the fit, scoring every training label, "
+             "the utilities and posterior.pt.", "",
+             "| model | --max-iter | fit s | command s | peak MiB | converged | files |",
+             "|---|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        fit = f"{r['fit_s']:.0f}" if "fit_s" in r else "—"
+        peak = f"{r['peak_mib']:.0f}" if r.get("peak_mib") else "—"
+        files = ", ".join(r.get("files", [])) or f"failed: {r.get('error')}"
+        lines.append(f"| {r['model']} | {r['max_iter']} | {fit} | {r['wall_s']:.0f} | {peak} | "
+                     f"{r.get('converged', '—')} | {files} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default=None, help="markdown file whose section to rewrite")
+    ap.add_argument("--models", default="gppl,crowdgppl")
+    ap.add_argument("--max-iter", type=int, default=20)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        info = make_crowd(folder)
+        rows = []
+        for model in args.models.split(","):  # one at a time: RUSAGE_CHILDREN keeps the largest child's peak
+            rows.append(run_cli(model, folder, args.max_iter))
+            print(json.dumps(rows[-1]), flush=True)
+    text = render(info, rows)
+    print(text)
+    if args.out:
+        replace_section(args.out, HEAD, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Predictions at scale: pairs scored through their items' rows (O(M) a pair) give the same numbers as
+each pair's own rows (O(M²) a pair), for a sparse and an exact GPP, training and new items."""
+import numpy as np
+import pytest
+import torch
+
+import crowdzoo as cz
+from crowdzoo.gp.probit import mixture_prob
+
+
+def _per_pair(post, a, b, X=None):
+    dA, c = post.setup.pair_rows(torch.as_tensor(a), torch.as_tensor(b), X)
+    mu = post.means @ dA.T
+    var = c[None, :] / post.s[:, None]
+    if post.covs is not None:
+        var = var + torch.einsum("pm,gmn,pn->gp", dA, post.covs, dA)
+    return mixture_prob(post.weights, mu, var).numpy()
+
+
+@pytest.mark.parametrize("n_inducing", [8, None])
+def test_pairs_through_item_rows_equal_each_pairs_own_rows(n_inducing):
+    data, _ = cz.simulate_gppl(n_items=25, n_pairs=200, n_features=2, seed=1)
+    post = cz.fit(cz.GPPL(n_inducing=n_inducing), data, method="ep")
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 25, 300)
+    b = (a + rng.integers(1, 25, 300)) % 25
+    ids = data.item_ids
+    got = post.predict_proba(ids[a], ids[b])
+    np.testing.assert_allclose(got, _per_pair(post, a, b), rtol=0, atol=1e-12)
+    X_new = rng.uniform(-1, 1, (12, 2))
+    a2, b2 = a[:50] % 12, (a[:50] % 12 + 1 + b[:50] % 11) % 12
+    got_new = post.predict_proba(a2, b2, item_features=X_new)
+    np.testing.assert_allclose(got_new, _per_pair(post, a2, b2, torch.as_tensor(X_new, dtype=torch.float64)),
+                               rtol=0, atol=1e-12)
+    assert np.abs(got - 0.5).max() > 0.05  # the posterior says something
+
+
+@pytest.mark.parametrize("kw", [dict(n_inducing=10, n_inducing_users=4),
+                                dict(n_inducing=None, n_inducing_users=None)])
+def test_crowd_pairs_through_item_and_user_rows_equal_each_pairs_own_rows(kw):
+    data, _ = cz.simulate_crowd(n_items=20, n_users=8, n_pairs=300, n_components=2, seed=2)
+    post = cz.fit(cz.CrowdGPPL(n_components=3, **kw), data, max_iter=40, progress_bar=False)
+    rng = np.random.default_rng(1)
+    a = torch.as_tensor(rng.integers(0, 20, 200))
+    b = (a + torch.as_tensor(rng.integers(1, 20, 200))) % 20
+    j = torch.as_tensor(rng.integers(0, 8, 200))
+    for users in (None, j):
+        fast = post._predict_by_items(a, b, None, None, users)
+        slow = post._predict_by_pairs(a, b, None, None, users)
+        np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
+    X_new = torch.as_tensor(rng.uniform(0, 10, (6, 2)))
+    a2, b2 = a[:30] % 6, (a[:30] % 6 + 1) % 6
+    np.testing.assert_allclose(post._predict_by_items(a2, b2, X_new, None, j[:30]),
+                               post._predict_by_pairs(a2, b2, X_new, None, j[:30]), rtol=0, atol=1e-12)
