@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -49,19 +48,21 @@ def run_cli(model: str, folder: Path, max_iter: int) -> dict:
            "--out", str(out), "--overwrite", "--no-progress", "--max-iter", str(max_iter)]
     if model != "gppl":
         cmd += ["--user-col", "taster"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # a fresh parent per command, so that its RUSAGE_CHILDREN peak is this command's alone
+    wrap = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-c", wrap, *cmd], capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    peak = int(res.stderr.strip().splitlines()[-1])
     row = {"model": model, "max_iter": max_iter, "wall_s": wall, "rc": res.returncode,
-           "peak_mib": peak / 1024 if peak > before else None}
+           "peak_mib": peak / 1024}
     if res.returncode == 0:
         metrics = json.loads((out / "metrics.json").read_text())
         row.update(fit_s=metrics["seconds"], train_cee=metrics["train_cee"],
                    converged=metrics.get("converged"), files=sorted(p.name for p in out.iterdir()))
     else:
-        row["error"] = res.stderr.strip().splitlines()[-1:]
+        row["error"] = res.stderr.strip().splitlines()[-2:-1]
     return row
 
 
@@ -95,7 +96,7 @@ def main(argv=None):
         folder = Path(tmp)
         info = make_crowd(folder)
         rows = []
-        for model in args.models.split(","):  # one at a time: RUSAGE_CHILDREN keeps the largest child's peak
+        for model in args.models.split(","):
             rows.append(run_cli(model, folder, args.max_iter))
             print(json.dumps(rows[-1]), flush=True)
     text = render(info, rows)
