@@ -13,6 +13,7 @@ from . import (
     crowd_routes,
     crowd_scale_prior,
     dpm,
+    gppl_kernel,
     gppl_routes,
     scdc,
     simulation,
@@ -22,7 +23,8 @@ from . import (
     ukpconvarg_diagnostics,
 )
 
-REGISTRY = {"calibration": calibration, "gppl-routes": gppl_routes, "crowdgppl-routes": crowd_routes,
+REGISTRY = {"calibration": calibration, "gppl-kernel": gppl_kernel, "gppl-routes": gppl_routes,
+            "crowdgppl-routes": crowd_routes,
             "crowdgppl-defaults": crowd_defaults,
             "crowdgppl-scale-prior": crowd_scale_prior, "crowdgppl-priors": crowd_priors,
             "simulation-consensus": simulation.consensus, "simulation-personal": simulation.personal,

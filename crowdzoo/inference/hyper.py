@@ -88,12 +88,12 @@ def default_batch_size(batch_size: int | None, learning: bool, P: int) -> int:
     return P if learning and P <= LEARN_FULL_BATCH else 1000
 
 
-def rho_floor(rho_min: float | None, learning: bool, full_batch: bool) -> float:
-    """The floor under the natural-gradient step size ρ_i: ``rho_min`` if given; else 0.5 on the full
-    batch and 0.1 on mini-batches while hyper-parameters learn (their gradient with q held fixed is
-    the bound's only when q keeps up with them), 0 otherwise (the paper's ρ_i)."""
+def rho_floor(rho_min: float | None, learning: bool, full_batch: bool, full: float = 0.5) -> float:
+    """The floor under the natural-gradient step size ρ_i: ``rho_min`` if given; else ``full`` on the
+    full batch and 0.1 on mini-batches while hyper-parameters learn (their gradient with q held fixed
+    is the bound's only when q keeps up with them), 0 otherwise (the paper's ρ_i)."""
     if rho_min is not None:
         if not 0.0 <= rho_min <= 1.0:
             raise DataError(f"rho_min: expected a value in [0, 1], got {rho_min!r}")
         return float(rho_min)
-    return 0.0 if not learning else (0.5 if full_batch else 0.1)
+    return 0.0 if not learning else (full if full_batch else 0.1)
