@@ -70,10 +70,14 @@ def state_gain(learning: bool):
 
 
 LEARN_FULL_BATCH = 50_000
+#: the most mini-batch steps of the default batch size in one pass over the labels
+PASS_STEPS = 200
 
 
 def default_batch_size(batch_size: int | None, learning: bool, P: int) -> int:
-    """P_i unless given: the paper's 1000 labels; while hyper-parameters learn, every label up to
+    """P_i unless given: the paper's 1000 labels, or P / :data:`PASS_STEPS` where that is more (above
+    2·10⁵ labels), since the natgrad loop stops no earlier than one full pass and a step's cost at
+    scale is mostly its O(M³) per component, not its labels; while hyper-parameters learn, every label up to
     :data:`LEARN_FULL_BATCH` (then 1000 again). On mini-batches the length-scales' Adam steps follow a
     noisy gradient while q lags them (ρ ≥ 0.1), and the pair settles short of the bound's optimum: on
     GPPL's N = 1000, 2·10⁴-pair problem of docs/benchmarks.md ("Peers") 1000-label batches stopped
@@ -85,7 +89,7 @@ def default_batch_size(batch_size: int | None, learning: bool, P: int) -> int:
             raise DataError(f"batch_size: expected a positive integer (labels per iteration), got "
                             f"{batch_size!r}")
         return int(batch_size)
-    return P if learning and P <= LEARN_FULL_BATCH else 1000
+    return P if learning and P <= LEARN_FULL_BATCH else max(1000, -(-P // PASS_STEPS))
 
 
 def rho_floor(rho_min: float | None, learning: bool, full_batch: bool, full: float = 0.5) -> float:

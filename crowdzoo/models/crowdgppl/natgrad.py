@@ -49,7 +49,7 @@ from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit, probit_grads
 from ...inference import natgrad as loop
 from ...inference.distributed import shard
-from ...inference.hyper import Adam, adam_init, ascend, rho_floor, state_gain
+from ...inference.hyper import Adam, adam_init, ascend, default_batch_size, rho_floor, state_gain
 from .posterior import CrowdGPPLPosterior
 
 
@@ -326,14 +326,16 @@ def default_likelihood(learn_kernel: bool, batch_size: int, data) -> str:
 
 
 def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
-                batch_size: int = 1000, delay: float = 1.0, forgetting_rate: float | None = None,
+                batch_size: int | None = None, delay: float = 1.0, forgetting_rate: float | None = None,
                 max_iter: int = 1000, min_iter: int = 10, tol: float = 1e-3, eval_every: int = 5,
                 eval_size: int = 2000, n_gh: int = 20, init_var: float | None = None,
                 learn_kernel: bool = False, kernel_lr: float = 0.1, rho_min: float | None = None,
                 distributed: bool = False, progress_bar: bool | None = None, setup=None, resume=None,
                 checkpoint=None, checkpoint_every: int = 0, callback=None) -> CrowdGPPLPosterior:
     """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
-    ``resume`` as for GPPL's :func:`~crowdzoo.models.gppl.natgrad.fit_natgrad`).
+    ``resume`` as for GPPL's :func:`~crowdzoo.models.gppl.natgrad.fit_natgrad`). ``batch_size`` P_i:
+    by default the paper's 1000 labels, or P / 200 above 2·10⁵ labels
+    (:func:`~crowdzoo.inference.hyper.default_batch_size`).
 
     ``init_var``: initial covariance of q(v_c), q(w_c) as a fraction of the prior's (default 1,
     the prior, for ``"linearised"``; 0.01 for ``"exact"``, whose Gauss–Hermite updates feel the
@@ -369,6 +371,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     (``data`` may itself be a shard, :meth:`~crowdzoo.PairwiseData.read_shard`); every factor's
     statistics (Eq. 32–37), the likelihood's pull on q(s), the bound and, with ``learn_kernel``, the
     length-scales' gradient are summed across ranks, so every rank takes the single-process step."""
+    held = getattr(data, "label_range", None)
+    batch_size = default_batch_size(batch_size, False, held[2] if held is not None else len(data.a))
     if likelihood is None:
         likelihood = default_likelihood(learn_kernel, batch_size, data)
     if likelihood not in ("linearised", "exact"):
