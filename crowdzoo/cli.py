@@ -176,6 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     pred.add_argument("-o", "--out", default=None,
                       help="CSV to write: the rows of --pairs with a column p = P(a ≻ b) (default: standard "
                            "output)")
+    pred.add_argument("--overwrite", action="store_true", help="replace the file --out if it exists")
     pred.add_argument("--sep", default=None,
                       help="the separator of --pairs and of --out (default: the run's)")
     pred.add_argument("--consensus", action="store_true",
@@ -311,13 +312,17 @@ def _need_columns(frame: pd.DataFrame, path, flag: str, wanted: dict) -> None:
     """Each column of ``wanted`` ({column: the option that names it}) is in ``frame``."""
     for col, option in wanted.items():
         if col not in frame.columns:
-            hint = ""
-            if len(frame.columns) == 1:
-                found = [s for s in (";", "\t", "|", ",") if s in str(frame.columns[0])]
-                if found:
-                    hint = f"; the file looks {found[0]!r}-separated: set --sep {found[0]!r}"
             raise DataError(f"{flag}: column {col!r} ({option}) not found in {path} (columns: "
-                            f"{list(frame.columns)}); set {option}{hint}")
+                            f"{list(frame.columns)}); set {option}{_sep_hint(frame)}")
+
+
+def _sep_hint(frame: pd.DataFrame) -> str:
+    """When a CSV read as one column holds another separator in its name, a hint to set --sep."""
+    if len(frame.columns) == 1:
+        found = [s for s in (";", "\t", "|", ",") if s in str(frame.columns[0])]
+        if found:
+            return f"; the file looks {found[0]!r}-separated: set --sep {found[0]!r}"
+    return ""
 
 
 def _names(value: str) -> list:
@@ -533,6 +538,11 @@ def _check_out(out: Path, overwrite: bool, keep=None) -> None:
                                 f"--resume {out / 'checkpoint.pt'}, or pass --overwrite to start again")
             raise DataError(f"--out: {out} already holds a run ({', '.join(found)}); name a new folder, or "
                             "pass --overwrite to replace it")
+        others = sorted(p.name for p in out.iterdir() if p.name not in RUN_FILES)
+        if others and not overwrite:
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise DataError(f"--out: {out} is a folder that is not a run (it holds {shown}); name a new "
+                            "folder for the run, or pass --overwrite to write the run's files beside those")
         base = out
     else:
         base = out.absolute().parent
@@ -729,10 +739,12 @@ def cmd_predict(args) -> int:
     for col, what in need.items():
         if col not in pairs.columns:
             raise DataError(f"--pairs: column {col!r} ({what}) not found in {args.pairs} (columns: "
-                            f"{list(pairs.columns)})")
+                            f"{list(pairs.columns)}){_sep_hint(pairs)}")
     if args.out:
         if Path(args.out).is_dir():
             raise DataError(f"--out: {args.out} is a folder; name the CSV file to write")
+        if Path(args.out).exists() and not args.overwrite:
+            raise DataError(f"--out: {args.out} exists; name a new file, or pass --overwrite to replace it")
         if not Path(args.out).absolute().parent.is_dir():
             raise DataError(f"--out: the folder of {args.out} does not exist")
         _check_out(Path(args.out).absolute().parent, overwrite=True)

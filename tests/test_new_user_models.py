@@ -116,8 +116,10 @@ def test_a_shown_progress_bar_ends_with_a_summary_line(capsys):
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize("content", [b"", b"utility,item\n1,2\n", b"PK\x03\x04 truncated zip", "foreign"])
-def test_load_and_report_refuse_files_that_are_not_posteriors(content, tmp_path):
+@pytest.mark.parametrize("content, says", [(b"", "is empty"), (b"utility,item\n1,2\n", "not a crowdzoo"),
+                                           (b"PK\x03\x04 truncated zip", "damaged or truncated"),
+                                           ("foreign", "not a crowdzoo")])
+def test_load_and_report_refuse_files_that_are_not_posteriors(content, says, tmp_path):
     """Before: torch's unpickling errors, one of which advised weights_only=False."""
     import torch
 
@@ -129,7 +131,7 @@ def test_load_and_report_refuse_files_that_are_not_posteriors(content, tmp_path)
         torch.save({"weights": torch.ones(3)}, path)  # a torch file of someone else's
     else:
         path.write_bytes(content)
-    with pytest.raises(cz.DataError, match="not a crowdzoo") as err:
+    with pytest.raises(cz.DataError, match=says) as err:
         cz.load(path)
     assert "weights_only" not in str(err.value)
     assert main(["report", str(path.parent)]) == 2
@@ -140,7 +142,7 @@ def test_a_truncated_posterior_is_refused(tmp_path):
     cz.fit(cz.GPPL(), data, max_iter=5, tol=0).save(tmp_path / "p.pt")
     raw = (tmp_path / "p.pt").read_bytes()
     (tmp_path / "p.pt").write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(cz.DataError, match="not a crowdzoo file"):
+    with pytest.raises(cz.DataError, match="damaged or truncated .* refit"):
         cz.load(tmp_path / "p.pt")
 
 

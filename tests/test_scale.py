@@ -52,3 +52,30 @@ def test_crowd_pairs_through_item_and_user_rows_equal_each_pairs_own_rows(kw):
     a2, b2 = a[:30] % 6, (a[:30] % 6 + 1) % 6
     np.testing.assert_allclose(post._predict_by_items(a2, b2, X_new, None, j[:30]),
                                post._predict_by_pairs(a2, b2, X_new, None, j[:30]), rtol=0, atol=1e-12)
+
+
+def test_cli_refuses_to_write_over_what_is_not_its_own(tmp_path, capsys):
+    """fit into a folder of other files, predict onto an existing file: both need --overwrite; a
+    ';'-separated file read with ',' gets told to set --sep."""
+    from crowdzoo.cli import main
+
+    data, _ = cz.simulate_gppl(n_items=8, n_pairs=60, seed=0)
+    frame = data.to_frame()
+    frame.to_csv(tmp_path / "pairs.csv", index=False)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    args = ["fit", "gppl", "--pairs", str(tmp_path / "pairs.csv"), "--max-iter", "5", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "mine")]) == 2
+    assert "not a run (it holds notes.txt)" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "p.csv"
+    out.write_text("precious\n")
+    predict = ["predict", str(tmp_path / "run"), "--pairs", str(tmp_path / "pairs.csv"), "-o", str(out)]
+    assert main(predict) == 2
+    assert "exists" in capsys.readouterr().err and out.read_text() == "precious\n"
+    assert main([*predict, "--overwrite"]) == 0
+    frame.to_csv(tmp_path / "semi.csv", index=False, sep=";")
+    assert main(["predict", str(tmp_path / "run"), "--pairs", str(tmp_path / "semi.csv")]) == 2
+    assert "set --sep ';'" in capsys.readouterr().err

@@ -140,6 +140,15 @@ def read(path, fmt: str, what: str):
     try:
         state = torch.load(p, weights_only=True)
     except Exception as err:  # truncated, empty, text or foreign files
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+        if not head:
+            raise DataError(f"{what}: {path} is empty (0 bytes): the write that made it did not finish; "
+                            "save the posterior again, or refit") from None
+        if head == b"PK\x03\x04":  # torch.save's zip container, cut short or damaged
+            raise DataError(f"{what}: {path} is damaged or truncated ({p.stat().st_size:,} bytes of a zip "
+                            "archive that could not be read: was it copied or written only in part?); save "
+                            "the posterior again, or refit") from None
         raise DataError(f"{what}: {path} is not a crowdzoo file ({fmt}); it could not be read "
                         f"({type(err).__name__}). Was it written by posterior.save()?") from None
     if not isinstance(state, dict) or state.get("format") != fmt:
