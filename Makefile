@@ -44,7 +44,7 @@ bench: $(VENV)
 	$(PY) benchmarks/bench_learn_batches.py --out docs/learn-kernel-batches.md
 	$(PY) benchmarks/bench_scale.py --out docs/benchmarks.md
 
-# crowdzoo beside BoTorch, choix and crowd-kit (issue 18), each method in its own process; the peers
+# crowdzoo beside BoTorch, choix and crowd-kit, each method in its own process; the peers
 # live in their own .venv-peers (never dependencies of crowdzoo). Writes its section of docs/benchmarks.md.
 PEERS   := .venv-peers/.installed
 

@@ -1,4 +1,4 @@
-"""collabGP EP + VB benchmarks (issue 4): time and memory against the number of users and labels.
+"""collabGP EP + VB benchmarks: time and memory against the number of users and labels.
 
 Synthetic collabGP data (supplement a §6 generator) with D = 20 latent functions and FITC with
 P₀ = U₀ = 25 pseudo pairs and users, as the paper runs it; a sweep over users at 10 items and 30

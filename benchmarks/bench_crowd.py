@@ -1,4 +1,4 @@
-"""crowdGPPL natgrad benchmarks (issue 3, Fig. 2 of Simpson & Gurevych 2020).
+"""crowdGPPL natgrad benchmarks (Fig. 2 of Simpson & Gurevych 2020).
 
 1. The speed target: 50 items (2-D features), 20 users (2-D features), 1000 training labels
    (+ 250 held out), C = 20, M = 25 — time to converge and held-out accuracy, both likelihoods,

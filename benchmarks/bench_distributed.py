@@ -1,4 +1,4 @@
-"""Data-parallel crowdGPPL natgrad at P = 10⁶ and 10⁷ labels on 1 and 2 ranks (issue 19).
+"""Data-parallel crowdGPPL natgrad at P = 10⁶ and 10⁷ labels on 1 and 2 ranks.
 
 The crowd: 10⁴ items (2-D features), 10⁵ users (independent, no features), C = 20 components,
 M = 100 inducing items; labels (a, b, user, y) from a consensus utility plus a per-user shift. Each
@@ -198,7 +198,7 @@ def main(argv=None):
     print(json.dumps(trim), flush=True)
     probe = concurrency_probe()
     rate = read_rate()
-    lines = [HEAD, "", "## Data-parallel crowdGPPL natgrad (torch.distributed, issue 19)", "",
+    lines = [HEAD, "", "## Data-parallel crowdGPPL natgrad (torch.distributed)", "",
              f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/bench_distributed.py --out "
              f"docs/benchmarks.md` (part of `make bench`). {N_ITEMS:,} items (2-D features), {N_USERS:,} "
              f"independent users, C = {C}, M = {M}, P_i = {args.batch:,} labels per iteration, gloo over "

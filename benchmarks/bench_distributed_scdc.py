@@ -1,4 +1,4 @@
-"""Data-parallel BayesSCDC natgrad on 1 and 2 ranks, each reading its shard of the annotations (issue 19).
+"""Data-parallel BayesSCDC natgrad on 1 and 2 ranks, each reading its shard of the annotations.
 
 The data: N = 10⁴ items with 20-D observations from 10 Gaussian clusters, and A = 10⁶ or 10⁷ crowd
 annotations (worker, i, j, same) by 100 two-coin workers (α = β = 0.9) on random pairs, written once to
@@ -119,8 +119,7 @@ def main(argv=None):
                     rows.append(dict(A=A, **r))
                     print(json.dumps(rows[-1]), flush=True)
             os.remove(csv)
-    lines = [HEAD, "", "## Data-parallel BayesSCDC natgrad: each rank reads its shard of the annotations "
-             "(issue 19)", "",
+    lines = [HEAD, "", "## Data-parallel BayesSCDC natgrad: each rank reads its shard of the annotations", "",
              f"Machine: {machine()}. Command: `.venv/bin/python benchmarks/bench_distributed_scdc.py --out "
              f"docs/benchmarks.md` (part of `make bench`). N = {N:,} items (20-D observations, 10 "
              f"clusters), {W} two-coin workers (α = β = 0.9) on random pairs, A annotations in a CSV that "

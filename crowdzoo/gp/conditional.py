@@ -61,6 +61,12 @@ class SparseGP:
         """c (n,) of :meth:`item_terms` alone."""
         return self._cond_var(self._whitened(X), X)
 
+    def pair_cond_var(self, xa: torch.Tensor, xb: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        """c (P,) of f_a − f_b given f_m for inputs xa, xb with whitened difference rows d (P, M):
+        k(a, a) + k(b, b) − 2 k(a, b) − ‖d‖² (Eq. 19)."""
+        k_d = self.kernel.diag(xa) + self.kernel.diag(xb) - 2.0 * self.kernel.pairs(xa, xb)
+        return (k_d - (d * d).sum(-1)).clamp_min(0.0)
+
     def _cond_var(self, B, X):
         if X is None and self.exact:
             return torch.zeros(B.shape[1], dtype=DTYPE)
@@ -78,9 +84,7 @@ class SparseGP:
             d = solve_lower(self.L_mm, self.kernel(self.Z, Xs[a]) - self.kernel(self.Z, Xs[b])).T
         if X is None and self.exact:
             return d, torch.zeros(d.shape[0], dtype=DTYPE)
-        xa, xb = Xs[a], Xs[b]
-        k_d = self.kernel.diag(xa) + self.kernel.diag(xb) - 2.0 * self.kernel.pairs(xa, xb)
-        return d, (k_d - (d * d).sum(-1)).clamp_min(0.0)
+        return d, self.pair_cond_var(Xs[a], Xs[b], d)
 
     def item_moments(self, means, covs, s, X=None) -> ItemMoments:
         """The items' side of the moments of f_a − f_b under G Gaussian components N(means_g, covs_g)
@@ -110,9 +114,7 @@ class SparseGP:
         if self.exact:
             c = torch.zeros(P, dtype=W.dtype)
         else:
-            xa, xb = self.X[a], self.X[b]
-            k_d = self.kernel.diag(xa) + self.kernel.diag(xb) - 2.0 * self.kernel.pairs(xa, xb)
-            c = (k_d - ((W[ia] - W[ib]) ** 2).sum(-1)).clamp_min(0.0)
+            c = self.pair_cond_var(self.X[a], self.X[b], W[ia] - W[ib])
         R = W if whitened else torch.linalg.solve_triangular(self.L_mm.T, W.T, upper=True).T
         return PairRows(R, ia, ib), c
 
@@ -203,9 +205,7 @@ class ItemMoments(NamedTuple):
             c = torch.zeros(a.shape[0], dtype=DTYPE)
         else:
             Xs = gp.X if self.X is None else self.X
-            xa, xb = Xs[a], Xs[b]
-            k_d = gp.kernel.diag(xa) + gp.kernel.diag(xb) - 2.0 * gp.kernel.pairs(xa, xb)
-            c = (k_d - ((self.W[a] - self.W[b]) ** 2).sum(-1)).clamp_min(0.0)
+            c = gp.pair_cond_var(Xs[a], Xs[b], self.W[a] - self.W[b])
         var = c[None, :] / self.s[:, None]
         if self.AS is not None:
             var = var + self.q[:, a] + self.q[:, b] - 2.0 * (self.AS[:, a] * self.A[b]).sum(-1)

@@ -1,5 +1,5 @@
 """Gradient steps on hyper-parameters between natural-gradient steps on q (Hensman, Fusi & Lawrence
-2013; Salimbeni, Eleftheriadis & Hensman 2018): the hybrid that issue 18 asks of every natgrad route.
+2013; Salimbeni, Eleftheriadis & Hensman 2018): the hybrid every natgrad route uses to learn them.
 
 The natural-gradient loop moves the variational parameters; after each of its steps, the
 hyper-parameters θ (log length-scales, optionally inducing inputs) take one Adam step along the
