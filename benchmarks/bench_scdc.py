@@ -1,16 +1,18 @@
-"""SCDC / BayesSCDC speed benchmark (issue 17; Table 1 of Luo et al., NeurIPS 2018, times per epoch).
+"""SCDC / BayesSCDC speed benchmark (Table 1 of Luo et al., NeurIPS 2018, times per epoch).
 
 1. Time per epoch, with the paper's defaults (K = 50, d = 8, hidden (500, 500), batch 128), with and
    without annotations, on scikit-learn's digits (``cz.digits_links``: 1,797 × 64, 1,000 annotations)
-   and at MNIST size (60,000 × 784 with 57,330 annotations from 48 workers: real MNIST and the SCDC
-   crowd file when ``--data-dir`` has them, else synthetic data of that shape), for SCDC and, once
-   crowdzoo has it, BayesSCDC (its default route); on CPU always and on the GPU when torch sees one.
+   and at MNIST size (with 57,330 annotations from 48 workers: real MNIST's 60,000 training images and
+   the SCDC crowd file when ``--data-dir`` has them, else a synthetic stand-in of ``--mnist-items``
+   × 784, 70,000 by default: all of MNIST), for SCDC and BayesSCDC (each its default route); on CPU
+   and on the GPU when torch sees one (``--devices``; ``--devices cuda`` writes a section of its own,
+   so that GPU figures from another machine sit beside the CPU ones).
    One ``cz.fit`` of the full data per setting, in a fresh subprocess: a global optimizer-step hook
    reads the clock at the end of two training steps and abandons the fit at the second, so that
    setting up, encoding the items at the end and building the posterior are not counted. Digits:
-   the second and third epochs, whole. MNIST size: an epoch is 469 steps (minutes on a CPU), so
+   the second and third epochs, whole. MNIST size: an epoch is ⌈N / 128⌉ steps (minutes on a CPU), so
    ``--steps`` steps (default 30) are timed after 3 and the epoch time is extrapolated as seconds
-   per step × 469; when that comes out under ``--whole-under`` seconds (e.g. on a GPU) the second
+   per step × steps per epoch; when that comes out under ``--whole-under`` seconds (e.g. on a GPU) the second
    epoch is timed whole as well.
 2. Memory per step against the number of annotations A = 10³ … 10⁶ (synthetic, 1,024 items × 784,
    48 workers) at a fixed annotation batch, for each model: one one-epoch ``cz.fit`` per setting in a
@@ -40,11 +42,12 @@ from bench_collab import replace_section  # noqa: E402
 from bench_gppl import _status, machine  # noqa: E402
 
 HEAD = "<!-- bench_scdc.py: this section is rewritten by it -->"
+HEAD_GPU = "<!-- bench_scdc.py --devices cuda: this section is rewritten by it -->"
 BATCH = 128  # items per step (the paper's)
 THREADS = 2  # torch threads in every measurement (--threads)
-MNIST_N, MNIST_D, MNIST_W = 60_000, 784, 48
+MNIST_N, MNIST_D, MNIST_W = 70_000, 784, 48  # the synthetic stand-in: all of MNIST (--mnist-items)
 MNIST_BLOCKS, MNIST_BLOCK = 91, 36  # the crowd file: 91 tasks, each all C(36, 2) = 630 pairs of 36 images
-MEM_ANN_BATCH = math.ceil(57_330 / math.ceil(MNIST_N / BATCH))  # MNIST's annotation batch: 123
+MEM_ANN_BATCH = math.ceil(57_330 / math.ceil(60_000 / BATCH))  # on MNIST's training images: 123
 # Table 1 of the paper: seconds per epoch on MNIST (their GPU, TensorFlow)
 PAPER = {("SCDC", True): 201.7, ("SCDC", False): 177.3, ("BayesSCDC", True): 16.4, ("BayesSCDC", False): 11.2}
 
@@ -54,16 +57,16 @@ def _two_coin(rng, cls, i, j, alpha=0.9, beta=0.9):
     return (rng.random(i.size) < np.where(cls[i] == cls[j], alpha, 1.0 - beta)).astype(np.int64)
 
 
-def _mnist_like(seed=0):
-    """60,000 × 784 observations uniform in [0, 1], 10 random classes, and annotations shaped like the
+def _mnist_like(seed=0, n=MNIST_N):
+    """``n`` × 784 observations uniform in [0, 1], 10 random classes, and annotations shaped like the
     SCDC crowd file: 91 tasks of 36 distinct images, each labelled on all 630 pairs by one of 48
     workers (every worker has at least one task), two-coin α = β = 0.9: 57,330 annotations."""
     import crowdzoo as cz
 
     rng = np.random.default_rng(seed)
-    O = rng.random((MNIST_N, MNIST_D))
-    cls = rng.integers(0, 10, MNIST_N)
-    imgs = rng.choice(MNIST_N, MNIST_BLOCKS * MNIST_BLOCK, replace=False).reshape(MNIST_BLOCKS, MNIST_BLOCK)
+    O = rng.random((n, MNIST_D))
+    cls = rng.integers(0, 10, n)
+    imgs = rng.choice(n, MNIST_BLOCKS * MNIST_BLOCK, replace=False).reshape(MNIST_BLOCKS, MNIST_BLOCK)
     a, b = np.triu_indices(MNIST_BLOCK, 1)
     i, j = imgs[:, a].ravel(), imgs[:, b].ravel()
     extra = rng.integers(0, MNIST_W, MNIST_BLOCKS - MNIST_W)
@@ -88,7 +91,7 @@ def _random_links(n_items, n_ann, n_features=MNIST_D, n_workers=MNIST_W, seed=0)
                                    worker_ids=np.arange(n_workers), labels=cls)
 
 
-def _dataset(name, data_dir):
+def _dataset(name, data_dir, mnist_items=MNIST_N):
     """(LinkData, description) for "digits" or "mnist" (real when ``data_dir`` has it)."""
     import crowdzoo as cz
 
@@ -103,7 +106,7 @@ def _dataset(name, data_dir):
             return mnist_links(data_dir), "MNIST + the SCDC crowd file"
         except (DataError, OSError) as e:
             why = str(e).splitlines()[0][:160]
-    return _mnist_like(), f"synthetic, MNIST's shape ({why})"
+    return _mnist_like(n=mnist_items), f"synthetic, {mnist_items:,} × 784 ({why})"
 
 
 def _without_annotations(data):
@@ -182,12 +185,12 @@ def _error(e):
 
 
 def epoch_time(dataset, model_name, annotations, device, steps, data_dir=None, whole_under=30.0,
-               digits_whole=True, arch=None, warm=3):
+               digits_whole=True, arch=None, warm=3, mnist_items=MNIST_N):
     """Seconds per step and per epoch of ``cz.fit`` on the full data (module docstring, 1): ``steps``
     steps after ``warm``, extrapolated to an epoch, or (digits, unless ``digits_whole`` is False) two
     whole epochs after the first."""
     _quiet()
-    data, source = _dataset(dataset, data_dir)
+    data, source = _dataset(dataset, data_dir, mnist_items)
     if not annotations:
         data = _without_annotations(data)
     N, D, A = data.n_items, data.O.shape[1], data.n_annotations
@@ -359,11 +362,19 @@ def main(argv=None):
     ap.add_argument("--whole-under", type=float, default=30.0, help="also time one whole MNIST-size "
                     "epoch when the steps extrapolate to under this many seconds (default 30)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2, as elsewhere)")
+    ap.add_argument("--mnist-items", type=int, default=MNIST_N, help="items of the synthetic MNIST stand-in "
+                    "(default 70,000: all of MNIST; the paper trains on the 60,000 training images)")
+    ap.add_argument("--devices", default="auto", help="cpu, cuda or cpu,cuda (default: cpu, and cuda when "
+                    "torch sees a GPU); cuda alone writes a section of its own beside the CPU one")
     args = ap.parse_args(argv)
     global THREADS
     THREADS = args.threads
     t_start = time.perf_counter()
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = (["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.devices == "auto"
+               else args.devices.split(","))
+    if "cuda" in devices and not torch.cuda.is_available():
+        ap.error("--devices: torch sees no GPU here")
+    head = HEAD_GPU if devices == ["cuda"] else HEAD
     models = ["SCDC"] + (["BayesSCDC"] if hasattr(cz, "BayesSCDC") else [])
     skipped = None if "BayesSCDC" in models else (
         "BayesSCDC: skipped (this crowdzoo has no `BayesSCDC` yet; rerun the script once it lands).")
@@ -373,7 +384,8 @@ def main(argv=None):
     whole = 0.0 if args.quick else args.whole_under
     arch = {"n_clusters": 10, "hidden": (32, 32)} if args.quick else None  # a smoke run checks the plumbing
     times = [_sub("epoch_time", dataset=ds, model_name=m, annotations=ann, device=dev, steps=steps,
-                  data_dir=args.data_dir, whole_under=whole, digits_whole=not args.quick, arch=arch)
+                  data_dir=args.data_dir, whole_under=whole, digits_whole=not args.quick, arch=arch,
+                  mnist_items=args.mnist_items)
              for dev in devices for ds in ("digits", "mnist") for m in models for ann in (True, False)]
     n_mem = 256 if args.quick else 1024
     sizes = [10**3, 10**4] if args.quick else [10**3, 10**4, 10**5, 10**6]
@@ -384,10 +396,13 @@ def main(argv=None):
 
     mnist = next((r for r in times if r["dataset"] == "mnist"), {})
     gpu = f", GPU {torch.cuda.get_device_name(0)}" if "cuda" in devices else ", no GPU"
-    L = [HEAD, "", f"Machine: {machine()}, {THREADS} torch threads{gpu}. Reproduce with "
-         "`python benchmarks/bench_scdc.py --out docs/benchmarks.md` (part of `make bench`; replaces "
-         "this section; `--data-dir DIR` uses real MNIST and the SCDC crowd file from DIR).", "",
-         "## SCDC and BayesSCDC: time per epoch", "",
+    cmd = "python benchmarks/bench_scdc.py" + (" --devices cuda" if head == HEAD_GPU else "")
+    title = " on a GPU" if head == HEAD_GPU else ""
+    L = [head, "", f"Machine: {machine()}, {THREADS} torch threads{gpu}. Reproduce with "
+         f"`{cmd} --out docs/benchmarks.md` (" + ("on a machine with a GPU; not part of `make bench`; "
+                                                 if head == HEAD_GPU else "part of `make bench`; ")
+         + "replaces this section; `--data-dir DIR` uses real MNIST and the SCDC crowd file from DIR).", "",
+         f"## SCDC and BayesSCDC{title}: time per epoch", "",
          "The paper's defaults: K = 50, d = 8, hidden layers (500, 500) in every network, 128 items per "
          "step, and the route's default annotation batch on the full data (⌈A / steps per epoch⌉); "
          "`cz.fit(model, data, n_epochs=…, progress_bar=False)` with each model's default route, with "
@@ -401,8 +416,9 @@ def main(argv=None):
          "steps and abandons the fit at the second, so setting up, encoding every item at the end and "
          "building the posterior are not counted, and nothing of the route is reimplemented here. "
          "Digits (15 steps an epoch): the second and third epochs, whole. MNIST size: an epoch is "
-         f"⌈60,000 / 128⌉ = 469 steps, minutes on a CPU, so {steps} steps are timed after 3 and the "
-         "epoch time is seconds per step × 469 (**extrapolated**; this leaves out the route's "
+         f"⌈N / 128⌉ steps ({mnist.get('epoch_steps', '—')} here), minutes on a CPU, so {steps} steps "
+         "are timed after 3 and the epoch time is seconds per step × steps per epoch (**extrapolated**; "
+         "this leaves out the route's "
          "once-per-epoch bookkeeping, such as permuting the items). Where that "
          f"comes to under {args.whole_under:g} s (e.g. on a GPU) the second epoch is timed whole as "
          "well and reported instead. The "
@@ -417,7 +433,7 @@ def main(argv=None):
     L += ["With annotations:", ""] + _time_rows([r for r in times if r["annotations"]])
     L += ["", "Without annotations (the same items, no crowd):", ""]
     L += _time_rows([r for r in times if not r["annotations"]])
-    L += ["", "## SCDC and BayesSCDC: memory per step against the number of annotations", "",
+    L += ["", f"## SCDC and BayesSCDC{title}: memory per step against the number of annotations", "",
           f"Synthetic: {n_mem:,} items × 784 values in [0, 1], A uniformly random pairs from 48 two-coin "
           f"workers; the paper's networks, 128 items and {MEM_ANN_BATCH} annotations per step (MNIST's "
           "annotation batch) whatever A is. *labels*: what the LinkData holds for the annotations (i, j, "
@@ -442,7 +458,7 @@ def main(argv=None):
               "own annotation batch, which may grow with A."]
     L += ["", f"Full run: {time.perf_counter() - t_start:.0f} s{' (--quick)' if args.quick else ''}."]
     text = "\n".join(L) + "\n"
-    replace_section(args.out, HEAD, text)  # this script's section only; the others stay
+    replace_section(args.out, head, text)  # this script's section only; the others stay
     print(text)
 
 
