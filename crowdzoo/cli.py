@@ -6,6 +6,8 @@
     crowdzoo fit gppl --pairs PAIRS.csv --method natgrad --max-iter 200 --tol 1e-3 --out DIR
     crowdzoo fit gppl ... --resume DIR/checkpoint.pt       continue a fit stopped by Ctrl-C
     crowdzoo predict RUN_DIR --pairs NEW.csv -o NEW_P.csv    P(a ≻ b) for new pairs
+    crowdzoo fit scdc --links LINKS.csv --items ITEMS.csv --out DIR   links models: crowdzoo.cli_links
+    crowdzoo predict RUN_DIR --items NEW.csv -o NEW_Z.csv    clusters of new items (a links run)
     crowdzoo demo --out runs/demo
     crowdzoo compare gppl-routes --repeats 3 --jobs 2 --out docs/gppl-routes.md
     crowdzoo report RUN_DIR -o report.html [--reference NUTS_RUN_DIR]
@@ -50,7 +52,7 @@ NOT_FLAGS = frozenset({"setup", "callback", "resume", "checkpoint", "progress_ba
 #: the files a run folder holds; ``--overwrite`` removes them before the new run writes its own
 RUN_FILES = ("posterior.pt", "metrics.json", "run.json", "utilities.csv", "utilities_personal.csv",
              "predictions.csv", "checkpoint.pt", "checkpoint.pt.tmp", "diagnostics.html", "diagnostics.md",
-             "report.html", "report.md")
+             "report.html", "report.md", "clusters.csv", "workers.csv")
 _TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 
 
@@ -140,12 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the zoo's models, the data each takes and its routes", **fmt)
     fit = sub.add_parser("fit", help="fit a model to CSV files", description=(
         "Fit a model to pairwise labels in CSV files and write utilities, predictions, metrics and the "
-        f"posterior to --out. --pairs has one row per label: item ids a and b, and {Y_HELP}."),
+        f"posterior to --out. --pairs has one row per label: item ids a and b, and {Y_HELP}. The links "
+        "models (scdc, bayesscdc) read --links and --items instead: see their heading below."),
         epilog=model_defaults_help(), **fmt)
     fit.add_argument("model", choices=MODELS)
-    fit.add_argument("--pairs", required=True,
-                     help="CSV with one row per label: columns --a-col, --b-col, --y-col (and a user column "
-                          "for crowd models)")
+    fit.add_argument("--pairs", default=None,
+                     help="preference models (all but the links models): CSV with one row per label: "
+                          "columns --a-col, --b-col, --y-col (and a user column for crowd models)")
     fit.add_argument("--items", default=None,
                      help="CSV of item features with an id column (--id-col); without it the items are the "
                           "ids seen in --pairs, with no features (independent utilities)")
@@ -161,6 +164,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="crowdgppl: M_u inducing users, 'all' (every user) or 'auto' (default: the "
                           "model's)")
     _csv_options(fit)
+    from . import cli_links  # here, not at the top: cli_links imports this module
+
+    cli_links.add_fit_options(fit)
     _fit_options(fit)
     demo = sub.add_parser("demo", help="simulate data, fit GPPL, evaluate and write a report", **fmt)
     demo.add_argument("--quick", action="store_true", help="a small problem (seconds)")
@@ -168,11 +174,15 @@ def _parser() -> argparse.ArgumentParser:
     pred = sub.add_parser("predict", help="P(a ≻ b) for new pairs from a fitted run", description=(
         "Predict P(a ≻ b) for each row of a CSV of pairs from a run folder written by `crowdzoo fit` "
         "(its posterior.pt), reading the columns the run used (its run.json): crowd models predict each "
-        "row's user's preference."), **fmt)
+        "row's user's preference. For a run of a links model (scdc, bayesscdc), --items gives new items "
+        "instead, and each one's most probable cluster is written."), **fmt)
     pred.add_argument("run_dir", help="a folder written by `crowdzoo fit` or `crowdzoo demo`")
-    pred.add_argument("--pairs", required=True,
+    pred.add_argument("--pairs", default=None,
                       help="CSV of pairs with the run's --a-col and --b-col (and --user-col) columns; a "
                            "label column is not needed")
+    pred.add_argument("--items", default=None,
+                      help="a run of a links model (scdc, bayesscdc): CSV of new items with the run's id and "
+                           "feature columns; writes each item's most probable cluster and its probability")
     pred.add_argument("-o", "--out", default=None,
                       help="CSV to write: the rows of --pairs with a column p = P(a ≻ b) (default: standard "
                            "output)")
@@ -692,17 +702,11 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
 
 
 def cmd_fit(args) -> int:
-    e = zoo.entry(args.model)
-    if e.data == "links":  # --distributed too: each rank reads its shard of the annotations, from Python
-        parallel = getattr(args, "route_distributed", None) and any(
-            "distributed" in zoo.route_signature_static(e, m) for m in e.routes)
-        raise DataError(f"model: {args.model} clusters items from links (LinkData: observations and "
-                        "same/different labels); the command line reads preference pairs only, so fit it "
-                        f"from Python: crowdzoo.fit(crowdzoo.{e.model.split(':')[1]}(), "
-                        + ("crowdzoo.LinkData.read_shard('links.csv', O), distributed=True) in a script "
-                           "launched by `torchrun --nproc-per-node R script.py` (each rank reads only its "
-                           "share of the annotations; each step's compute is split)"
-                           if parallel else "crowdzoo.LinkData.from_frame(df, O))"))
+    from . import cli_links  # the links models' fit, and the --pairs / --links check
+
+    if cli_links.is_links(args.model):
+        return cli_links.cmd_fit(args)
+    cli_links.need_pairs(args)
     out = Path(args.out)
     plan = _plan(args)
     sharded = bool(plan["settings"].get("distributed"))
@@ -728,6 +732,10 @@ def cmd_predict(args) -> int:
         raise DataError(f"run_dir: not a folder: {run_dir}")
     run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
     e = zoo.entry(run.get("model", "gppl"))
+    if e.data == "links" or args.items is not None or args.pairs is None:
+        from . import cli_links
+
+        return cli_links.cmd_predict(args, run_dir, run)
     crowd = e.data == "crowd pairs" and not args.consensus
     sep = args.sep or run.get("sep") or ","
     a_col, b_col = run.get("a_col", "a"), run.get("b_col", "b")

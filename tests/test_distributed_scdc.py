@@ -306,8 +306,8 @@ def test_one_process_shard_is_the_whole_fit():
 
 
 def test_cli_refuses_links_with_the_python_launch(tmp_path, capsys):
-    """`crowdzoo fit bayesscdc ... --distributed`: the command line reads no links, so it says how to
-    fit from Python under torchrun (distributed=True, the whole data on every rank)."""
+    """`crowdzoo fit bayesscdc ... --distributed`: the command line fits links in one process, so it says
+    how to fit from Python under torchrun (distributed=True, the whole data on every rank)."""
     from crowdzoo.cli import main
 
     (tmp_path / "p.csv").write_text("a,b,y\n0,1,1\n")

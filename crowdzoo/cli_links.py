@@ -1,0 +1,399 @@
+"""The command line of the links models (SCDC, BayesSCDC): clusters of items from their features and
+the crowd's must-link / cannot-link labels on pairs of them.
+
+    crowdzoo fit scdc --links LINKS.csv --items ITEMS.csv --components 10 --out DIR
+    crowdzoo fit bayesscdc --links LINKS.csv --items ITEMS.csv --a-col i --b-col j --same-col same_cluster \
+        --worker-col annotator --id-col item --features x1,x2 --sep ';' --out DIR
+    crowdzoo predict DIR --items NEW.csv -o NEW_CLUSTERS.csv
+
+``--links`` has one row per label: two item ids (``--a-col``, ``--b-col``), the worker who gave it
+(``--worker-col``) and whether the two are in the same cluster (``--same-col``: 1/0, true/false or
+yes/no, any case). ``--items`` holds every item's features, annotated or not. A fit writes, into
+``--out``: posterior.pt (first, as soon as the fit ends), clusters.csv (each item's most probable
+cluster and its probability), workers.csv (each worker's two-coin reliabilities), metrics.json and
+run.json (the options, which ``crowdzoo predict`` reuses). A links file with a header but no rows is
+refused: clustering without a crowd is done from Python (``LinkData.without_annotations``).
+
+:mod:`crowdzoo.cli` calls in here for links models and links runs; this module reuses its CSV
+helpers (it is imported lazily there, so there is no import circle). Nothing here imports torch
+until a fit or a prediction runs, so ``crowdzoo fit --help`` stays quick.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import cli, zoo
+from .errors import DataError
+
+#: the model settings the links options fill: {CLI option: model setting}
+LINK_MODEL_OPTIONS = {"components": "n_clusters", "latent_dim": "latent_dim", "hidden": "hidden"}
+#: options of a links fit that belong to preference pairs: {dest: flag}
+PAIRS_ONLY = {"pairs": "--pairs", "tie_col": "--tie-col", "ties": "--ties", "users": "--users",
+              "user_col": "--user-col", "user_id_col": "--user-id-col", "test_fraction": "--test-fraction"}
+#: options that belong to links models: {dest: flag}
+LINKS_ONLY = {"links": "--links", "worker_col": "--worker-col", "same_col": "--same-col",
+              "latent_dim": "--latent-dim", "hidden": "--hidden"}
+SAME_WORDS = {"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0}
+SAME_HELP = "1, true or yes: the two items are in the same cluster; 0, false or no: in different clusters"
+
+
+def is_links(model: str) -> bool:
+    return zoo.entry(model).data == "links"
+
+
+def links_models() -> list:
+    return [e.name for e in zoo.ZOO if e.data == "links"]
+
+
+# ------------------------------------------------------------------------------------------ options
+def _widths(value: str) -> tuple:
+    """``--hidden``'s value: positive whole numbers separated by commas."""
+    parts = [p.strip() for p in value.split(",")]
+    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected layer widths such as 64,64, got {value!r}")
+    return tuple(int(p) for p in parts)
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value!r}")
+    return int(value)
+
+
+def add_fit_options(fit) -> None:
+    """The links group of ``crowdzoo fit``'s options."""
+    defaults = "; ".join(
+        f"{e.name}: --components {d['n_clusters']}, --latent-dim {d['latent_dim']}, --hidden "
+        f"{','.join(map(str, d['hidden']))}"
+        for e in zoo.ZOO if e.data == "links" for d in [zoo.model_defaults_static(e)])
+    g = fit.add_argument_group(
+        f"links models ({', '.join(links_models())})",
+        "clusters of items from their features (--items, required, read with --id-col, --features, "
+        "--one-hot and --sep as above) and the crowd's same/different labels on pairs of them (--links, "
+        "whose item columns are --a-col and --b-col); --components is K, the number of clusters. "
+        f"Writes clusters.csv, workers.csv, metrics.json, run.json and posterior.pt. Defaults: {defaults}")
+    g.add_argument("--links", default=None,
+                   help="CSV with one row per label: columns --a-col, --b-col (item ids of --items), "
+                        f"--worker-col and --same-col ({SAME_HELP}); a header with no rows is refused")
+    g.add_argument("--worker-col", default=None,
+                   help="the worker-id column of --links (default: worker; '' for labels of one worker)")
+    g.add_argument("--same-col", default=None, help="the label column of --links (default: same)")
+    g.add_argument("--latent-dim", type=_positive, default=None, metavar="D",
+                   help="the dimension of the latent points (default: the model's)")
+    g.add_argument("--hidden", type=_widths, default=None, metavar="W,...",
+                   help="the hidden layers' widths of the networks, e.g. 64,64 (default: the model's)")
+
+
+def need_pairs(args) -> None:
+    """A pairs model's fit: --pairs is given and no links option is."""
+    for dest, flag in LINKS_ONLY.items():
+        if getattr(args, dest, None) is not None:
+            raise DataError(f"{flag}: {args.model} fits preference pairs (--pairs), so it takes no {flag}; "
+                            f"{flag} is for the links models ({', '.join(links_models())})")
+    if getattr(args, "pairs", None) is None:
+        raise DataError(f"--pairs: {args.model} fits preference pairs: give --pairs PAIRS.csv (--links is "
+                        f"for the links models, {', '.join(links_models())})")
+
+
+def _refuse_distributed(args, e) -> None:
+    """--distributed for a model whose Python route takes it: say how to launch that fit (a model
+    without such a route is refused by the route check, naming the settings it takes)."""
+    parallel = any("distributed" in zoo.route_signature_static(e, m) for m in e.routes)
+    if getattr(args, "route_distributed", None) and parallel:
+        raise DataError(f"--distributed: {args.model} from the command line runs in one process; to spread a "
+                        f"fit over ranks, fit from Python: crowdzoo.fit(crowdzoo.{e.model.split(':')[1]}(), "
+                        "crowdzoo.LinkData.read_shard('links.csv', O), distributed=True) in a script "
+                        "launched by `torchrun --nproc-per-node R script.py` (each rank reads only its share "
+                        "of the annotations; each step's compute is split)")
+
+
+def _check_options(args, e) -> None:
+    """The options of a links fit: --links and --items given, no option of preference pairs."""
+    for dest, flag in PAIRS_ONLY.items():
+        if getattr(args, dest, None):
+            what = ("give its labels as --links" if dest == "pairs" else
+                    "its labels come from --links" if dest != "test_fraction" else
+                    "a links fit holds no labels out: drop it")
+            raise DataError(f"{flag}: {args.model} clusters items from links, so it takes no {flag}; {what} "
+                            f"(--pairs and its options are for the preference models)")
+    if getattr(args, "winner_first", False) or getattr(args, "y_col", "y") != "y":
+        flag = "--winner-first" if args.winner_first else "--y-col"
+        raise DataError(f"{flag}: {args.model} reads same/different labels from --same-col, not preference "
+                        "labels; drop it")
+    if args.links is None:
+        raise DataError(f"--links: {args.model} clusters items from links: give --links LINKS.csv (columns "
+                        "--a-col, --b-col, --worker-col, --same-col) and --items ITEMS.csv")
+    if args.items is None:
+        raise DataError(f"--items: {args.model} clusters items by their features: give --items ITEMS.csv "
+                        "with an id column (--id-col) and a row per item, annotated or not")
+
+
+def _columns(args) -> dict:
+    """The columns of --links: {role: (column, flag)}; worker is None for labels of one worker."""
+    worker = "worker" if args.worker_col is None else args.worker_col
+    return {"a": (args.a_col, "--a-col"), "b": (args.b_col, "--b-col"),
+            "worker": (worker, "--worker-col") if worker else None,
+            "same": (args.same_col or "same", "--same-col")}
+
+
+def _plan(args) -> dict:
+    """cli's plan of the route and its settings, with the links models' own model options."""
+    hidden = {opt: getattr(args, opt) for opt in LINK_MODEL_OPTIONS}
+    for opt in hidden:
+        setattr(args, opt, None)  # cli's plan knows only the pairs models' options
+    try:
+        plan = cli._plan(args)
+    finally:
+        for opt, value in hidden.items():
+            setattr(args, opt, value)
+    for opt, name in LINK_MODEL_OPTIONS.items():
+        if hidden[opt] is not None:
+            plan["model_kw"][name] = hidden[opt]
+    try:
+        plan["model"] = plan["entry"].model_class()(**plan["model_kw"])
+    except DataError as err:
+        flags = {name: "--" + opt.replace("_", "-") for opt, name in LINK_MODEL_OPTIONS.items()}
+        flags["n_clusters"] = "--components"
+        m = re.match(r"^(\w+): ", str(err))
+        msg = str(err)
+        if m and m.group(1) in flags:
+            msg = flags[m.group(1)] + msg[len(m.group(1)):]
+        raise DataError(msg) from None
+    return plan
+
+
+# ------------------------------------------------------------------------------------------ reading
+def parse_same(values: pd.Series, col: str) -> np.ndarray:
+    """The --same-col column as 1.0 / 0.0: bool, 0/1, or true/false/yes/no in any case; anything else
+    is a DataError naming the column, the first bad row and its value."""
+    from .data.pairwise import _show
+
+    if pd.api.types.is_bool_dtype(values):
+        return values.to_numpy(dtype=np.float64)
+    words = values.map(lambda v: SAME_WORDS.get(v.strip().lower(), v) if isinstance(v, str) else v)
+    num = pd.to_numeric(words, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
+    if bad.size:
+        r = int(bad[0])
+        what = "missing label" if pd.isna(values.iloc[r]) else f"{_show(values.iloc[r])} is not a link label"
+        raise DataError(f"--links, column {col!r} (--same-col), row {r} (index {_show(values.index[r])}): "
+                        f"{what}; use {SAME_HELP} ({bad.size} row(s) affected)")
+    return num
+
+
+def _data_message(msg: str, cols: dict, id_col: str) -> str:
+    """A DataError of LinkData.from_frame rewritten to name the CLI's file, flags and columns."""
+    if msg.startswith("column "):
+        for col, flag in (c for c in cols.values() if c):
+            msg = re.sub(rf"(column {re.escape(repr(col))})(?!\s\()", rf"\1 ({flag})", msg, count=1)
+        return "--links, " + msg
+    if msg.startswith("O: "):
+        return "--items: " + msg[3:]
+    if msg.startswith("item_ids: "):
+        return f"--items, column {id_col!r} (--id-col): " + msg[len("item_ids: "):]
+    return msg
+
+
+def load_links(args):
+    """LinkData from --links and --items: the item ids in --id-col, features by --features/--one-hot.
+    The user's files are only read."""
+    from .data import LinkData
+
+    sep = args.sep
+    cols = _columns(args)
+    links = cli._read_csv(args.links, "--links", sep)
+    cli._need_columns(links, args.links, "--links", {c: f for c, f in (v for v in cols.values() if v)})
+    if len(links) == 0:
+        raise DataError(f"--links: {args.links} has a header but no rows (no links); give the crowd's "
+                        "labels, or cluster the items from their features alone from Python "
+                        "(crowdzoo.LinkData.from_frame(df, O).without_annotations())")
+    raw = cli._read_csv(args.items, "--items", sep)
+    id_col = args.id_col or "id"
+    cli._need_columns(raw, args.items, "--items", {id_col: "--id-col"})
+    features = cli._item_features(raw.set_index(id_col), args, args.items)
+    item_columns = _item_columns(args, [str(c) for c in raw.columns if c != id_col])
+    if features.shape[1] == 0:
+        raise DataError(f"--items: {args.items} has no feature column besides the id column {id_col!r}; the "
+                        "links models cluster items by their features")
+    same_col = cols["same"][0]
+    frame = links.assign(**{same_col: parse_same(links[same_col], same_col)})  # a copy: the file is only read
+    worker = cols["worker"][0] if cols["worker"] else None
+    try:
+        data = LinkData.from_frame(frame, features, i=cols["a"][0], j=cols["b"][0], same=same_col,
+                                   worker=worker)
+    except DataError as err:
+        raise DataError(_data_message(str(err), cols, id_col)) from None
+    return data, features, item_columns
+
+
+def _item_columns(args, columns: list) -> list:
+    """The columns of --items a fit reads (before one-hot encoding), for predict to read the same."""
+    if args.features is None:
+        return columns
+    chosen = cli._names(args.features)
+    return chosen + [c for c in cli._names(args.one_hot or "") if c not in chosen]
+
+
+# ------------------------------------------------------------------------------------------ fit
+def cluster_table(probs: np.ndarray, ids, id_name: str) -> pd.DataFrame:
+    """One row per item: its id, its most probable cluster and that cluster's probability."""
+    k = probs.argmax(1)
+    return pd.DataFrame({id_name: np.asarray(ids), "cluster": k, "probability": probs[np.arange(len(k)), k]})
+
+
+def worker_table(post) -> pd.DataFrame:
+    """One row per worker: α (sensitivity: P(same | same cluster)) and β (specificity), with their
+    central 90 % intervals where the posterior has them (BayesSCDC's Beta posteriors; SCDC's α and β
+    are point estimates), the weight logit α + logit β and the number of labels."""
+    wk = post.workers(level=0.9).reset_index()
+    order = ["worker", "alpha", "alpha_lo", "alpha_hi", "beta", "beta_lo", "beta_hi", "weight", "annotations"]
+    return wk[[c for c in order if c in wk.columns]]
+
+
+def _converged(trace) -> bool:
+    """The routes' rule (they warn otherwise): the last tenth of the epochs raised the bound by at most
+    1 % over the tenth before it."""
+    trace = np.asarray(trace, dtype=np.float64)
+    k = max(len(trace) // 10, 1)
+    if len(trace) < 2 * k:
+        return False
+    before, last = trace[-2 * k:-k].mean(), trace[-k:].mean()
+    return bool(last - before <= 0.01 * abs(before))
+
+
+def cmd_fit(args) -> int:
+    """``crowdzoo fit scdc|bayesscdc``: check the options and --out, read the CSVs, fit, write the run."""
+    e = zoo.entry(args.model)
+    _refuse_distributed(args, e)
+    _check_options(args, e)
+    out = Path(args.out)
+    plan = _plan(args)
+    cli._check_out(out, args.overwrite)
+    data, features, item_columns = load_links(args)
+    metrics = run_fit(data, features, item_columns, args, out, plan)
+    print(json.dumps(metrics, indent=2))
+    print(f"wrote {', '.join(str(out / f) for f in args.written)}")
+    return 0
+
+
+def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, plan: dict) -> dict:
+    """Fit and write posterior.pt (first), clusters.csv, workers.csv, metrics.json and run.json."""
+    import crowdzoo as cz
+
+    e, settings = plan["entry"], dict(plan["settings"])
+    made = cli._prepare_out(out)
+    t0 = time.perf_counter()
+    try:
+        post = cz.fit(plan["model"], data, method=args.method, seed=args.seed, **settings)
+    except DataError as err:
+        cli._remove_empty(made)
+        raise DataError(cli._setting_message(str(err))) from None
+    except BaseException:
+        cli._remove_empty(made)
+        raise
+    seconds = time.perf_counter() - t0
+    post.save(out / "posterior.pt")  # first: whatever happens while writing the tables, the fit is kept
+    print(f"crowdzoo: fitted {e.name} by {args.method} in {seconds:.1f} s; wrote {out / 'posterior.pt'}",
+          file=sys.stderr, flush=True)
+    probs = post.cluster_probs.double().numpy()
+    cluster_table(probs, data.item_ids, "item").to_csv(out / "clusters.csv", index=False)
+    worker_table(post).to_csv(out / "workers.csv", index=False)
+    trace = np.asarray(post.trace["elbo"], dtype=np.float64)
+    metrics = {"method": args.method, "seconds": seconds, "n_links": int(data.n_annotations),
+               "n_items": int(data.n_items), "n_workers": int(data.n_workers),
+               "n_features": int(data.n_features), "n_clusters": int(probs.shape[1]),
+               "clusters_used": int(len(post.clusters_in_use())),
+               "final_elbo_per_item": float(trace[-1]), "epochs": int(len(trace)),
+               "converged": _converged(trace)}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    run = {k: v for k, v in vars(args).items() if k not in ("func", "checkpoint_path", "written")}
+    cols = _columns(args)
+    run.update(id_col=args.id_col or "id", worker_col=cols["worker"][0] if cols["worker"] else "",
+               same_col=cols["same"][0], item_columns=item_columns,
+               feature_columns=[str(c) for c in features.columns])
+    (out / "run.json").write_text(json.dumps(run, indent=2))
+    args.written = ["posterior.pt", "clusters.csv", "workers.csv", "metrics.json", "run.json"]
+    return metrics
+
+
+# ------------------------------------------------------------------------------------------ predict
+def cmd_predict(args, run_dir: Path, run: dict) -> int:
+    """``crowdzoo predict RUN --items NEW.csv`` for a links run: each new item's most probable cluster
+    and its probability, from the run's networks (without links: new items have none). Also refuses
+    --items for a pairs run and a missing --pairs."""
+    from .data.pairwise import _show
+
+    model = run.get("model", "gppl")
+    if not is_links(model):
+        if args.items is not None:
+            raise DataError(f"--items: {run_dir} is a {model} run, which predicts preferences: give --pairs "
+                            f"NEW.csv (--items is for runs of the links models, {', '.join(links_models())})")
+        raise DataError(f"--pairs: {run_dir} is a {model} run: give --pairs NEW.csv, with the run's --a-col "
+                        "and --b-col columns")
+    if args.pairs is not None:
+        raise DataError(f"--pairs: {run_dir} is a {model} run, which clusters items: give --items NEW.csv, "
+                        "with the run's id and feature columns")
+    if args.items is None:
+        raise DataError(f"--items: {run_dir} is a {model} run: give --items NEW.csv, with the run's id and "
+                        "feature columns")
+    if args.consensus:
+        raise DataError(f"--consensus: {model} has no users; drop it")
+    sep = args.sep or run.get("sep") or ","
+    _check_out_file(args)
+    raw = cli._read_csv(args.items, "--items", sep)
+    id_col = run.get("id_col") or "id"
+    wanted = {id_col: "the run's --id-col"}
+    wanted.update({c: "a feature column of the run" for c in run.get("item_columns", [])})
+    for col, what in wanted.items():
+        if col not in raw.columns:
+            raise DataError(f"--items: column {col!r} ({what}) not found in {args.items} (columns: "
+                            f"{list(raw.columns)}){cli._sep_hint(raw)}")
+    if len(raw) == 0:
+        raise DataError(f"--items: {args.items} has a header but no rows (no items to cluster)")
+    ns = argparse.Namespace(features=",".join(run.get("item_columns", [])) or None,
+                            one_hot=run.get("one_hot"))
+    feats = cli._item_features(raw.set_index(id_col), ns, args.items)
+    known = run.get("feature_columns") or list(feats.columns)
+    for c in feats.columns:
+        if c not in known:  # a one-hot category the run never saw
+            col, _, value = str(c).partition("=")
+            r = int(np.flatnonzero(feats[c].to_numpy() == 1)[0])
+            raise DataError(f"--items: column {col!r}, row {r} (item {_show(feats.index[r])}): category "
+                            f"{value!r} was not in the run's items, so the run has no feature for it")
+    X = feats.reindex(columns=known, fill_value=0.0).to_numpy(dtype=np.float64)
+    bad = np.argwhere(~np.isfinite(X))
+    if bad.size:
+        r, c = bad[0]
+        raise DataError(f"--items: row {r} (item {_show(feats.index[r])}), column {known[c]!r}: value "
+                        f"{X[r, c]} is not finite (missing, NaN or inf)")
+    post = cli._load_run(run_dir, "run_dir")
+    probs = post.cluster_proba(X).to_numpy(dtype=np.float64)
+    result = cluster_table(probs, feats.index, id_col)
+    if args.out:
+        result.to_csv(args.out, sep=sep, index=False)
+        print(f"predict: clusters of {len(result)} items written to {args.out}", file=sys.stderr)
+    else:
+        result.to_csv(sys.stdout, sep=sep, index=False)
+    return 0
+
+
+def _check_out_file(args) -> None:
+    """predict's ``-o``: a file in an existing folder, replaced only with --overwrite."""
+    if not args.out:
+        return
+    out = Path(args.out)
+    if out.is_dir():
+        raise DataError(f"--out: {args.out} is a folder; name the CSV file to write")
+    if out.exists() and not args.overwrite:
+        raise DataError(f"--out: {args.out} exists; name a new file, or pass --overwrite to replace it")
+    if not out.absolute().parent.is_dir():
+        raise DataError(f"--out: the folder of {args.out} does not exist")
+    cli._check_out(out.absolute().parent, overwrite=True)
