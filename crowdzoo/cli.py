@@ -191,6 +191,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="the separator of --pairs and of --out (default: the run's)")
     pred.add_argument("--consensus", action="store_true",
                       help="crowd models: the consensus preference instead of each row's user's")
+    pred.add_argument("--unknown-users", "--new-users", dest="unknown_users", default="error",
+                      choices=("error", "consensus", "prior", "drop"),
+                      help="crowd models, rows whose user the run was not fitted on: refuse the file "
+                           "(error), predict the population's preference (consensus), the model's prior "
+                           "predictive of a new user (prior: DPM, crowdGPPL), or leave the rows out (drop)")
     cmp_ = sub.add_parser("compare", help="run a comparison of the zoo (tables beside the papers')", **fmt)
     cmp_.add_argument("name")
     cmp_.add_argument("--repeats", type=int, default=1)
@@ -280,7 +285,8 @@ def _fit_options(p, out_default=None):
     p.add_argument("--kernel", default=None, choices=("matern32", "se"),
                    help="the item kernel (default: the model's; matern32 for gppl and crowdgppl)")
     p.add_argument("--test-fraction", type=float, default=None, help="hold out this share of pairs")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown only on a terminal)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal, no progress "
+                   "lines (one every 30 s) when stderr is a file")
     p.add_argument("--resume", default=None, metavar="CHECKPOINT",
                    help="continue a fit stopped by Ctrl-C from the checkpoint it wrote (OUT/checkpoint.pt; "
                         "routes with checkpoints only)")
@@ -497,6 +503,8 @@ def _plan(args) -> dict:
         settings["resume"] = str(args.resume)
     if "progress_bar" in static and args.no_progress:
         settings["progress_bar"] = False
+    elif "progress_bar" in static and not sys.stderr.isatty():
+        settings["progress_bar"] = "log"  # stderr goes to a file: a line every 30 s, not a bar
     if getattr(args, "quick", False) and args.method == "natgrad" and "max_iter" not in settings:
         settings["max_iter"] = 200
     crowd_models = [x.name for x in zoo.ZOO if zoo.takes_users(x)]
@@ -757,12 +765,23 @@ def cmd_predict(args) -> int:
             raise DataError(f"--out: the folder of {args.out} does not exist")
         _check_out(Path(args.out).absolute().parent, overwrite=True)
     post = _load_run(run_dir, "run_dir")
-    kw = {"users": pairs[user_col].to_numpy()} if crowd else {}
-    cols = {"a": (a_col, "--a-col"), "b": (b_col, "--b-col"), "users": (user_col, "--user-col")}
+    if crowd and args.unknown_users == "drop":
+        seen = pd.Index(post.data.user_ids).get_indexer(pairs[user_col].to_numpy(dtype=object)) >= 0
+        if not seen.all():
+            print(f"predict: {(~seen).sum()} row(s) of --pairs left out: their user (column {user_col!r}) "
+                  f"was not in the fit's data", file=sys.stderr)
+        pairs = pairs[seen]
+    kw = {}
+    if crowd:
+        kw = {"users": pairs[user_col].to_numpy(dtype=object)}
+        if args.unknown_users != "drop":
+            kw["new_users"] = args.unknown_users
+    cols = {"a": (a_col, "the run's --a-col"), "b": (b_col, "the run's --b-col"),
+            "users": (user_col, "the run's --user-col")}
     try:
         p = post.predict_proba(pairs[a_col].to_numpy(), pairs[b_col].to_numpy(), **kw)
     except DataError as err:
-        raise DataError(_cli_message(str(err), cols)) from None
+        raise DataError(_predict_message(err, cols)) from None
     result = pairs.assign(p=p)
     if args.out:
         result.to_csv(args.out, sep=sep, index=False)
@@ -770,6 +789,33 @@ def cmd_predict(args) -> int:
     else:
         result.to_csv(sys.stdout, sep=sep, index=False)
     return 0
+
+
+def _predict_message(err: DataError, cols: dict) -> str:
+    """A prediction's DataError in the command line's words: its flags and the user's columns, from
+    the fields the error carries (``arg``, ``row``, ``ids``, ``problem``)."""
+    from .data.pairwise import _show
+
+    def shown(ids):
+        return ", ".join(_show(i) for i in ids[:5]) + (", …" if len(ids) > 5 else "")
+
+    col = cols.get(err.arg)
+    if err.problem in ("unseen user", "unseen item") and col:
+        what = err.problem.split()[1]
+        n = len(err.ids)
+        head = (f"--pairs, column {col[0]!r} ({col[1]}): row {err.row}: {what} {_show(err.ids[0])} was not "
+                f"in the fit's data ({n} {what}(s) not seen: {shown(err.ids)})")
+        if what == "user":
+            return (head + "; check the ids, or pass --unknown-users consensus (the population's "
+                    "preference for those rows), --unknown-users prior (a new user's prior predictive, where "
+                    "the model has one), --unknown-users drop (leave those rows out) or --consensus (every "
+                    "row)")
+        return head + "; the run can predict only the items it was fitted on"
+    if err.arg == "new_users":
+        msg = str(err).replace("new_users=", "--unknown-users ").replace("'", "")
+        return re.sub(r"pass user_features= for new users, or drop their rows",
+                      "pass --unknown-users drop to leave their rows out", msg)
+    return _cli_message(str(err), {k: (c, f) for k, (c, f) in cols.items()})
 
 
 def cmd_demo(args) -> int:
@@ -926,10 +972,26 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"crowdzoo: warning: {text}", file=sys.stderr)
 
 
+def _launch() -> list:
+    """The words that started this process: ``crowdzoo``, or torchrun's launch of it as far as
+    torchrun's environment tells (processes per node and nodes; a launch on several machines must
+    repeat its own rendezvous options)."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ or "LOCAL_WORLD_SIZE" not in os.environ:
+        return ["crowdzoo"]
+    local, world = int(os.environ["LOCAL_WORLD_SIZE"]), int(os.environ.get("WORLD_SIZE", "1"))
+    nodes = ["--nnodes", str(world // local)] if world > local else []
+    script = sys.argv[0] if os.path.basename(sys.argv[0]) == "crowdzoo" else "crowdzoo"
+    return ["torchrun", *nodes, "--nproc-per-node", str(local), script]
+
+
 def _interrupted(args, argv: list, err: BaseException) -> str:
-    """The one line for Ctrl-C: where the fit got to, its checkpoint, the command that continues it."""
+    """The one line for Ctrl-C: where the fit got to, its checkpoint, the command that continues it.
+    Under torchrun only rank 0 keeps the checkpoint, so only rank 0 speaks of it."""
     m = re.search(r"after iteration (\d+)", str(err))
     at = f" after iteration {m.group(1)}" if m else ""
+    rank = int(os.environ.get("RANK", "0"))
+    if rank:
+        return f"crowdzoo: rank {rank} interrupted{at}; rank 0 says what was kept"
     ckpt = getattr(args, "checkpoint_path", None)
     if ckpt and Path(ckpt).is_file():
         rest, skip = [], False
@@ -938,7 +1000,7 @@ def _interrupted(args, argv: list, err: BaseException) -> str:
                 skip = a == "--resume"
                 continue
             rest.append(a)
-        cmd = shlex.join(["crowdzoo", *rest, "--resume", ckpt])
+        cmd = shlex.join([*_launch(), *rest, "--resume", ckpt])
         return f"crowdzoo: interrupted{at}; the fit so far is in {ckpt}; continue it with: {cmd}"
     if args.command in ("fit", "demo") and getattr(args, "method", None):
         e = zoo.entry(getattr(args, "model", "gppl"))

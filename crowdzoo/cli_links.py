@@ -41,7 +41,6 @@ PAIRS_ONLY = {"pairs": "--pairs", "tie_col": "--tie-col", "ties": "--ties", "use
 #: options that belong to links models: {dest: flag}
 LINKS_ONLY = {"links": "--links", "worker_col": "--worker-col", "same_col": "--same-col",
               "latent_dim": "--latent-dim", "hidden": "--hidden"}
-SAME_WORDS = {"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0}
 SAME_HELP = "1, true or yes: the two items are in the same cluster; 0, false or no: in different clusters"
 
 
@@ -174,11 +173,11 @@ def _plan(args) -> dict:
 def parse_same(values: pd.Series, col: str) -> np.ndarray:
     """The --same-col column as 1.0 / 0.0: bool, 0/1, or true/false/yes/no in any case; anything else
     is a DataError naming the column, the first bad row and its value."""
-    from .data.pairwise import _show
+    from .data.pairwise import _show, flag_numbers
 
     if pd.api.types.is_bool_dtype(values):
         return values.to_numpy(dtype=np.float64)
-    words = values.map(lambda v: SAME_WORDS.get(v.strip().lower(), v) if isinstance(v, str) else v)
+    words = flag_numbers(values)
     num = pd.to_numeric(words, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
     if bad.size:

@@ -2,7 +2,16 @@
 
 
 class DataError(ValueError):
-    """Input data failed validation. The message names the argument/column, the row and the problem."""
+    """Input data failed validation. The message names the argument/column, the row and the problem.
+
+    ``arg`` (the API argument at fault), ``row`` and ``ids`` (the offending values) are optional
+    fields for callers that speak another language than Python's: the command line builds its own
+    message from them, naming its flags and the user's columns, instead of rewriting this one."""
+
+    def __init__(self, message: str, *, arg: str | None = None, row: int | None = None, ids=None,
+                 problem: str | None = None):
+        super().__init__(message)
+        self.arg, self.row, self.ids, self.problem = arg, row, ids, problem
 
 
 class NumericalError(RuntimeError):

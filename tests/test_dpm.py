@@ -147,14 +147,14 @@ def test_save_and_load_give_identical_predictions(tiny, tmp_path):
     post = cz.fit(model, tiny, method="gibbs", n_sweeps=30, burn_in=10, seed=2, progress_bar=False)
     assert post.trace["concentration"].std() > 0  # λ resampled (Escobar–West)
     a, b = tiny.item_ids[tiny.a], tiny.item_ids[tiny.b]
-    users = np.asarray(tiny.user_ids)[tiny.users]
-    users[:3] = "someone new"  # CRP prior predictive
-    p = post.predict_proba(a, b, users=users)
+    users = np.asarray(tiny.user_ids, dtype=object)[tiny.users]
+    users[:3] = "someone new"  # the CRP prior predictive, when asked for
+    p = post.predict_proba(a, b, users=users, new_users="prior")
     assert np.all((p > 0) & (p < 1))
     post.save(tmp_path / "dpm.pt")
     back = cz.load(tmp_path / "dpm.pt")
     assert type(back) is type(post)
-    assert np.array_equal(back.predict_proba(a, b, users=users), p)
+    assert np.array_equal(back.predict_proba(a, b, users=users, new_users="prior"), p)
     assert np.array_equal(back.utilities(users=["u0", "u3"])[0].to_numpy(),
                           post.utilities(users=["u0", "u3"])[0].to_numpy())
     assert back.memberships()[0].equals(post.memberships()[0])

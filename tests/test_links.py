@@ -52,7 +52,8 @@ def test_from_arrays_positions_and_views():
 def test_zero_annotations_is_valid():
     d = LinkData.from_arrays([], [], [], O5)
     assert d.n_annotations == 0 and d.n_items == 5 and d.annotated_items().size == 0
-    f = LinkData.from_frame(pd.DataFrame({"worker": [], "i": [], "j": [], "same": []}), O5)
+    with pytest.warns(UserWarning, match="no annotations"):  # valid, but likely a mistake in a table
+        f = LinkData.from_frame(pd.DataFrame({"worker": [], "i": [], "j": [], "same": []}), O5)
     assert f.n_annotations == 0
 
 
@@ -99,9 +100,9 @@ def test_index_rule_for_integer_and_string_ids():
     (dict(i=[0, 7], j=[1, 2], same=[1, 0]), r"^i, row 1: item index 7 is out of range \[0, 5\)"),
     (dict(i=[0, 1], j=[1, -1], same=[1, 0]), r"^j, row 1: item index -1 is out of range"),
     (dict(i=[0, 1.5], j=[1, 2], same=[1, 0]), r"^i, row 1: 1.5 is not an integer item index"),
-    (dict(i=[0, 1], j=[1, 2], same=[1, 2]), r"^same, row 1: label 2 is outside \{0, 1\}"),
+    (dict(i=[0, 1], j=[1, 2], same=[1, 2]), r"^same, row 1: label 2 is not a link label"),
     (dict(i=[0, 1], j=[1, 2], same=[np.nan, 1]), r"^same, row 0: missing label"),
-    (dict(i=[0, 1], j=[1, 2], same=[1, "yes"]), r"^same, row 1: label 'yes' is outside"),
+    (dict(i=[0, 1], j=[1, 2], same=[1, "maybe"]), r"^same, row 1: label 'maybe' is not a link label"),
     (dict(i=[0, 1], j=[1], same=[1, 0]), r"^mismatched lengths: \{'i': 2, 'j': 1, 'same': 2\}"),
     (dict(i=[0, 1], j=[1, 2], same=[1, 0], workers=[1]), r"^mismatched lengths: .*'workers': 1"),
     (dict(i=[0, 1], j=[1, 2], same=[1, 0], workers=[1, None]), r"^workers, row 1: missing worker id"),
@@ -143,13 +144,24 @@ def test_non_finite_observations_name_row_and_column():
         LinkData.from_arrays([0], [1], [1], frame)
 
 
+def test_same_reads_yes_no_like_a_tie_column_and_an_empty_table_warns():
+    df = pd.DataFrame({"worker": [1, 2, 3], "i": [0, 1, 2], "j": [1, 2, 3], "same": ["Yes", " no", "TRUE"]})
+    before = df.copy()
+    d = LinkData.from_frame(df, O5)
+    np.testing.assert_array_equal(d.same, [1, 0, 1])
+    pd.testing.assert_frame_equal(df, before)
+    from crowdzoo.errors import DataWarning
+    with pytest.warns(DataWarning, match="df: no annotations"):
+        LinkData.from_frame(df.iloc[:0], O5)
+
+
 def test_from_frame_errors_name_column_and_row():
     df = pd.DataFrame({"worker": [1, 2, 3], "i": [0, 1, 2], "j": [1, 2, 2], "same": [1, 0, 1]},
                       index=[10, 11, 12])
     with pytest.raises(DataError, match=r"^column 'i', column 'j', row 2 \(index 12\): i == j"):
         LinkData.from_frame(df, O5)
     df2 = df.assign(j=[1, 2, 3], same=[1, 0.5, 1])
-    with pytest.raises(DataError, match=r"^column 'same', row 1 \(index 11\): label 0.5 is outside"):
+    with pytest.raises(DataError, match=r"^column 'same', row 1 \(index 11\): label 0.5 is not a link label"):
         LinkData.from_frame(df2, O5)
     with pytest.raises(DataError, match=r"^column 'j', row 1 \(index 11\): item id 'zz' not found"):
         LinkData.from_frame(df.assign(j=[1, "zz", 3]), O5)

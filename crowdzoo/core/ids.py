@@ -20,13 +20,63 @@ def positions(name: str, ids, table=None, n: int | None = None, what: str = "ite
         if bad.size:
             r = bad[0]
             more = f" (pass {what}_features= to predict for new {what}s)" if hint else ""
-            raise DataError(f"{name}: row {r}: {what} id {_show(ids[r])} is not a training {what}{more}")
+            raise DataError(f"{name}: row {r}: {what} id {_show(ids[r])} is not a training {what}{more}",
+                            arg=name, row=int(r), ids=list(pd.unique(ids[bad])), problem=f"unseen {what}")
     else:
         pos = ids.astype(np.int64)
         bad = np.flatnonzero((pos < 0) | (pos >= n))
         if bad.size:
             raise DataError(f"{name}: row {bad[0]}: index {pos[bad[0]]} out of range [0, {n})")
     return torch.as_tensor(pos, dtype=torch.long)
+
+
+NEW_USERS = ("error", "consensus", "prior")
+
+
+def seen_users(users, table, n: int, new_users: str = "error", prior: str | None = None,
+               consensus: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs' user ids (one per pair; a single id is repeated) and a mask of the rows whose user
+    was seen in training. A user not seen in training is refused (``new_users="error"``, naming the
+    row and every such id), or left to the caller to predict by the population's preference
+    (``"consensus"``) or by the model's prior predictive for a new user (``"prior"``). ``prior`` /
+    ``consensus``: why the model has no such prediction (None: it has one)."""
+    if new_users not in NEW_USERS:
+        raise DataError(f"new_users: expected one of {list(NEW_USERS)}, got {new_users!r}", arg="new_users")
+    ids = np.asarray(users, dtype=object).reshape(-1)
+    if ids.shape[0] == 1 and n != 1:
+        ids = np.repeat(ids, n)
+    if ids.shape[0] != n:
+        raise DataError(f"users: expected one user per pair ({n}), got {ids.shape[0]}", arg="users")
+    seen = pd.Index(table).get_indexer(ids) >= 0
+    if seen.all():
+        return ids, seen
+    unseen = list(pd.unique(ids[~seen]))
+    r = int(np.flatnonzero(~seen)[0])
+    what = (f"user id {_show(ids[r])} is not a training user ({(~seen).sum()} row(s), {len(unseen)} "
+            f"user(s) not seen: {', '.join(_show(u) for u in unseen[:5])}{', …' if len(unseen) > 5 else ''})")
+    if new_users == "error":
+        ways = [f"new_users={w!r} for {t}" for w, t, why in (
+            ("consensus", "the population's preference", consensus),
+            ("prior", "the prior predictive of a new user", prior)) if why is None]
+        raise DataError(f"users: row {r}: {what}; check the ids" + (f", or pass {' or '.join(ways)}" if ways
+                                                                     else ""),
+                        arg="users", row=r, ids=unseen, problem="unseen user")
+    why = consensus if new_users == "consensus" else prior
+    if why is not None:
+        raise DataError(f"new_users={new_users!r}: {why} (users: row {r}: {what})", arg="new_users", row=r,
+                        ids=unseen, problem=f"no {new_users} prediction")
+    return ids, seen
+
+
+def by_rows(seen: np.ndarray, known, new) -> np.ndarray:
+    """Predictions assembled row by row: ``known(rows)`` for the rows whose user was seen in training,
+    ``new(rows)`` for the others (each called once, on an index array, only if it has rows)."""
+    out = np.empty(seen.shape[0])
+    for mask, f in ((seen, known), (~seen, new)):
+        rows = np.flatnonzero(mask)
+        if rows.size:
+            out[rows] = f(rows)
+    return out
 
 
 def check_features(name: str, X, D: int) -> torch.Tensor:

@@ -15,14 +15,15 @@ valid (clustering without a crowd); zero items is not.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError
-from .pairwise import _show
+from ..errors import DataError, DataWarning
+from .pairwise import _show, flag_numbers
 
 __all__ = ["LinkData", "same_cluster_counts"]
 
@@ -171,13 +172,14 @@ def _same(name: str, x, where: Callable[[int], str] = _rows) -> np.ndarray:
     arr = _array(x)
     if arr.ndim != 1:
         raise DataError(f"{name}: expected a 1-D array of 0/1 labels, got shape {arr.shape}")
-    num = pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy(np.float64) if arr.size else np.zeros(0)
+    num = (pd.to_numeric(flag_numbers(pd.Series(arr)), errors="coerce").to_numpy(np.float64) if arr.size
+           else np.zeros(0))
     bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
     if bad.size:
         r = bad[0]
-        what = "missing label" if pd.isna(arr[r]) else f"label {_show(arr[r])} is outside {{0, 1}}"
-        raise DataError(f"{name}, {where(r)}: {what} (1: must-link, same cluster; 0: cannot-link, different "
-                        f"clusters; {bad.size} row(s) affected)")
+        what = "missing label" if pd.isna(arr[r]) else f"label {_show(arr[r])} is not a link label"
+        raise DataError(f"{name}, {where(r)}: {what} (1, true or yes: must-link, same cluster; 0, false or "
+                        f"no: cannot-link, different clusters; {bad.size} row(s) affected)")
     return np.array(num, dtype=np.float64)
 
 
@@ -337,6 +339,9 @@ class LinkData:
                 raise DataError(f"{arg}: column {col!r} appears more than once in df")
         if item_ids is None and isinstance(O, pd.DataFrame):
             item_ids = O.index.to_numpy()
+        if len(df) == 0:
+            warnings.warn("df: no annotations (the table has no rows); the fit will cluster the items from "
+                          "their observations alone", DataWarning, stacklevel=2)
 
         def where(r):
             return f"row {r} (index {_show(df.index[r])})"

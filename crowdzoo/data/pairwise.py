@@ -161,12 +161,20 @@ def _feature_warnings(name: str, X: np.ndarray, cols, ids, what: str, rows_too: 
                   "BradleyTerry)")
 
 
+FLAG_WORDS = {"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0}  # a yes/no column's words, any case
+
+
+def flag_numbers(s: pd.Series) -> pd.Series:
+    """A yes/no column's true/false/yes/no strings (any case, spaces around ignored) as 1.0 / 0.0;
+    other values unchanged."""
+    return s.map(lambda v: FLAG_WORDS.get(v.strip().lower(), v) if isinstance(v, str) else v)
+
+
 def _flags(col: str, s: pd.Series, where) -> np.ndarray:
     """A tie column as booleans: bool, 0/1, or the strings true/false/yes/no (any case)."""
     if pd.api.types.is_bool_dtype(s):
         return s.to_numpy(dtype=bool)
-    words = {"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0}
-    vals = s.map(lambda v: words.get(v.strip().lower(), v) if isinstance(v, str) else v)
+    vals = flag_numbers(s)
     num = pd.to_numeric(vals, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
     if bad.size:

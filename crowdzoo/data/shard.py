@@ -18,6 +18,7 @@ indices refer to. Errors name the file's data row (0-based, header excluded) as 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -117,8 +118,11 @@ def read_links_shard(path, O, i: str = "i", j: str = "j", same: str = "same", wo
     lo, hi = n_rows * rank // world, n_rows * (rank + 1) // world
     df = _rows_of(p, sep, chunksize, lo, hi)
     try:
-        data = LinkData.from_frame(df, O, i=i, j=j, same=same, worker=worker, item_ids=item_ids,
-                                   labels=labels, worker_ids=worker_ids)
+        with warnings.catch_warnings():
+            if n_rows:  # an empty share of a file that has annotations is no mistake of the user's
+                warnings.filterwarnings("ignore", "df: no annotations")
+            data = LinkData.from_frame(df, O, i=i, j=j, same=same, worker=worker, item_ids=item_ids,
+                                       labels=labels, worker_ids=worker_ids)
     except DataError as err:
         raise DataError(f"{path}, rank {rank}'s data rows {lo}..{hi - 1} (index = the file's data row): "
                         f"{err}") from None

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 from torch.special import ndtr
 
-from ...core.ids import distinct_pairs, positions
+from ...core.ids import distinct_pairs, positions, seen_users
 from ...core.posterior import Posterior
 from ...data.tensors import label_tensors
 from ...errors import ConvergenceWarning, DataError, NumericalError
@@ -126,10 +126,13 @@ class CrowdBTGPPosterior(Posterior):
         return (pd.Series(mean.numpy(), index=index, name="mean"),
                 pd.Series(var.numpy(), index=index, name="variance"))
 
-    def predict_proba(self, a, b, item_features=None, users=None) -> np.ndarray:
+    def predict_proba(self, a, b, item_features=None, users=None, new_users: str = "error") -> np.ndarray:
         """Consensus P(a ≻ b) = E[σ(g_a − g_b)] ≈ Φ(μ / √(8/π + v)) with the GP's mean μ and
-        variance v of g_a − g_b. ``users`` is accepted and ignored (crowdBT–GP has no personal
-        preferences)."""
+        variance v of g_a − g_b. crowdBT–GP has no personal preferences, so ``users`` changes no
+        probability; a user id not seen in training is still refused (``new_users="error"``: a
+        mistyped id should not pass unnoticed) unless ``new_users`` is "consensus" or "prior"."""
+        if users is not None and self.data.user_ids is not None:
+            seen_users(users, self.data.user_ids, np.asarray(a).reshape(-1).shape[0], new_users)
         X, ids = self._X(item_features)
         ids_a = a
         a = torch.as_tensor(positions("a", a, ids, hint=False))

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.ids import distinct_pairs, positions
+from ...core.ids import by_rows, distinct_pairs, positions, seen_users
 from ...core.posterior import Posterior
 from ...data.tensors import label_tensors, user_tensor
 from ...gp.conjugate import (
@@ -196,11 +196,20 @@ class PerUserPosterior(Posterior):
             var = ((rows[:, None, :] @ self.covs[j])[:, 0, :] * rows).sum(-1) + c / self.s[j]
         return mu[None], var[None]
 
-    def predict_proba(self, a, b, users=None) -> np.ndarray:
-        """P(a ≻ b): each pair's user's own GPPL, or the consensus (mean utility) for users=None."""
+    def predict_proba(self, a, b, users=None, new_users: str = "error") -> np.ndarray:
+        """P(a ≻ b): each pair's user's own GPPL, or the consensus (mean utility) for users=None. A
+        user id not seen in training is refused (``new_users="error"``) or gets the consensus
+        (``"consensus"``); the users share nothing, so a new user's prior predictive is ½ and
+        ``"prior"`` is refused."""
         distinct_pairs(self._rows(a), self._rows(b), a)
-        mu, var = self.latent_moments(a, b, users)
-        return predictive_prob(mu, var)[0].numpy()
+        if users is None:
+            return predictive_prob(*self.latent_moments(a, b, None))[0].numpy()
+        a, b = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
+        ids, seen = seen_users(users, self.data.user_ids, a.shape[0], new_users, prior=(
+            "GPPL per user shares nothing between users, so a new user's prior predictive is ½ for every "
+            "pair; use new_users='consensus'"))
+        return by_rows(seen, lambda r: predictive_prob(*self.latent_moments(a[r], b[r], ids[r]))[0].numpy(),
+                       lambda r: predictive_prob(*self.latent_moments(a[r], b[r], None))[0].numpy())
 
     def utilities(self, users=None):
         """Consensus (Series of mean, variance by item) or personal (DataFrames items × users)."""

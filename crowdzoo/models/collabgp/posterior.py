@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...core.ids import check_features, distinct_pairs, feature_rows, positions
+from ...core.ids import check_features, distinct_pairs, feature_rows, positions, seen_users
 from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
 from ...gp.learn import learned_sides
@@ -184,10 +184,17 @@ class CollabGPPosterior(Posterior):
         return mean, var
 
     # ------------------------------------------------------------------ predictions
-    def predict_proba(self, a, b, users=None, item_features=None, user_features=None) -> np.ndarray:
+    def predict_proba(self, a, b, users=None, item_features=None, user_features=None,
+                      new_users: str = "error") -> np.ndarray:
         """P(user prefers a to b) for each pair: Φ(m_g / √(1 + v_g)) (supplement a, Eq. 11),
         mixed over components. ``a``, ``b``: item ids (or rows of ``item_features``); ``users``:
-        user ids (or rows of ``user_features``)."""
+        user ids (or rows of ``user_features``). A user id not seen in training is refused whatever
+        ``new_users`` says: collabGP has no consensus, and a new user's prior w has mean 0 (P = ½)."""
+        if users is not None and user_features is None:
+            n = np.asarray(a).reshape(-1).shape[0]
+            why = ("collabGP has no consensus, and without features a new user's prior w has mean 0, so "
+                   "every P would be ½; pass user_features= for new users, or drop their rows")
+            seen_users(users, self.data.user_ids, n, new_users, prior=why, consensus=why)
         mean, var = self.latent_moments(a, b, users, item_features, user_features)
         return mixture_prob(self.weights, mean, var).numpy()
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.ids import check_features, distinct_pairs, feature_rows, positions
+from ...core.ids import by_rows, check_features, distinct_pairs, feature_rows, positions, seen_users
 from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
 from ...gp.learn import learned_sides
@@ -194,26 +194,41 @@ class CrowdGPPLPosterior(Posterior):
         return w, var + dj[..., None] / self.s_w[gs][:, None, :]
 
     # ------------------------------------------------------------------ predictions
-    def predict_proba(self, a, b, users=None, item_features=None, user_features=None) -> np.ndarray:
+    def predict_proba(self, a, b, users=None, item_features=None, user_features=None,
+                      new_users: str = "error") -> np.ndarray:
         """P(a ≻ b) per pair: the consensus (``users=None``) or the personal preference of each
         pair's user (Eq. 25, 3). ``a``, ``b`` are item ids (or rows of ``item_features``);
-        ``users`` user ids (or rows of ``user_features``)."""
+        ``users`` user ids (or rows of ``user_features``). ``new_users``: what a user id not seen in
+        training gets — "error" (refused, naming it), "consensus" (the consensus t alone) or "prior"
+        (its w_c from the prior N(0, 1/s_w), Eq. 23: the consensus's mean with the personal part's
+        variance)."""
         X, new_ids = self._item_inputs(item_features)
         n_items = self.data.n_items if X is None else X.shape[0]
         ids_a = a
         a = positions("a", a, self.data.item_ids if X is None else new_ids, n_items)
         b = positions("b", b, self.data.item_ids if X is None else new_ids, n_items)
         distinct_pairs(a, b, ids_a)
-        j = U = None
-        if users is not None:
-            U = self._user_inputs(user_features)
-            n_u = self.setup.n_users if U is None else U.shape[0]
-            j = self._positions("users", users, U is None, n_u, self.data.user_ids)
+        no_consensus = None if self.setup.consensus else "this crowdGPPL has no consensus (consensus=False)"
+        if users is None:
+            if no_consensus:
+                raise DataError("users: this model has no consensus (consensus=False); pass users= "
+                                "to predict personal preferences")
+            return self._predict(a, b, X, None, None)
+        U = self._user_inputs(user_features)
+        if U is not None:
+            j = self._positions("users", users, False, U.shape[0], self.data.user_ids)
             if j.shape != a.shape:
                 raise DataError(f"users: {j.shape[0]} users for {a.shape[0]} pairs")
-        elif not self.setup.consensus:
-            raise DataError("users: this model has no consensus (consensus=False); pass users= "
-                            "to predict personal preferences")
+            return self._predict(a, b, X, U, j)
+        ids, seen = seen_users(users, self.data.user_ids, a.shape[0], new_users, consensus=no_consensus)
+        j = torch.as_tensor(pd.Index(self.data.user_ids).get_indexer(ids), dtype=torch.long)
+        unseen = "prior" if new_users == "prior" else None
+        return by_rows(seen, lambda r: self._predict(a[r], b[r], X, None, j[r]),
+                       lambda r: self._predict(a[r], b[r], X, None, unseen))
+
+    def _predict(self, a, b, X, U, j):
+        """P(a ≻ b) at item positions a, b; j: the users' positions (among the training users, or
+        rows of new user features U), None for the consensus, or "prior" for users not seen."""
         if self.lengthscales is None and self.user_lengthscales is None:
             return self._predict_by_items(a, b, X, U, j)
         return self._predict_by_pairs(a, b, X, U, j)
@@ -229,7 +244,7 @@ class CrowdGPPLPosterior(Posterior):
             mean, var = torch.empty(G, P, dtype=DTYPE), torch.empty(G, P, dtype=DTYPE)
             for gs in self._draw_chunks(P * (self.setup.M + self.setup.M_u + C + 1)):
                 dA, cd = self._pair_rows(a[sl], b[sl], X, gs)  # the sparse conditional, Eq. 19
-                user = None if j is None else (*self._user_rows(U, gs, j[sl]), j[sl])
+                user = j if j is None or isinstance(j, str) else (*self._user_rows(U, gs, j[sl]), j[sl])
                 mean[gs], var[gs] = self._z(dA, cd, user, gs)
             out[sl] = mixture_prob(self.weights, mean, var)  # Eq. 3
         return out.numpy()
@@ -245,7 +260,8 @@ class CrowdGPPLPosterior(Posterior):
         T = None if self.t_m is None else items.item_moments(self.t_m, None if self.t_cov is None
                                                              else self.t_cov[None], self.s_t, X)
         V = items.item_moments(self.v_m.reshape(G * C, -1), self.v_cov, self.s_v.reshape(-1), X)
-        w_u = None if j is None else self._user_table(U, self.setup.n_users if U is None else U.shape[0])
+        w_u = (None if j is None or isinstance(j, str)
+               else self._user_table(U, self.setup.n_users if U is None else U.shape[0]))
         chunk = max(64, _CHUNK // (G * (C + 1) * max(self.setup.M, 1)))
         for lo in range(0, a.shape[0], chunk):
             sl = slice(lo, lo + chunk)
@@ -254,7 +270,9 @@ class CrowdGPPLPosterior(Posterior):
                 mean = var = torch.zeros(dv.shape[:2], dtype=DTYPE)
             else:
                 mean, var = T.pairs(a[sl], b[sl])
-            if w_u is not None:
+            if isinstance(j, str):  # "prior": w_c ~ N(0, 1/s_w,c): E[w] = 0
+                var = var + ((var_v + dv * dv) / self.s_w[:, None, :]).sum(-1)
+            elif w_u is not None:
                 w, ww = w_u[0][:, j[sl]], w_u[1][:, j[sl]]  # (G, P, C)
                 mean = mean + (dv * w).sum(-1)
                 var = var + (var_v * (w * w + ww) + dv * dv * ww).sum(-1)
@@ -286,8 +304,10 @@ class CrowdGPPLPosterior(Posterior):
             var = vt + cd / self.s_t[gs][:, None]
         if user is None:
             return mean, var
-        w, ww = self._user_moments(*user, gs)
         var_v = vv + cd[..., None] / self.s_v[gs][:, None, :]  # (g, P, C)
+        if isinstance(user, str):  # "prior": w_c ~ N(0, 1/s_w,c)
+            return mean, var + ((var_v + dv * dv) / self.s_w[gs][:, None, :]).sum(-1)
+        w, ww = self._user_moments(*user, gs)
         mean = mean + (dv * w).sum(-1)
         var = var + (var_v * (w * w + ww) + dv * dv * ww).sum(-1)
         return mean, var

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...core.ids import distinct_pairs, feature_rows, positions
+from ...core.ids import distinct_pairs, feature_rows, positions, seen_users
 from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
 from ...gp.conditional import probit_rows
@@ -183,11 +183,13 @@ class DPMPosterior(Posterior):
                             "utilities), so it cannot predict for new items")
         return feature_rows("item_features", item_features, self.setup.gp.X.shape[1])
 
-    def predict_proba(self, a, b, users=None, item_features=None) -> np.ndarray:
+    def predict_proba(self, a, b, users=None, item_features=None, new_users: str = "error") -> np.ndarray:
         """P(a ≻ b | user) per pair, averaged over the kept samples.
 
-        ``users``: one user id per pair (or one for all); an id not seen in training, or
-        ``users=None``, gets the CRP prior predictive of a new user (module docstring).
+        ``users``: one user id per pair (or one for all); ``users=None`` gets the CRP prior
+        predictive of a new user (module docstring), the population's preference. A user id not seen
+        in training is refused (``new_users="error"``, naming it) or gets that same prior predictive
+        (``"prior"`` or ``"consensus"``: for the DPM they are one).
         ``item_features=`` (new items): ``a``, ``b`` name rows of that table — by its index when it
         is a DataFrame, by position when it is an array — and each community's GP predicts there."""
         X, ids = self._items(item_features)
@@ -196,7 +198,11 @@ class DPMPosterior(Posterior):
         ib = positions("b", b, ids, n_items)
         distinct_pairs(ia, ib, a)
         n = ia.shape[0]
-        j = torch.full((n,), -1, dtype=torch.long) if users is None else self._user_rows(users, n)
+        if users is None:
+            j = torch.full((n,), -1, dtype=torch.long)
+        else:
+            ids, _ = seen_users(users, self.data.user_ids, n, new_users)
+            j = self._user_rows(ids, n)
         S, C = self.counts.shape
         out = torch.empty(n, dtype=DTYPE)
         w_new = self._weights()
