@@ -1060,12 +1060,18 @@ def _held_out_rows(run_dir: Path, run: dict):
     if not pred.is_file():
         return None
     frame = pd.read_csv(pred, sep=run.get("sep") or ",")
-    if "split" not in frame:
+    p_col, split = (_ours(name, frame.columns) for name in ("p", "split"))
+    if split not in frame:
         return None
-    test = frame[frame["split"] == "test"]
+    test = frame[frame[split] == "test"]
     y = _decided_labels(test, run)
     keep = ~np.isnan(y)
-    return (test["p"].to_numpy(float)[keep], y[keep]) if keep.any() else None
+    return (test[p_col].to_numpy(float)[keep], y[keep]) if keep.any() else None
+
+
+def _ours(name: str, columns) -> str:
+    """The column ``name`` that fit added to predictions.csv (:func:`_fresh`)."""
+    return f"{name}_crowdzoo" if f"{name}_crowdzoo" in columns else name
 
 
 def _test_pairs(path, run: dict):
