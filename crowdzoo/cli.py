@@ -416,6 +416,10 @@ def _table_features(table: pd.DataFrame, path, t: Table, features: str | None,
         elif pd.api.types.is_numeric_dtype(col):
             out[name] = col
         elif (flags := _yes_no(col)) is not None:
+            if flags.isna().any():
+                r = int(np.flatnonzero(flags.isna())[0])
+                raise DataError(f"{t.flag}: column {name!r} (yes/no), row {r} ({t.what} "
+                                f"{_show(table.index[r])}): missing value; give every {t.what} yes or no")
             out[name] = flags
         else:
             bad = np.flatnonzero(pd.to_numeric(col, errors="coerce").isna() & col.notna())
