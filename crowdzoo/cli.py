@@ -158,6 +158,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="crowd models: the user-id column of --pairs (default: user)")
     fit.add_argument("--user-id-col", default=None,
                      help="the user-id column of --users (default: --id-col's)")
+    fit.add_argument("--user-features", default=None, metavar="COL,...",
+                     help="the feature columns of --users to use (default: all but the user-id column)")
+    fit.add_argument("--user-one-hot", default=None, metavar="COL,...",
+                     help="categorical columns of --users to one-hot encode as features (a column of yes/no "
+                          "or true/false is read as 1/0 without it; any other string column is refused)"
+                          + ONE_HOT_HELP)
     fit.add_argument("--components", type=int, default=None,
                      help="models with latent components (crowdgppl): C (default: the model's)")
     fit.add_argument("--n-inducing-users", type=_inducing, default=None, metavar="M|all|auto",
@@ -216,6 +222,10 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--reference", default=None,
                      help="a NUTS run of the same data (its folder): adds the agreement check")
     rep.add_argument("--draws", type=int, default=500, help="draws of an approximate posterior")
+    rep.add_argument("--test", default=None, metavar="PAIRS.csv",
+                     help="held-out labels for the held-out calibration check: a CSV laid out as the run's "
+                          "--pairs (its separator and columns, from run.json); ties are left out (default: "
+                          "the split == test rows of the run's predictions.csv, from --test-fraction)")
     return ap
 
 
@@ -254,8 +264,9 @@ def _csv_options(p):
     p.add_argument("--features", default=None, metavar="COL,...",
                    help="the feature columns of --items to use (default: all but the id column)")
     p.add_argument("--one-hot", default=None, metavar="COL,...",
-                   help="string (categorical) columns of --items to one-hot encode as features; any other "
-                        "string column is refused")
+                   help="categorical columns of --items to one-hot encode as features (a column of yes/no "
+                        "or true/false is read as 1/0 without it; any other string column is refused)"
+                        + ONE_HOT_HELP)
     p.add_argument("--a-col", default="a", help="the column of --pairs holding the first item's id")
     p.add_argument("--b-col", default="b", help="the column of --pairs holding the second item's id")
     p.add_argument("--y-col", default="y", help=f"the label column of --pairs: {Y_HELP} (or --y-col '')")
@@ -345,43 +356,97 @@ def _names(value: str) -> list:
     return [c.strip() for c in value.split(",") if c.strip()]
 
 
-def _item_features(items: pd.DataFrame, args, path) -> pd.DataFrame:
-    """The feature columns of the items CSV (``--features``), ``--one-hot`` columns encoded; a
-    string column not listed in ``--one-hot`` is refused, naming it."""
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A CSV table of features (``--items`` or ``--users``) and the flags that choose its columns."""
+
+    flag: str
+    what: str
+    features: str
+    one_hot: str
+
+
+ITEMS = Table("--items", "item", "--features", "--one-hot")
+USERS = Table("--users", "user", "--user-features", "--user-one-hot")
+#: one-hot refuses a numeric column with more distinct values than this that are also more than half
+#: the rows: a measurement (altitude, price), not a category
+ONE_HOT_MAX = 10
+ONE_HOT_HELP = (f"; a numeric column with more than {ONE_HOT_MAX} distinct values, distinct in more than "
+                "half the rows, is a measurement and is refused (give it as a number)")
+#: the words a yes/no column may hold (any case), read as 1/0
+YES_NO = {"yes": 1.0, "no": 0.0, "true": 1.0, "false": 0.0}
+
+
+def _yes_no(col: pd.Series) -> pd.Series | None:
+    """A column of yes/no (or true/false) words as 1.0/0.0 (missing stays missing); None otherwise."""
+    words = col.astype(str).str.strip().str.lower().where(col.notna())
+    if not col.notna().any() or not words.dropna().isin(list(YES_NO)).all():
+        return None
+    return words.map(YES_NO)
+
+
+def _one_hot(col: pd.Series, name: str, t: Table, ids) -> dict:
+    """The dummy columns ``name=value`` of a categorical column; refused where a value is missing or
+    the column looks like a measurement (:data:`ONE_HOT_MAX`)."""
     from .data.pairwise import _show
 
-    cols = list(items.columns)
-    chosen = _names(args.features) if args.features is not None else None
-    one_hot = _names(args.one_hot) if args.one_hot else []
-    for flag, names in (("--features", chosen or []), ("--one-hot", one_hot)):
+    if col.isna().any():
+        r = int(np.flatnonzero(col.isna())[0])
+        raise DataError(f"{t.one_hot}: column {name!r} of {t.flag}, row {r} ({t.what} {_show(ids[r])}): "
+                        f"missing value; give every {t.what} a category")
+    distinct = col.nunique()
+    if (pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
+            and distinct > ONE_HOT_MAX and distinct > len(col) / 2):
+        raise DataError(f"{t.one_hot}: column {name!r} of {t.flag} is numeric with {distinct} distinct "
+                        f"values in {len(col)} rows: a measurement, not a category (one-hot would make "
+                        f"{distinct} columns, each marking about one {t.what}); give it as a number with "
+                        f"{t.features} {name} (or leave it out of {t.one_hot}: without {t.features} every "
+                        "column is a feature)")
+    dummies = pd.get_dummies(col.astype(str), prefix=name, prefix_sep="=", dtype=float)
+    return {c: dummies[c] for c in dummies.columns}
+
+
+def _table_features(table: pd.DataFrame, path, t: Table, features: str | None,
+                    one_hot: str | None) -> pd.DataFrame:
+    """The feature columns of a table indexed by id: those listed in ``features`` (default: every
+    column), the ``one_hot`` ones encoded as dummies, a yes/no column as 1/0; any other string
+    column is refused, naming it and the flag that would take it."""
+    from .data.pairwise import _show
+
+    cols = list(table.columns)
+    chosen = _names(features) if features is not None else None
+    encode = _names(one_hot) if one_hot else []
+    for flag, names in ((t.features, chosen or []), (t.one_hot, encode)):
         for name in names:
             if name not in cols:
-                raise DataError(f"{flag}: column {name!r} not in --items {path} (its feature columns: "
+                raise DataError(f"{flag}: column {name!r} not in {t.flag} {path} (its feature columns: "
                                 f"{cols})")
-    chosen = cols if chosen is None else chosen + [c for c in one_hot if c not in chosen]
+    chosen = cols if chosen is None else chosen + [c for c in encode if c not in chosen]
     out: dict = {}
     for name in chosen:
-        col = items[name]
-        if name in one_hot:
-            if col.isna().any():
-                r = int(np.flatnonzero(col.isna())[0])
-                raise DataError(f"--one-hot: column {name!r} of --items, row {r} (item "
-                                f"{_show(items.index[r])}): missing value; give every item a category")
-            dummies = pd.get_dummies(col.astype(str), prefix=name, prefix_sep="=", dtype=float)
-            out.update({c: dummies[c] for c in dummies.columns})
+        col = table[name]
+        if name in encode:
+            out.update(_one_hot(col, name, t, table.index))
         elif pd.api.types.is_bool_dtype(col):
             out[name] = col.astype(float)
         elif pd.api.types.is_numeric_dtype(col):
             out[name] = col
+        elif (flags := _yes_no(col)) is not None:
+            if flags.isna().any():
+                r = int(np.flatnonzero(flags.isna())[0])
+                raise DataError(f"{t.flag}: column {name!r} (yes/no), row {r} ({t.what} "
+                                f"{_show(table.index[r])}): missing value; give every {t.what} yes or no")
+            out[name] = flags
         else:
             bad = np.flatnonzero(pd.to_numeric(col, errors="coerce").isna() & col.notna())
             r = int(bad[0]) if bad.size else 0
-            numeric = [c for c in chosen if c != name and pd.api.types.is_numeric_dtype(items[c])]
+            numeric = [c for c in chosen if c != name and (pd.api.types.is_numeric_dtype(table[c])
+                                                           or _yes_no(table[c]) is not None)]
             raise DataError(
-                f"--items: column {cols.index(name)} ({name!r}) is not numeric (row {r}, item "
-                f"{_show(items.index[r])}: {_show(col.iloc[r])}); to use it as a category, one-hot encode "
-                f"it with --one-hot {name}; or leave it out with --features {','.join(numeric) or ''!r}")
-    return pd.DataFrame(out, index=items.index)
+                f"{t.flag}: column {cols.index(name)} ({name!r}) is not numeric (row {r}, {t.what} "
+                f"{_show(table.index[r])}: {_show(col.iloc[r])}); to use it as a category, one-hot encode "
+                f"it with {t.one_hot} {name}; or leave it out with {t.features} {','.join(numeric) or ''!r}")
+    return pd.DataFrame(out, index=table.index)
 
 
 def _cli_message(msg: str, cols: dict) -> str:
@@ -419,10 +484,11 @@ def _flag_names(msg: str) -> str:
 
 
 def load_csvs(pairs_path, items_path, args, shard: bool = False):
-    """PairwiseData from the CSVs: ``--pairs``, ``--items`` (optional: item ids in ``--id-col``,
-    features chosen by ``--features``/``--one-hot``) and, for crowd models, ``--users``. ``shard``:
+    """(the frame of ``--pairs``, PairwiseData) from the CSVs: ``--pairs``, ``--items`` (optional: item
+    ids in ``--id-col``, features chosen by ``--features``/``--one-hot``) and, for crowd models,
+    ``--users`` (``--user-features``/``--user-one-hot``). ``shard``:
     only this rank's share of ``--pairs`` (a ``--distributed`` fit; :mod:`crowdzoo.data.shard`), read
-    in chunks so that no rank holds every label."""
+    in chunks so that no rank holds every label (the frame is then None)."""
     from .data import PairwiseData
 
     sep = getattr(args, "sep", ",")
@@ -444,7 +510,8 @@ def load_csvs(pairs_path, items_path, args, shard: bool = False):
         raw = _read_csv(items_path, "--items", sep)
         id_col = getattr(args, "id_col", None) or "id"
         _need_columns(raw, items_path, "--items", {id_col: "--id-col"})
-        items = _item_features(raw.set_index(id_col), args, items_path)
+        items = _table_features(raw.set_index(id_col), items_path, ITEMS, getattr(args, "features", None),
+                                getattr(args, "one_hot", None))
     # y=None: every row is a ≻ b (winner first); tie=: a column flagging ties; items=None: the ids
     # seen in the pairs, without features
     kw = {"a": args.a_col, "b": args.b_col, "y": y_col, "tie": tie_col}
@@ -456,13 +523,14 @@ def load_csvs(pairs_path, items_path, args, shard: bool = False):
             uid = args.user_id_col or getattr(args, "id_col", None) or "id"
             users = _read_csv(args.users, "--users", sep)
             _need_columns(users, args.users, "--users", {uid: "--user-id-col"})
-            kw["users"] = users.set_index(uid)
+            kw["users"] = _table_features(users.set_index(uid), args.users, USERS, args.user_features,
+                                          args.user_one_hot)
     cols = {"a": (args.a_col, "--a-col"), "b": (args.b_col, "--b-col"), "user": (user_col, "--user-col"),
             "y": (y_col, "--y-col") if y_col else None, "tie": (tie_col, "--tie-col") if tie_col else None}
     try:
         if shard:
-            return PairwiseData.read_shard(pairs_path, items=items, sep=sep, **kw)
-        return PairwiseData.from_frame(pairs, items, **kw)
+            return None, PairwiseData.read_shard(pairs_path, items=items, sep=sep, **kw)
+        return pairs, PairwiseData.from_frame(pairs, items, **kw)
     except DataError as err:
         raise DataError(_cli_message(str(err), cols)) from None
 
@@ -509,12 +577,13 @@ def _plan(args) -> dict:
         settings["max_iter"] = 200
     crowd_models = [x.name for x in zoo.ZOO if zoo.takes_users(x)]
     if not zoo.takes_users(e):
-        for opt in ("users", "user_col", "user_id_col"):
+        for opt in ("users", "user_col", "user_id_col", "user_features", "user_one_hot"):
             if getattr(args, opt, None) is not None:
                 raise DataError(f"--{opt.replace('_', '-')}: {e.name} pools every user's labels into one "
                                 f"preference, so it takes no users; to model users fit one of {crowd_models}")
-    if getattr(args, "user_id_col", None) is not None and not getattr(args, "users", None):
-        raise DataError("--user-id-col: names the id column of --users, which was not given")
+    for opt in ("user_id_col", "user_features", "user_one_hot"):
+        if getattr(args, opt, None) is not None and not getattr(args, "users", None):
+            raise DataError(f"--{opt.replace('_', '-')}: applies to --users, which was not given")
     if getattr(args, "items", "") is None:
         for opt in ("id_col", "features", "one_hot"):
             if getattr(args, opt, None) is not None:
@@ -618,12 +687,111 @@ def _lead_rank(plan) -> bool:
     return not plan["settings"].get("distributed") or int(os.environ.get("RANK", "0")) == 0
 
 
-def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dict:
+#: rows of --pairs predicted and written at a time (a 10⁶-row file is scored in pieces)
+CHUNK = 100_000
+SPLITS = ("train", "test", "dropped")
+
+
+def _fresh(name: str, columns) -> str:
+    """``name``, or ``name_crowdzoo`` where the user's file already has a column ``name``."""
+    return name if name not in columns else f"{name}_crowdzoo"
+
+
+def _predict(post, a, b, users=None) -> np.ndarray:
+    """``post.predict_proba`` over ``CHUNK`` pairs at a time."""
+    out = np.empty(len(a))
+    for lo in range(0, len(a), CHUNK):
+        part = slice(lo, lo + CHUNK)
+        kw = {} if users is None else {"users": users[part]}
+        out[part] = post.predict_proba(a[part], b[part], **kw)
+    return out
+
+
+def _row_labels(data, n_rows: int):
+    """For each row of --pairs: its number of labels in ``data`` (1: decided; 2: a tie under --ties
+    half; 0: a tie left out by --ties drop) and its first label (-1 where none), which has the row's
+    own order of the two items (``data.source_rows`` maps labels to rows; a row's labels are
+    consecutive)."""
+    src = data.source_rows
+    count = np.bincount(src, minlength=n_rows)
+    first = np.full(n_rows, -1)
+    start = np.r_[True, src[1:] != src[:-1]]
+    first[src[start]] = np.flatnonzero(start)
+    return count, first
+
+
+def _row_p(post, data, pairs, first, args, crowd) -> np.ndarray:
+    """P(the row's first item ≻ its second) for each row of --pairs, by the row's user for crowd
+    models: from the row's first label, or, for a tie left out (--ties drop), from its ids where the
+    fit knows them (NaN where it does not)."""
+    p = np.full(len(first), np.nan)
+    has = np.flatnonzero(first >= 0)
+    lab = first[has]
+    users = data.user_ids[data.users[lab]] if crowd else None
+    p[has] = _predict(post, data.item_ids[data.a[lab]], data.item_ids[data.b[lab]], users)
+    left = np.flatnonzero(first < 0)
+    if left.size:
+        a, b = pairs[args.a_col].to_numpy()[left], pairs[args.b_col].to_numpy()[left]
+        known = ((pd.Index(data.item_ids).get_indexer(a) >= 0) & (pd.Index(data.item_ids).get_indexer(b) >= 0)
+                 & (a != b))
+        users = pairs[_user_col(args)].to_numpy()[left] if crowd else None
+        if crowd:
+            known &= pd.Index(data.user_ids).get_indexer(users) >= 0
+        if known.any():
+            p[left[known]] = _predict(post, a[known], b[known], users[known] if crowd else None)
+    return p
+
+
+def _scores(y, p) -> dict:
+    """Accuracy and log loss (CEE) of the decided rows, or None for both when there are none."""
+    from .metrics import accuracy, cross_entropy
+
+    if len(y) == 0:
+        return {"accuracy": None, "cee": None}
+    return {"accuracy": accuracy(y, p), "cee": cross_entropy(y, p)}
+
+
+def _write_predictions(path: Path, pairs: pd.DataFrame, data, test, post, args, crowd) -> dict:
+    """predictions.csv: the rows of --pairs in their order, with their own columns and separator, plus
+    ``p`` = P(first item ≻ second item) and, with a held-out share, ``split`` (train, test, or dropped:
+    a tie left out by --ties drop). Returns the metrics: accuracy and log loss over the decided rows of
+    each split (a tie is neither a hit nor a miss and has no log loss: there is no tie likelihood).
+    ``data``: every label read from ``pairs``; ``test``: the held-out ones (or None)."""
+    n = len(pairs)
+    count, first = _row_labels(data, n)
+    p = _row_p(post, data, pairs, first, args, crowd)
+    code = np.zeros(n, dtype=np.int8)
+    if test is not None:
+        code[count == 0] = SPLITS.index("dropped")
+        code[test.source_rows] = SPLITS.index("test")
+    decided = count == 1
+    y = np.where(decided, data.y[np.maximum(first, 0)], np.nan)  # a decided row's one label
+    metrics = {"n_rows": n, "n_ties": int((~decided).sum())}
+    for k, split in enumerate(SPLITS[:1 if test is None else 2]):
+        rows = decided & (code == k)
+        metrics[f"{split}_scored_rows"] = int(rows.sum())
+        metrics.update({f"{split}_{m}": v for m, v in _scores(y[rows], p[rows]).items()})
+    extra = {_fresh("p", pairs.columns): p}
+    if test is not None:
+        extra[_fresh("split", pairs.columns)] = pd.Categorical.from_codes(code, SPLITS)
+    with open(path, "w", newline="") as f:
+        for lo in range(0, n, CHUNK):
+            part = pairs.iloc[lo:lo + CHUNK].assign(**{k: v[lo:lo + CHUNK] for k, v in extra.items()})
+            part.to_csv(f, sep=args.sep, index=False, header=lo == 0)
+    return metrics
+
+
+def _user_col(args) -> str:
+    return getattr(args, "user_col", None) or "user"
+
+
+def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None, pairs=None) -> dict:
     """Fit, predict and write utilities.csv (and utilities_personal.csv for crowd models),
-    predictions.csv, metrics.json, run.json, posterior.pt (on rank 0 only, for ``--distributed``)."""
+    predictions.csv, metrics.json, run.json, posterior.pt (on rank 0 only, for ``--distributed``).
+    ``pairs``: the frame ``data`` was read from (None for a shard: rank 0 reads its rows again)."""
     import crowdzoo as cz
 
-    from .metrics import accuracy, cross_entropy, kendall_tau
+    from .metrics import kendall_tau
 
     plan = plan or _plan(args)
     e, settings = plan["entry"], dict(plan["settings"])
@@ -667,6 +835,9 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
         table = pd.DataFrame({"item": mean.index, "mean": mean.values, "variance": var.values})
         table.sort_values("mean", ascending=False).to_csv(out / "utilities.csv", index=False)
         written.append("utilities.csv")
+    elif hasattr(post, "mean_preferences"):  # no utility per item: its average preference over others
+        post.mean_preferences(seed=args.seed).to_csv(out / "utilities.csv", index=False)
+        written.append("utilities.csv")
     if crowd and train.user_ids is not None and train.n_items * len(train.user_ids) <= PERSONAL_CELLS:
         try:
             personal, _ = post.utilities(users=train.user_ids)
@@ -680,21 +851,12 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None) -> dic
               f"{len(train.user_ids):,} users is more than {PERSONAL_CELLS:,} numbers; predict the pairs "
               "you need with `crowdzoo predict`, or read post.utilities(users=[...]) from Python",
               file=sys.stderr)
-    preds, metrics = [], {"method": args.method, "seconds": seconds, "n_pairs": train.n_pairs}
+    metrics = {"method": args.method, "seconds": seconds, "n_pairs": train.n_pairs}
     if train.label_range is not None:  # a --distributed fit: rank 0 holds (and scores) its shard alone
         lo, hi, metrics["n_pairs"] = train.label_range
         metrics["train_scored_on"] = f"rank 0's shard of --pairs: labels {lo}..{hi - 1}"
-    for split, part in (("train", train), ("test", test)):
-        if part is None:
-            continue
-        frame = part.to_frame()
-        users = {"users": frame["user"].to_numpy()} if crowd else {}
-        frame["p"] = post.predict_proba(frame["a"].to_numpy(), frame["b"].to_numpy(), **users)
-        frame["split"] = split
-        preds.append(frame)
-        metrics[f"{split}_accuracy"] = accuracy(frame["y"], frame["p"])
-        metrics[f"{split}_cee"] = cross_entropy(frame["y"], frame["p"])
-    pd.concat(preds).to_csv(out / "predictions.csv", index=False)
+        pairs = _read_csv(args.pairs, "--pairs", args.sep, nrows=int(train.source_rows.max()) + 1)
+    metrics.update(_write_predictions(out / "predictions.csv", pairs, data, test, post, args, crowd))
     if f_true is not None and mean is not None:
         metrics["kendall_tau_vs_truth"] = kendall_tau(f_true, mean.values)
     for k in ("iterations", "converged"):
@@ -723,12 +885,12 @@ def cmd_fit(args) -> int:
                         "--pairs); hold out pairs in a file of their own and score them with "
                         "`crowdzoo predict`")
     if not _lead_rank(plan):  # a follower rank of a torchrun launch: it fits its shard, rank 0 writes
-        data = load_csvs(args.pairs, args.items, args, shard=True)
+        _, data = load_csvs(args.pairs, args.items, args, shard=True)
         run_fit(data, args, out, plan=plan)
         return 0
     _check_out(out, args.overwrite, keep=_resume_file(args, out))
-    data = load_csvs(args.pairs, args.items, args, shard=sharded)
-    metrics = run_fit(data, args, out, plan=plan)
+    pairs, data = load_csvs(args.pairs, args.items, args, shard=sharded)
+    metrics = run_fit(data, args, out, plan=plan, pairs=pairs)
     print(json.dumps(metrics, indent=2))
     print(f"wrote {', '.join(str(out / f) for f in args.written)}")
     return 0
@@ -836,8 +998,8 @@ def cmd_demo(args) -> int:
     data.to_frame().to_csv(out / "data" / "pairs.csv", index=False)
     data.items_frame().rename_axis("id").to_csv(out / "data" / "items.csv")
     args.test_fraction = args.test_fraction or 0.2
-    data = load_csvs(out / "data" / "pairs.csv", out / "data" / "items.csv", args)
-    metrics = run_fit(data, args, out, f_true=f_true, plan=plan)
+    pairs, data = load_csvs(out / "data" / "pairs.csv", out / "data" / "items.csv", args)
+    metrics = run_fit(data, args, out, f_true=f_true, plan=plan, pairs=pairs)
     top = pd.read_csv(out / "utilities.csv").head(10)
     quick = " --quick" if args.quick else ""
     report = [
@@ -928,25 +1090,91 @@ def _load_run(run_dir: Path, what: str):
     return cz.load(run_dir / "posterior.pt")
 
 
-def write_report(run_dir: Path, out: Path, reference: Path | None = None, draws: int = 500):
-    """The diagnostic report of a run folder: its posterior, its held-out predictions (the
-    ``split == "test"`` rows of predictions.csv) and its run.json settings."""
+def _run_settings(run_dir: Path) -> dict:
+    """The settings a run was fitted with (its run.json; {} for a folder without one)."""
+    f = run_dir / "run.json"
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def _decided_labels(frame: pd.DataFrame, run: dict) -> np.ndarray:
+    """The label of each row of a pairs frame read with the run's columns: 1.0 where the first item
+    won (every row of a winner-first file), 0.0 where the second did, NaN for a tie (y = 0.5, or the
+    run's --tie-col true)."""
+    from .data.pairwise import _flags
+
+    y_col = None if run.get("winner_first") or run.get("y_col", "y") == "" else run.get("y_col", "y")
+    y = (np.ones(len(frame)) if y_col is None
+         else pd.to_numeric(frame[y_col], errors="coerce").to_numpy(dtype=float, na_value=np.nan))
+    tie_col = run.get("tie_col")
+    tie = y == 0.5
+    if tie_col and tie_col in frame:
+        tie |= _flags(tie_col, frame[tie_col], lambda r: f"row {r}")
+    return np.where(tie, np.nan, y)
+
+
+def _held_out_rows(run_dir: Path, run: dict):
+    """(p, y) of the decided ``split == test`` rows of a run's predictions.csv, or None."""
+    pred = run_dir / "predictions.csv"
+    if not pred.is_file():
+        return None
+    frame = pd.read_csv(pred, sep=run.get("sep") or ",")
+    p_col, split = (_ours(name, frame.columns) for name in ("p", "split"))
+    if split not in frame:
+        return None
+    test = frame[frame[split] == "test"]
+    y = _decided_labels(test, run)
+    keep = ~np.isnan(y)
+    return (test[p_col].to_numpy(float)[keep], y[keep]) if keep.any() else None
+
+
+def _ours(name: str, columns) -> str:
+    """The column ``name`` that fit added to predictions.csv (:func:`_fresh`)."""
+    return f"{name}_crowdzoo" if f"{name}_crowdzoo" in columns else name
+
+
+def _test_pairs(path, run: dict):
+    """Held-out labels from a CSV laid out as the run's --pairs (its separator and columns); ties are
+    left out (there is no tie likelihood to score them by)."""
+    e = zoo.entry(run.get("model", "gppl"))
+    layout = argparse.Namespace(**{**{"a_col": "a", "b_col": "b", "y_col": "y", "sep": ","}, **run,
+                                   "ties": "drop", "users": None})
+    if e.data != "crowd pairs":
+        layout.user_col = None
+    try:
+        return load_csvs(path, None, layout)[1]
+    except DataError as err:
+        raise DataError(_as_test(str(err))) from None
+
+
+def _as_test(msg: str) -> str:
+    """A message about ``--pairs`` rewritten for ``report --test`` (whose layout is the run's)."""
+    msg = re.sub(r"--pairs\b", "--test", msg).replace("; set --", "; it needs the column of the run's --")
+    return re.sub(r" \(pass (item|user)_features= to predict for new \w+\)",
+                  lambda m: f" (the report scores the run's own {m.group(1)}s)", msg)
+
+
+def write_report(run_dir: Path, out: Path, reference: Path | None = None, draws: int = 500, test=None):
+    """The diagnostic report of a run folder: its posterior, held-out labels (the file ``test``,
+    laid out as the run's --pairs; else the decided ``split == test`` rows of predictions.csv) and
+    its run.json settings."""
     from .diagnostics.report import report
 
+    run = _run_settings(run_dir)
     post = _load_run(run_dir, "run_dir")
-    held_out = None
-    pred = run_dir / "predictions.csv"
-    if pred.is_file():
-        frame = pd.read_csv(pred)
-        test = frame[frame["split"] == "test"] if "split" in frame else frame.iloc[:0]
-        if len(test):
-            held_out = (test["p"].to_numpy(float), test["y"].to_numpy(float))
+    held_out = None if test is not None else _held_out_rows(run_dir, run)
+    test_data = _test_pairs(test, run) if test is not None else None
     settings = {"run": str(run_dir)}
-    if (run_dir / "run.json").is_file():
-        run = json.loads((run_dir / "run.json").read_text())
-        settings.update({f"cli.{k}": v for k, v in run.items() if v is not None and k != "func"})
+    settings.update({f"cli.{k}": v for k, v in run.items() if v is not None and k != "func"})
+    if test is not None:
+        settings["held-out labels"] = f"{test} ({test_data.n_pairs} decided labels)"
     ref = _load_run(reference, "--reference") if reference else None
-    return report(post, out, held_out=held_out, reference=ref, settings=settings, n_draws=draws)
+    try:
+        return report(post, out, test=test_data, held_out=held_out, reference=ref, settings=settings,
+                      n_draws=draws)
+    except DataError as err:  # an id of the held-out file the fit does not know
+        cols = {"a": (run.get("a_col", "a"), "--a-col"), "b": (run.get("b_col", "b"), "--b-col"),
+                "users": (run.get("user_col") or "user", "--user-col")}
+        raise DataError(_as_test(_cli_message(str(err), cols))) from None
 
 
 def cmd_report(args) -> int:
@@ -954,7 +1182,7 @@ def cmd_report(args) -> int:
     if not run_dir.is_dir():
         raise DataError(f"run_dir: not a folder: {run_dir}")
     out = Path(args.out) if args.out else run_dir / "diagnostics.html"
-    rep = write_report(run_dir, out, Path(args.reference) if args.reference else None, args.draws)
+    rep = write_report(run_dir, out, Path(args.reference) if args.reference else None, args.draws, args.test)
     for c in rep.checks:
         print(f"{c.verdict:>5}  {c.name}: {c.value}")
     print(f"report: {rep.verdict} — written to {out}")

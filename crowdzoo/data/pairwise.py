@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -196,6 +196,9 @@ class PairwiseData:
     users : (P,) int64 or None — positions in ``user_ids`` (None for single-user data).
     user_features : (U, E) float64 or None.
     item_ids, user_ids : the caller's ids, so that results come back labelled.
+    source_rows : (P,) int64 or None — the row (position) of the frame each label was read from
+        (:meth:`from_frame`; a tie under ``ties="half"`` gives two labels of one row), so that
+        results per label can be written back beside the caller's rows; None for arrays.
     """
 
     a: np.ndarray
@@ -207,6 +210,7 @@ class PairwiseData:
     item_ids: np.ndarray = field(default=None)
     user_ids: np.ndarray | None = None
     label_range: tuple[int, int, int] | None = None  # (lo, hi, P): one rank's labels lo..hi-1 of P
+    source_rows: np.ndarray | None = None
 
     @classmethod
     def read_shard(cls, path, rank: int | None = None, world: int | None = None, **kw) -> PairwiseData:
@@ -442,8 +446,9 @@ class PairwiseData:
                 except TypeError:
                     codes, uniq = pd.factorize(vals)
                 kw.update(users=codes[rows], user_ids=np.asarray(uniq))
-        return cls._build(la, lb, ly, features, item_ids=item_index.to_numpy(), items_name="items",
+        data = cls._build(la, lb, ly, features, item_ids=item_index.to_numpy(), items_name="items",
                           users_name="users", **kw)
+        return replace(data, source_rows=kept[rows])
 
     # ------------------------------------------------------------------ views
     @property
@@ -483,7 +488,8 @@ class PairwiseData:
                             item_features=self.item_features,
                             users=None if self.users is None else self.users[rows],
                             user_features=self.user_features, item_ids=self.item_ids,
-                            user_ids=self.user_ids)
+                            user_ids=self.user_ids,
+                            source_rows=None if self.source_rows is None else self.source_rows[rows])
 
     def __repr__(self) -> str:
         u = f", users={self.n_users}" if self.users is not None else ""

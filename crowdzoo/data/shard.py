@@ -172,4 +172,5 @@ def read_shard(path, items: pd.DataFrame | None = None, users: pd.DataFrame | No
     lo = sum(counts[:rank])
     if user and users is None:  # no user table: users carry no features, as from_frame would give them
         data = dataclasses.replace(data, user_features=None)
-    return dataclasses.replace(data, label_range=(lo, lo + data.n_pairs, int(np.sum(counts))))
+    return dataclasses.replace(data, label_range=(lo, lo + data.n_pairs, int(np.sum(counts))),
+                               source_rows=data.source_rows + lo_row)  # the file's data rows

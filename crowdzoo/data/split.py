@@ -8,15 +8,24 @@ from .pairwise import PairwiseData
 
 
 def split_pairs(data: PairwiseData, test_fraction: float = 0.2, seed: int = 0):
-    """Random split of the labels: (train, test), both keeping the full item/user tables."""
+    """Random split of the labels: (train, test), both keeping the full item/user tables. The labels
+    of one source row (a tie read with ``ties="half"`` is two labels, ``data.source_rows``) go to the
+    same side, so that no tie is half trained on and half held out; ``test_fraction`` is then a share
+    of the rows. Without ties (or without source rows) each label is its own row."""
     if not 0.0 < test_fraction < 1.0:
         raise DataError(f"test_fraction: must be in (0, 1), got {test_fraction}")
+    rows = np.arange(data.n_pairs) if data.source_rows is None else data.source_rows
+    start = np.r_[True, rows[1:] != rows[:-1]]  # a row's labels are consecutive
+    group = np.cumsum(start) - 1  # the row of each label, numbered 0..R-1
+    n_rows = int(group[-1]) + 1
     rng = np.random.default_rng(seed)
-    perm = rng.permutation(data.n_pairs)
-    n_test = max(1, int(round(test_fraction * data.n_pairs)))
-    if n_test >= data.n_pairs:
-        raise DataError(f"test_fraction: {test_fraction} leaves no training pairs out of {data.n_pairs}")
-    return data.subset(np.sort(perm[n_test:])), data.subset(np.sort(perm[:n_test]))
+    perm = rng.permutation(n_rows)
+    n_test = max(1, int(round(test_fraction * n_rows)))
+    if n_test >= n_rows:
+        raise DataError(f"test_fraction: {test_fraction} leaves no training pairs out of {n_rows}")
+    held = np.zeros(n_rows, dtype=bool)
+    held[perm[:n_test]] = True
+    return data.subset(~held[group]), data.subset(held[group])
 
 
 def split_users(data: PairwiseData, test_fraction: float = 0.2, seed: int = 0):

@@ -24,6 +24,7 @@ The thresholds are module constants, written into each check's ``rule``.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,9 +90,10 @@ def convergence(dt) -> list[Check]:
     rhat, bulk, tail = [], [], []
     for group, var in parts:
         kw = {"group": group, "var_names": [var] if var else None}
-        rhat.append(_flat(azs.rhat(dt, **kw)))
-        bulk.append(_flat(azs.ess(dt, method="bulk", **kw)))
-        tail.append(_flat(azs.ess(dt, method="tail", **kw)))
+        with np.errstate(divide="ignore", invalid="ignore"):  # a quantity constant within chains: NaN
+            rhat.append(_flat(azs.rhat(dt, **kw)))
+            bulk.append(_flat(azs.ess(dt, method="bulk", **kw)))
+            tail.append(_flat(azs.ess(dt, method="tail", **kw)))
     rhat, bulk, tail = (np.concatenate(x) for x in (rhat, bulk, tail))
     what = "the per-label log-likelihood" + "".join(f", {v}" for v in identified_vars(dt))
     out = []
@@ -100,9 +102,12 @@ def convergence(dt) -> list[Check]:
                          "one chain: r̂ needs at least two (run num_chains ≥ 2)"))
     else:
         worst = float(np.nanmax(rhat))
+        undefined = int(np.isnan(rhat).sum())
         out.append(Check("r̂", _grade(worst, RHAT_PASS, RHAT_WARN), f"max {worst:.3f}",
                          f"max r̂ < {RHAT_PASS} pass, < {RHAT_WARN} warn, else fail",
-                         f"over {rhat.size} quantities ({what})", {"rhat": rhat}))
+                         f"over {rhat.size} quantities ({what})"
+                         + (f"; {undefined} of them constant within the chains, where r̂ is undefined (not "
+                            "counted)" if undefined else ""), {"rhat": rhat}))
     need = ESS_PER_CHAIN * n_chains
     low = float(min(np.nanmin(bulk), np.nanmin(tail)))
     verdict = "pass" if low >= need else "warn" if low >= need / 4 else "fail"
@@ -375,7 +380,9 @@ def loo(dt) -> Check:
     res = None
     if smooth.any():
         try:
-            res = azs.loo(_keep_labels(dt, ll, smooth))
+            with warnings.catch_warnings():  # high k̂ is this check's verdict, not a warning of its own
+                warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto")
+                res = azs.loo(_keep_labels(dt, ll, smooth))
         except ValueError as err:  # e.g. too few draws for the Pareto fit of the tail
             return Check("PSIS-LOO", "skip", "not computed", "needs enough posterior draws",
                          f"arviz-stats could not run PSIS-LOO on {S} draws "

@@ -66,12 +66,22 @@ def _settings(post, dt, extra):
         out["data"] = f"{d.n_annotations} annotations, {d.n_items} items, {d.n_workers} workers"
     if dataclasses.is_dataclass(model):
         for f in dataclasses.fields(model):
-            out[f"model.{f.name}"] = getattr(model, f.name)
+            out[f"model.{f.name}"] = _used(f.name, getattr(model, f.name), d)
     for k, v in (post.settings or {}).items():
         out[f"fit.{k}"] = v
     out.update(extra or {})
     small = {k: v.tolist() for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() <= 50}
     return {k: small.get(k, v) for k, v in out.items() if k in small or not isinstance(v, torch.Tensor)}
+
+
+def _used(name: str, value, data):
+    """A model's ``item_features``/``user_features`` switch as the fit used it: on only where the
+    data has such features (a crowd fitted without a users table has none to use)."""
+    if name in ("item_features", "user_features") and value is True:
+        X = getattr(data, name, None)
+        if X is None or X.shape[1] == 0:
+            return f"False (the data has no {name.replace('_', ' ')})"
+    return value
 
 
 def _summary(dt) -> pd.DataFrame:
@@ -80,13 +90,13 @@ def _summary(dt) -> pd.DataFrame:
     # the smallest variables first (s before f over items): a long table is cut to its first rows
     names = sorted(ck.identified_vars(dt), key=lambda v: dt.posterior[v].isel(chain=0, draw=0).size)
     kind = "all" if ck.is_mcmc(dt) else "stats"
-    if names:
-        return azs.summary(dt, var_names=names, kind=kind, round_to="none")
     # no identified variable (collabGP: W, H up to rotation): the labels' log-likelihood, whose
     # dimension is renamed where it would clash with the summary's own "label" column
     ds = dt.log_likelihood.to_dataset()
     ds = ds.rename({d: f"{d}_" for d in ds.dims if d == "label"})
-    return azs.summary(ds, kind=kind, round_to="none")
+    with np.errstate(divide="ignore", invalid="ignore"):  # r̂ of a quantity constant within chains: NaN
+        return (azs.summary(dt, var_names=names, kind=kind, round_to="none") if names
+                else azs.summary(ds, kind=kind, round_to="none"))
 
 
 def _figures(post, dt, checks) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ...core.ids import check_features, distinct_pairs, feature_rows, positions, seen_users
@@ -202,6 +203,34 @@ class CollabGPPosterior(Posterior):
         raise DataError("utilities: collabGP models preferences between pairs of items directly "
                         "(h_d over item pairs, supplement a §1), so it has no utility per item; use "
                         "predict_proba(a, b, users=...) for pairwise preferences")
+
+    def mean_preferences(self, n_pairs: int = 200_000, seed: int = 0) -> pd.DataFrame:
+        """What collabGP has in place of utilities: per training item i, the average over the training
+        users u and the other items j of the posterior mean preference E[g_u(i, j)] (``mean``; the
+        preference kernel makes g_u(i, j) = f_u(i) − f_u(j), so this is i's personal utility less the
+        mean item's, averaged over users) and of P_u(i ≻ j) (``p_win``), best first. Where items ×
+        (items − 1) × users exceeds ``n_pairs``, a seeded random share of the users and opponents."""
+        N = self.data.n_items
+        users = np.unique(self.data.users)
+        rng = np.random.default_rng(seed)
+        k = min(N - 1, max(1, n_pairs // (N * users.size)))  # opponents per item and user
+        if k < N - 1:
+            users = np.sort(rng.choice(users, min(users.size, max(1, n_pairs // (N * k))), replace=False))
+        opp = (np.tile(np.arange(N - 1), (N, 1)) if k == N - 1 else rng.integers(0, N - 1, size=(N, k)))
+        opp = opp + (opp >= np.arange(N)[:, None])  # every item but i itself
+        item = np.tile(np.repeat(np.arange(N), k), users.size)  # (item, opponent, user) rows
+        other = np.tile(opp.ravel(), users.size)
+        who = self.data.user_ids[np.repeat(users, N * k)]
+        ids = self.data.item_ids
+        mean, p = np.zeros(N), np.zeros(N)
+        for lo in range(0, item.size, 50_000):
+            part = slice(lo, lo + 50_000)
+            m, v = self.latent_moments(ids[item[part]], ids[other[part]], who[part])
+            mean += np.bincount(item[part], (self.weights[:, None] * m).sum(0).numpy(), minlength=N)
+            p += np.bincount(item[part], mixture_prob(self.weights, m, v).numpy(), minlength=N)
+        mean, p = mean / (k * users.size), p / (k * users.size)
+        table = pd.DataFrame({"item": ids, "mean": mean, "p_win": p})
+        return table.sort_values("mean", ascending=False, ignore_index=True)
 
     def sample(self, n: int = 500, seed: int = 0) -> dict:
         """Draws {"w": (n, U, D), "h": (n, D, P)} at the training users and pairs (from the
