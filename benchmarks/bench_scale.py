@@ -6,7 +6,9 @@ labels. For each model, in a fresh process: ``crowdzoo fit MODEL`` on the CSV fi
 model's defaults and ``--max-iter`` (the fit is not the point here: every output is), then the
 wall time and the process's peak resident memory (``ru_maxrss`` of the child), and the fit's own
 seconds from metrics.json. Scoring the training labels, the utilities and posterior.pt are all in
-the command's peak.
+the command's peak. Each model runs twice: with every output, and with ``--outputs utilities`` (the
+fit, the utilities and posterior.pt: close to the fit's own peak), so that the ratio of the two peaks
+says what the outputs add.
 
 ``python benchmarks/bench_scale.py --out docs/benchmarks.md`` (``make bench``); ``--max-iter`` and
 ``--models`` to change what runs.
@@ -40,12 +42,14 @@ def make_crowd(folder: Path) -> dict:
     return {"n_train": len(train), "n_test": len(test), "oracle": truth["oracle"]}
 
 
-def run_cli(model: str, folder: Path, max_iter: int) -> dict:
+def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None) -> dict:
     exe = Path(sys.executable).with_name("crowdzoo")
     out = folder / f"run-{model}"
     cmd = [str(exe), "fit", model, "--pairs", str(folder / "train.csv"), "--a-col", "winner",
            "--b-col", "loser", "--winner-first", "--items", str(folder / "items.csv"), "--id-col", "id",
            "--out", str(out), "--overwrite", "--no-progress", "--max-iter", str(max_iter)]
+    if outputs:
+        cmd += ["--outputs", outputs]
     if model != "gppl":
         cmd += ["--user-col", "taster"]
     # a fresh parent per command, so that its RUSAGE_CHILDREN peak is this command's alone
@@ -55,11 +59,11 @@ def run_cli(model: str, folder: Path, max_iter: int) -> dict:
     res = subprocess.run([sys.executable, "-c", wrap, *cmd], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     peak = int(res.stderr.strip().splitlines()[-1])
-    row = {"model": model, "max_iter": max_iter, "wall_s": wall, "rc": res.returncode,
-           "peak_mib": peak / 1024}
+    row = {"model": model, "max_iter": max_iter, "outputs": outputs or "all", "wall_s": wall,
+           "rc": res.returncode, "peak_mib": peak / 1024}
     if res.returncode == 0:
         metrics = json.loads((out / "metrics.json").read_text())
-        row.update(fit_s=metrics["seconds"], train_cee=metrics["train_cee"],
+        row.update(fit_s=metrics["seconds"], train_cee=metrics.get("train_cee"),
                    converged=metrics.get("converged"), files=sorted(p.name for p in out.iterdir()))
     else:
         row["error"] = res.stderr.strip().splitlines()[-2:-1]
@@ -73,16 +77,22 @@ def render(info: dict, rows: list) -> str:
              f"{info['n_train']:,} training labels (3,000 items, 16 features, 20,000 users; the script's "
              "docstring). Each row: `crowdzoo fit MODEL` with the model's defaults and `--max-iter`, in its "
              "own process; "
-             "*command s* and *peak MiB* cover reading the CSV, the fit, scoring every training label, "
-             "the utilities and posterior.pt.", "",
-             "| model | --max-iter | fit s | command s | peak MiB | converged | files |",
-             "|---|---:|---:|---:|---:|---|---|"]
+             "*command s* and *peak MiB* cover reading the CSV, the fit, and the outputs asked for "
+             "(*all*: scoring every training label into predictions.csv, the utilities, posterior.pt; "
+             "*utilities*: `--outputs utilities`, the fit with its utilities and posterior.pt). *× fit "
+             "alone*: the peak over the same model's `--outputs utilities` peak.", "",
+             "| model | --max-iter | outputs | fit s | command s | peak MiB | × fit alone | converged "
+             "| files |",
+             "|---|---:|---|---:|---:|---:|---:|---|---|"]
+    alone = {r["model"]: r.get("peak_mib") for r in rows if r["outputs"] == "utilities"}
     for r in rows:
         fit = f"{r['fit_s']:.0f}" if "fit_s" in r else "—"
         peak = f"{r['peak_mib']:.0f}" if r.get("peak_mib") else "—"
+        ratio = (f"{r['peak_mib'] / alone[r['model']]:.2f}" if r.get("peak_mib") and alone.get(r["model"])
+                 else "—")
         files = ", ".join(r.get("files", [])) or f"failed: {r.get('error')}"
-        lines.append(f"| {r['model']} | {r['max_iter']} | {fit} | {r['wall_s']:.0f} | {peak} | "
-                     f"{r.get('converged', '—')} | {files} |")
+        lines.append(f"| {r['model']} | {r['max_iter']} | {r['outputs']} | {fit} | {r['wall_s']:.0f} | "
+                     f"{peak} | {ratio} | {r.get('converged', '—')} | {files} |")
     return "\n".join(lines) + "\n"
 
 
@@ -97,8 +107,9 @@ def main(argv=None):
         info = make_crowd(folder)
         rows = []
         for model in args.models.split(","):
-            rows.append(run_cli(model, folder, args.max_iter))
-            print(json.dumps(rows[-1]), flush=True)
+            for outputs in (None, "utilities"):
+                rows.append(run_cli(model, folder, args.max_iter, outputs))
+                print(json.dumps(rows[-1]), flush=True)
     text = render(info, rows)
     print(text)
     if args.out:

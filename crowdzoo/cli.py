@@ -53,6 +53,8 @@ NOT_FLAGS = frozenset({"setup", "callback", "resume", "checkpoint", "progress_ba
 RUN_FILES = ("posterior.pt", "metrics.json", "run.json", "utilities.csv", "utilities_personal.csv",
              "predictions.csv", "checkpoint.pt", "checkpoint.pt.tmp", "diagnostics.html", "diagnostics.md",
              "report.html", "report.md", "clusters.csv", "workers.csv")
+#: the tables ``fit --outputs`` may choose
+OUTPUTS = ("utilities", "personal", "predictions")
 _TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 
 
@@ -296,6 +298,11 @@ def _fit_options(p, out_default=None):
     p.add_argument("--kernel", default=None, choices=("matern32", "se"),
                    help="the item kernel (default: the model's; matern32 for gppl and crowdgppl)")
     p.add_argument("--test-fraction", type=float, default=None, help="hold out this share of pairs")
+    p.add_argument("--outputs", default=",".join(OUTPUTS), metavar="NAME,...",
+                   help="the tables to write beside posterior.pt, metrics.json and run.json: utilities "
+                        "(utilities.csv), personal (utilities_personal.csv, crowd models), predictions "
+                        "(predictions.csv and the training scores, which at 10⁶ labels take longer than "
+                        "a short fit); e.g. --outputs utilities for the fit alone")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal, no progress "
                    "lines (one every 30 s) when stderr is a file")
     p.add_argument("--resume", default=None, metavar="CHECKPOINT",
@@ -373,16 +380,14 @@ USERS = Table("--users", "user", "--user-features", "--user-one-hot")
 ONE_HOT_MAX = 10
 ONE_HOT_HELP = (f"; a numeric column with more than {ONE_HOT_MAX} distinct values, distinct in more than "
                 "half the rows, is a measurement and is refused (give it as a number)")
-#: the words a yes/no column may hold (any case), read as 1/0
-YES_NO = {"yes": 1.0, "no": 0.0, "true": 1.0, "false": 0.0}
-
-
 def _yes_no(col: pd.Series) -> pd.Series | None:
     """A column of yes/no (or true/false) words as 1.0/0.0 (missing stays missing); None otherwise."""
+    from .data.pairwise import FLAG_WORDS
+
     words = col.astype(str).str.strip().str.lower().where(col.notna())
-    if not col.notna().any() or not words.dropna().isin(list(YES_NO)).all():
+    if not col.notna().any() or not words.dropna().isin(list(FLAG_WORDS)).all():
         return None
-    return words.map(YES_NO)
+    return words.map(FLAG_WORDS)
 
 
 def _one_hot(col: pd.Series, name: str, t: Table, ids) -> dict:
@@ -419,8 +424,10 @@ def _table_features(table: pd.DataFrame, path, t: Table, features: str | None,
     for flag, names in ((t.features, chosen or []), (t.one_hot, encode)):
         for name in names:
             if name not in cols:
+                other = USERS if t is ITEMS else ITEMS
+                alt = other.features if flag == t.features else other.one_hot
                 raise DataError(f"{flag}: column {name!r} not in {t.flag} {path} (its feature columns: "
-                                f"{cols})")
+                                f"{cols}); a column of {other.flag} goes to {alt}")
     chosen = cols if chosen is None else chosen + [c for c in encode if c not in chosen]
     out: dict = {}
     for name in chosen:
@@ -795,6 +802,7 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None, pairs=
 
     plan = plan or _plan(args)
     e, settings = plan["entry"], dict(plan["settings"])
+    outputs = _outputs(args)
     train, test = (cz.split_pairs(data, args.test_fraction, seed=args.seed)
                    if args.test_fraction else (data, None))
     crowd = e.data == "crowd pairs"
@@ -826,37 +834,30 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None, pairs=
              if "iterations" in post.settings else "") + f"; wrote {out / 'posterior.pt'}; scoring the "
           f"{train.n_pairs:,} training labels", file=sys.stderr, flush=True)
     mean = None
-    try:
-        mean, var = post.utilities()
-    except (NotImplementedError, DataError):  # collabGP has no utility per item
-        pass
+    if "utilities" in outputs or f_true is not None:
+        try:
+            mean, var = post.utilities()
+        except (NotImplementedError, DataError):  # collabGP has no utility per item
+            pass
     written = []
-    if mean is not None:
+    if mean is not None and "utilities" in outputs:
         table = pd.DataFrame({"item": mean.index, "mean": mean.values, "variance": var.values})
         table.sort_values("mean", ascending=False).to_csv(out / "utilities.csv", index=False)
         written.append("utilities.csv")
-    elif hasattr(post, "mean_preferences"):  # no utility per item: its average preference over others
+    elif hasattr(post, "mean_preferences") and "utilities" in outputs:  # no utility per item
         post.mean_preferences(seed=args.seed).to_csv(out / "utilities.csv", index=False)
         written.append("utilities.csv")
-    if crowd and train.user_ids is not None and train.n_items * len(train.user_ids) <= PERSONAL_CELLS:
-        try:
-            personal, _ = post.utilities(users=train.user_ids)
-        except (TypeError, NotImplementedError, DataError):  # no personal utilities (collabGP)
-            personal = None
-        if isinstance(personal, pd.DataFrame):
-            personal.to_csv(out / "utilities_personal.csv")
+    if "personal" in outputs and crowd and train.user_ids is not None:
+        if _write_personal(out / "utilities_personal.csv", post, train):
             written.append("utilities_personal.csv")
-    elif crowd and train.user_ids is not None:
-        print(f"crowdzoo: utilities_personal.csv not written: {train.n_items:,} items × "
-              f"{len(train.user_ids):,} users is more than {PERSONAL_CELLS:,} numbers; predict the pairs "
-              "you need with `crowdzoo predict`, or read post.utilities(users=[...]) from Python",
-              file=sys.stderr)
     metrics = {"method": args.method, "seconds": seconds, "n_pairs": train.n_pairs}
     if train.label_range is not None:  # a --distributed fit: rank 0 holds (and scores) its shard alone
         lo, hi, metrics["n_pairs"] = train.label_range
         metrics["train_scored_on"] = f"rank 0's shard of --pairs: labels {lo}..{hi - 1}"
         pairs = _read_csv(args.pairs, "--pairs", args.sep, nrows=int(train.source_rows.max()) + 1)
-    metrics.update(_write_predictions(out / "predictions.csv", pairs, data, test, post, args, crowd))
+    if "predictions" in outputs:
+        metrics.update(_write_predictions(out / "predictions.csv", pairs, data, test, post, args, crowd))
+        written.append("predictions.csv")
     if f_true is not None and mean is not None:
         metrics["kendall_tau_vs_truth"] = kendall_tau(f_true, mean.values)
     for k in ("iterations", "converged"):
@@ -867,8 +868,40 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None, pairs=
     if crowd:
         run["user_col"] = getattr(args, "user_col", None) or "user"
     (out / "run.json").write_text(json.dumps(run, indent=2))
-    args.written = written + ["predictions.csv", "metrics.json", "run.json", "posterior.pt"]
+    args.written = written + ["metrics.json", "run.json", "posterior.pt"]
     return metrics
+
+
+def _write_personal(path: Path, post, train) -> bool:
+    """utilities_personal.csv (items × users) where the model has personal utilities and the table
+    holds at most :data:`PERSONAL_CELLS` numbers; says on stderr why it is left out when it is larger."""
+    if train.n_items * len(train.user_ids) > PERSONAL_CELLS:
+        print(f"crowdzoo: utilities_personal.csv not written: {train.n_items:,} items × "
+              f"{len(train.user_ids):,} users is more than {PERSONAL_CELLS:,} numbers; predict the pairs "
+              "you need with `crowdzoo predict`, or read post.utilities(users=[...]) from Python",
+              file=sys.stderr)
+        return False
+    try:
+        personal, _ = post.utilities(users=train.user_ids)
+    except (TypeError, NotImplementedError, DataError):  # no personal utilities (collabGP)
+        return False
+    if not isinstance(personal, pd.DataFrame):
+        return False
+    personal.to_csv(path)
+    return True
+
+
+def _outputs(args) -> set:
+    """The tables ``--outputs`` asks for; an unknown name, or held-out pairs with no predictions to
+    score them, is refused."""
+    names = _names(getattr(args, "outputs", None) or ",".join(OUTPUTS))
+    bad = [n for n in names if n not in OUTPUTS]
+    if bad:
+        raise DataError(f"--outputs: unknown table {bad[0]!r}; choose among {', '.join(OUTPUTS)}")
+    if getattr(args, "test_fraction", None) and "predictions" not in names:
+        raise DataError("--outputs: --test-fraction holds pairs out to score them in predictions.csv; add "
+                        "predictions to --outputs, or leave out --test-fraction")
+    return set(names)
 
 
 def cmd_fit(args) -> int:
@@ -953,9 +986,10 @@ def cmd_predict(args) -> int:
     return 0
 
 
-def _predict_message(err: DataError, cols: dict) -> str:
+def _predict_message(err: DataError, cols: dict, flag: str = "--pairs", remedy: str | None = None) -> str:
     """A prediction's DataError in the command line's words: its flags and the user's columns, from
-    the fields the error carries (``arg``, ``row``, ``ids``, ``problem``)."""
+    the fields the error carries (``arg``, ``row``, ``ids``, ``problem``). ``flag``: the file's flag;
+    ``remedy``: what to do about an unseen user or item (default: predict's options)."""
     from .data.pairwise import _show
 
     def shown(ids):
@@ -965,8 +999,10 @@ def _predict_message(err: DataError, cols: dict) -> str:
     if err.problem in ("unseen user", "unseen item") and col:
         what = err.problem.split()[1]
         n = len(err.ids)
-        head = (f"--pairs, column {col[0]!r} ({col[1]}): row {err.row}: {what} {_show(err.ids[0])} was not "
+        head = (f"{flag}, column {col[0]!r} ({col[1]}): row {err.row}: {what} {_show(err.ids[0])} was not "
                 f"in the fit's data ({n} {what}(s) not seen: {shown(err.ids)})")
+        if remedy:
+            return f"{head}; {remedy}"
         if what == "user":
             return (head + "; check the ids, or pass --unknown-users consensus (the population's "
                     "preference for those rows), --unknown-users prior (a new user's prior predictive, where "
@@ -1172,9 +1208,11 @@ def write_report(run_dir: Path, out: Path, reference: Path | None = None, draws:
         return report(post, out, test=test_data, held_out=held_out, reference=ref, settings=settings,
                       n_draws=draws)
     except DataError as err:  # an id of the held-out file the fit does not know
-        cols = {"a": (run.get("a_col", "a"), "--a-col"), "b": (run.get("b_col", "b"), "--b-col"),
-                "users": (run.get("user_col") or "user", "--user-col")}
-        raise DataError(_as_test(_cli_message(str(err), cols))) from None
+        cols = {"a": (run.get("a_col", "a"), "the run's --a-col"),
+                "b": (run.get("b_col", "b"), "the run's --b-col"),
+                "users": (run.get("user_col") or "user", "the run's --user-col")}
+        remedy = "the report scores held-out labels of the run's own users and items; leave those rows out"
+        raise DataError(_as_test(_predict_message(err, cols, "--test", remedy))) from None
 
 
 def cmd_report(args) -> int:

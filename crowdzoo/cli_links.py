@@ -217,7 +217,7 @@ def load_links(args):
     raw = cli._read_csv(args.items, "--items", sep)
     id_col = args.id_col or "id"
     cli._need_columns(raw, args.items, "--items", {id_col: "--id-col"})
-    features = cli._item_features(raw.set_index(id_col), args, args.items)
+    features = cli._table_features(raw.set_index(id_col), args.items, cli.ITEMS, args.features, args.one_hot)
     item_columns = _item_columns(args, [str(c) for c in raw.columns if c != id_col])
     if features.shape[1] == 0:
         raise DataError(f"--items: {args.items} has no feature column besides the id column {id_col!r}; the "
@@ -357,9 +357,8 @@ def cmd_predict(args, run_dir: Path, run: dict) -> int:
                             f"{list(raw.columns)}){cli._sep_hint(raw)}")
     if len(raw) == 0:
         raise DataError(f"--items: {args.items} has a header but no rows (no items to cluster)")
-    ns = argparse.Namespace(features=",".join(run.get("item_columns", [])) or None,
-                            one_hot=run.get("one_hot"))
-    feats = cli._item_features(raw.set_index(id_col), ns, args.items)
+    feats = cli._table_features(raw.set_index(id_col), args.items, cli.ITEMS,
+                                ",".join(run.get("item_columns", [])) or None, run.get("one_hot"))
     known = run.get("feature_columns") or list(feats.columns)
     for c in feats.columns:
         if c not in known:  # a one-hot category the run never saw

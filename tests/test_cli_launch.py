@@ -1,5 +1,6 @@
-"""Ctrl-C under torchrun: the resume command repeats the launch, and only rank 0 speaks of the
-checkpoint (the other ranks keep none)."""
+"""The command line as a long job meets it: Ctrl-C under torchrun (the resume command repeats the
+launch, and only rank 0 speaks of the checkpoint), progress lines when stderr is a file, and
+``--outputs`` to write the fit without the tables that cost more than it at scale."""
 from __future__ import annotations
 
 import argparse
@@ -55,3 +56,30 @@ def test_progress_lines_when_stderr_is_a_file(capsys):
         bar.set_postfix(elbo=-12.3456, step=3)
         bar.update()
     assert capsys.readouterr().err.startswith("crowdzoo: natgrad: 1 / 10, elbo=-12.35, step=3, ")
+
+
+def test_outputs_chooses_the_tables(tmp_path, capsys):
+    import json
+
+    import crowdzoo as cz
+    from crowdzoo.cli import main
+
+    data, _ = cz.simulate_crowd(n_items=8, n_users=3, n_pairs=90, seed=0)
+    frame = data.to_frame()
+    frame.to_csv(tmp_path / "p.csv", index=False)
+    base = ["fit", "crowdgppl", "--pairs", str(tmp_path / "p.csv"), "--components", "2", "--max-iter", "5",
+            "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "a"), "--outputs", "utilities"]) == 0
+    files = {p.name for p in (tmp_path / "a").iterdir()}
+    assert files == {"utilities.csv", "posterior.pt", "metrics.json", "run.json"}
+    assert "train_accuracy" not in json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert main([*base, "--out", str(tmp_path / "b"), "--outputs", "personal,predictions"]) == 0
+    assert {"utilities_personal.csv", "predictions.csv"} <= {p.name for p in (tmp_path / "b").iterdir()}
+    assert not (tmp_path / "b" / "utilities.csv").exists()
+    capsys.readouterr()
+    assert main([*base, "--out", str(tmp_path / "c"), "--outputs", "utilities,scores"]) == 2
+    assert "--outputs: unknown table 'scores'; choose among utilities, personal, predictions" in \
+        capsys.readouterr().err
+    held_out = ["--outputs", "utilities", "--test-fraction", "0.2"]
+    assert main([*base, "--out", str(tmp_path / "d"), *held_out]) == 2
+    assert "add predictions to --outputs" in capsys.readouterr().err

@@ -204,6 +204,14 @@ def test_report_scores_a_test_file_with_the_runs_layout(files, crowd_run, tmp_pa
     assert main(["report", str(crowd_run), "--test", str(tmp_path / "bad.csv"), "-o", str(out)]) == 2
     err = _error(capsys)
     assert "--test" in err and "'winner'" in err
+    # a user the run was not fitted on is named, in the command line's words
+    holdout = pd.read_csv(files / "holdout.csv", sep=";")
+    holdout.iloc[:1].assign(taster="Nobody").to_csv(tmp_path / "who.csv", sep=";", index=False)
+    assert main(["report", str(crowd_run), "--test", str(tmp_path / "who.csv"), "-o", str(out)]) == 2
+    err = _error(capsys)
+    assert ("--test, column 'taster' (the run's --user-col): row 0: user 'Nobody' was not in the fit's "
+            "data") in err
+    assert "user_features" not in err and "new_users" not in err
 
 
 def test_report_says_which_features_the_model_used(crowd_run, tmp_path):

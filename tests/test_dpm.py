@@ -252,8 +252,8 @@ def test_new_items_by_features_match_the_training_items(tiny):
     X = tiny.item_features
     a, b = np.array([0, 2, 5]), np.array([1, 3, 0])
     users = ["u0", "u2", "nobody"]
-    p_train = post.predict_proba(tiny.item_ids[a], tiny.item_ids[b], users=users)
-    p_new = post.predict_proba(a, b, users=users, item_features=X)
+    p_train = post.predict_proba(tiny.item_ids[a], tiny.item_ids[b], users=users, new_users="prior")
+    p_new = post.predict_proba(a, b, users=users, item_features=X, new_users="prior")
     assert np.allclose(p_new, p_train, atol=1e-6)
     m_train = post.utilities(users=["u1"])[0].to_numpy()
     m_new = post.utilities(users=["u1"], item_features=X)[0].to_numpy()

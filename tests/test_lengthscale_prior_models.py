@@ -233,7 +233,8 @@ def test_dpm_per_draw_predictions_equal_a_loop_over_draws(communities):
     a_t, b_t = (torch.as_tensor(x) for x in (communities.a, communities.b))
     ids, users = communities.item_ids, communities.user_ids
     new = np.random.default_rng(2).uniform(-2, 2, (5, 2))
-    calls = [lambda p: p.predict_proba(ids[:6], ids[6:12], users=list(users[:5]) + ["nobody"]),
+    calls = [lambda p: p.predict_proba(ids[:6], ids[6:12], users=list(users[:5]) + ["nobody"],
+                                       new_users="prior"),
              lambda p: p.predict_proba([0, 1], [2, 3], users=users[0], item_features=new),
              lambda p: p.utilities(users=list(users[:2]))[0].to_numpy()]
     loops = [[] for _ in calls]
