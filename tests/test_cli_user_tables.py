@@ -220,3 +220,33 @@ def test_report_says_which_features_the_model_used(crowd_run, tmp_path):
     text = out.read_text()
     assert "| model.user_features | False (the data has no user features) |" in text
     assert "| model.item_features | True |" in text
+
+
+# ---------------------------------------------------------------- unseen users, --outputs
+def test_predict_names_a_mistyped_taster_and_takes_a_rule_per_row(files, crowd_run, tmp_path, capsys,
+                                                                  unchanged):
+    new = pd.read_csv(files / "holdout.csv", sep=";").iloc[:4].copy()
+    new.loc[1, "taster"] = "Ann"  # "ann" in the fit's data
+    new.to_csv(tmp_path / "new.csv", sep=";", index=False)
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(crowd_run), "--pairs", str(tmp_path / "new.csv"), "-o", str(out)]) == 2
+    err = _error(capsys)
+    assert "column 'taster' (the run's --user-col): row 1: user 'Ann' was not in the fit's data" in err
+    assert "--unknown-users consensus" in err and not out.exists()
+    assert main(["predict", str(crowd_run), "--pairs", str(tmp_path / "new.csv"), "-o", str(out),
+                 "--unknown-users", "drop"]) == 0
+    assert list(pd.read_csv(out, sep=";")["taster"]) == [t for t in new["taster"] if t != "Ann"]
+    assert main(["predict", str(crowd_run), "--pairs", str(tmp_path / "new.csv"), "-o", str(out),
+                 "--overwrite", "--unknown-users", "prior"]) == 0
+    p = pd.read_csv(out, sep=";")["p"].to_numpy()
+    assert len(p) == 4 and np.all((p > 0) & (p < 1))
+
+
+def test_outputs_writes_the_fit_alone(files, tmp_path, capsys, unchanged):
+    users = ["--users", str(files / "tasters.csv"), "--user-id-col", "taster", "--user-one-hot", "city"]
+    run = tmp_path / "run"
+    assert main(["fit", "crowdgppl", *_pairs(files), *users, *CROWD, "--ties", "half",
+                 "--outputs", "utilities", "--out", str(run)]) == 0
+    assert {p.name for p in run.iterdir()} == {"utilities.csv", "posterior.pt", "metrics.json", "run.json"}
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(run), "--pairs", str(files / "holdout.csv"), "-o", str(out)]) == 0
