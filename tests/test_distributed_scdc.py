@@ -40,9 +40,9 @@ MODEL = dict(n_clusters=5, latent_dim=2, hidden=(16, 16))
 #: k-means restart after 1 warm-up epoch, then 3 epochs of both steps; VaDE pretraining; and steps of
 #: 600 annotations (one component: rank 0 gets no annotation) whose epochs (pretraining's too) end
 #: with a single uniform row (120 = 119 + 1: rank 0 then holds no row at all)
-FITS = {"kmeans": dict(n_epochs=4, warmup=1, batch_size=30, seed=0),
-        "pretrain": dict(n_epochs=2, pretrain=2, batch_size=30, seed=0),
-        "edges": dict(n_epochs=2, pretrain=1, batch_size=119, annotation_batch=600, seed=1)}
+FITS = {"kmeans": dict(n_epochs=4, warmup=1, batch_size=30, seed=0, n_init=1),
+        "pretrain": dict(n_epochs=2, pretrain=2, batch_size=30, seed=0, n_init=1),
+        "edges": dict(n_epochs=2, pretrain=1, batch_size=119, annotation_batch=600, seed=1, n_init=1)}
 
 WORKER = textwrap.dedent('''
     import os, sys, torch, warnings
@@ -67,7 +67,8 @@ WORKER = textwrap.dedent('''
                      "held": part.n_annotations, "range": part.annotation_range,
                      "workers": post.workers()["annotations"].tolist(), "repr": repr(post)}
     try:  # rank 1 with another seed: both ranks refuse, naming the mismatch
-        cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, n_epochs=2, seed=rank)
+        cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, n_epochs=2, seed=rank,
+               n_init=1)
         got["mismatch"] = "fitted"
     except DataError as err:
         got["mismatch"] = str(err)
@@ -301,7 +302,8 @@ def test_one_process_shard_is_the_whole_fit():
     sh = replicated(10, False)
     assert (sh.rank, sh.world, sh.lead) == (0, 1, True)
     data, _ = cz.simulate_links(**DATA)
-    post = cz.fit(cz.BayesSCDC(**MODEL), data, n_epochs=1, init="random", batch_size=60, progress_bar=False)
+    post = cz.fit(cz.BayesSCDC(**MODEL), data, n_epochs=1, init="random", batch_size=60, progress_bar=False,
+                  n_init=1)
     assert post.settings["ranks"] == 1 and post.settings["distributed"] is False
 
 
