@@ -104,3 +104,15 @@ def test_the_route_signature_carries_the_loop_settings():
     for read in (zoo.route_settings(e.route("natgrad")), zoo.route_settings_static(e, "natgrad")):
         assert {"checkpoint", "resume", "checkpoint_every", "callback", "tol", "n_init"} <= set(read)
     assert "n_init" in zoo.route_settings_static(zoo.entry("scdc"), "svi")
+
+
+def test_tol_stops_at_the_end_of_an_epoch_once_the_epoch_bound_settles(data):
+    """tol > 0: the stop rule reads the bound averaged over each epoch; the fit stops at an epoch's end,
+    not before the warm-up and two epochs more, once that bound changed by less than tol (relative)."""
+    post = _fit(data, n_init=1, n_epochs=40, tol=0.05)
+    st, trace = post.settings, post.trace["elbo"]
+    steps = 3
+    print(f"stopped after {st['iterations']} steps ({len(trace)} epochs of 40): {st['stop_reason']}")
+    assert st["converged"] and st["stop_reason"] == "converged"
+    assert st["iterations"] == steps * len(trace) and (FIT["warmup"] + 2) <= len(trace) < 40
+    assert abs(trace[-1] - trace[-2]) < 0.05 * abs(trace[-2])
