@@ -92,7 +92,8 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
     pretraining does worse); ``device`` "cpu" or "cuda".
     ``n_init`` initialisations (seeds :func:`~.starts.init_seeds`; each a whole fit, so the fit takes
     ``n_init`` times as long; the paper's runs take the best of 10) and the one with the best final
-    ELBO (averaged over its last epoch) is kept; ``settings`` records every initialisation's ELBO.
+    ELBO (averaged over its last epoch) is kept; ``settings`` records every initialisation's ELBO
+    (with ``guide=``, Pyro's parameter store is left holding the kept initialisation's parameters).
     Warns (ConvergenceWarning) when the last tenth of the epochs still improved the ELBO by more than
     1 %, and (CollapseWarning) when fewer than K clusters hold 1 % of the items or the ELBO fell from
     its best (:func:`~.starts.check_collapse`)."""
@@ -113,11 +114,18 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
                     device=device, progress_bar=progress_bar, setup=setup)
     name = "scdc svi"
 
+    stores = {}  # a guide's parameters in Pyro's store, by initialisation
+
     def fit_one(r, bounds, best):
         what = name if n_init == 1 else f"{name} (initialisation {r + 1} of {n_init})"
-        return _fit_once(model, data, seeds[r], what=what, **settings)
+        post = _fit_once(model, data, seeds[r], what=what, **settings)
+        if guide is not None:
+            stores[r] = pyro.get_param_store().get_state()
+        return post
 
     kept = best_of(fit_one, n_init, lambda post: post.trace["elbo"][-1])
+    if guide is not None:  # the store holds the kept initialisation's guide, not the last one's
+        pyro.get_param_store().set_state(stores[kept.index])
     post = kept.fit
     post.settings.update(seed=seed, **init_settings(n_init, kept, seeds))
     retry = "pretraining (pretrain=, e.g. 50–200 epochs), another seed, or a larger n_init"
