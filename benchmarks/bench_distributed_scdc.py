@@ -80,7 +80,7 @@ def worker(args) -> None:
     t0 = time.perf_counter()
     post = cz.fit(cz.BayesSCDC(n_clusters=K, latent_dim=4, hidden=(64, 64)), links, distributed=True,
                   n_epochs=1, warmup=0, init="random", batch_size=1000, annotation_batch=2000,
-                  progress_bar=False)
+                  n_init=1, progress_bar=False)
     fit_s = time.perf_counter() - t0
     out = dict(rank=rank, world=world, annotations=links.n_annotations, read_s=read_s, fit_s=fit_s,
                annotation_mb=sum(getattr(links, k).nbytes for k in ("i", "j", "worker", "same")) / 2**20,

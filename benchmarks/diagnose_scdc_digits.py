@@ -148,15 +148,15 @@ def structured_route(data, labels, n_epochs):
     orig = ng.step_objective, ng.item_stats, ng.encode_all
     cap = {}
 
-    def encode_all(nets, q, t, sweeps, device):
+    def encode_all(nets, q, t, sweeps, device, sh=None):
         E = bayes.expected(q)
         h, lam = ng.potentials(nets, t.O)
         cap["phi"] = structured_local(E, h, lam)[0]
-        return orig[2](nets, q, t, sweeps, device)
+        return orig[2](nets, q, t, sweeps, device, sh)
 
     ng.step_objective, ng.item_stats, ng.encode_all = structured_objective, structured_stats, encode_all
     try:
-        cz.fit(cz.BayesSCDC(**ARCH), data, n_epochs=n_epochs, progress_bar=False)
+        cz.fit(cz.BayesSCDC(**ARCH), data, n_epochs=n_epochs, progress_bar=False, n_init=1)
     finally:
         ng.step_objective, ng.item_stats, ng.encode_all = orig
     z = cap["phi"].argmax(1).numpy()
@@ -190,7 +190,8 @@ def after_warmup(data, warmup_kind: str, warm: int, n_epochs: int):
     if warmup_kind == "autoencoder":
         ng.step_objective = autoencoder
     try:
-        post = cz.fit(cz.BayesSCDC(**ARCH), data, n_epochs=n_epochs, warmup=warm, progress_bar=False)
+        post = cz.fit(cz.BayesSCDC(**ARCH), data, n_epochs=n_epochs, warmup=warm, progress_bar=False,
+                      n_init=1)
     finally:
         ng.kmeans_globals, ng.step_objective = orig_kg, orig_obj
     return cap, post
@@ -272,7 +273,7 @@ def main(argv=None):
     for method, kw, sched, sets in variants:
         for ann, d in sets:
             post = cz.fit(getattr(cz, method)(**ARCH), d, n_epochs=2 * (warm + joint), progress_bar=False,
-                          **kw)
+                          n_init=1, **kw)
             acc = hungarian_accuracy(labels, post.predict().to_numpy())
             lines.append(f"| {method} | {kw['pretrain']} | {sched} | {ann} | {acc:.3f} | "
                          f"{len(post.clusters_in_use())} |")

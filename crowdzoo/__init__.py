@@ -8,7 +8,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .errors import ConvergenceWarning, DataError, DataWarning, NumericalError, OverconfidenceWarning
+from .errors import (
+    CollapseWarning,
+    ConvergenceWarning,
+    DataError,
+    DataWarning,
+    NumericalError,
+    OverconfidenceWarning,
+)
 
 if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and the API docs)
     from .data import (
@@ -77,7 +84,8 @@ def report(posterior, path, **kwargs):
 
 
 __all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
-           "NumericalError", "ConvergenceWarning", "DataWarning", "OverconfidenceWarning", "fit", "load",
+           "NumericalError", "ConvergenceWarning", "CollapseWarning", "DataWarning", "OverconfidenceWarning",
+           "fit", "load",
            "GPPL", "CrowdGPPL", "GPPLPerUser", "CrowdBTGP", "CollabGP", "BradleyTerry", "ZOO",
            "simulate_collab", "split_each_user", "report", "DPMCommunities", "SCDC", "BayesSCDC", "LinkData",
            "simulate_links", "digits_links"]

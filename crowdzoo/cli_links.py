@@ -275,7 +275,7 @@ def cmd_fit(args) -> int:
     _check_options(args, e)
     out = Path(args.out)
     plan = _plan(args)
-    cli._check_out(out, args.overwrite)
+    cli._check_out(out, args.overwrite, keep=cli._resume_file(args, out))
     data, features, item_columns = load_links(args)
     metrics = run_fit(data, features, item_columns, args, out, plan)
     print(json.dumps(metrics, indent=2))
@@ -288,7 +288,11 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
     import crowdzoo as cz
 
     e, settings = plan["entry"], dict(plan["settings"])
-    made = cli._prepare_out(out)
+    made = cli._prepare_out(out, keep=cli._resume_file(args, out))
+    ckpt = out / "checkpoint.pt"
+    if "checkpoint" in plan["static"]:  # Ctrl-C keeps the fit so far; --resume continues it
+        settings["checkpoint"] = str(ckpt)
+        args.checkpoint_path = str(ckpt)  # for the message of an interrupted fit (cli.main)
     t0 = time.perf_counter()
     try:
         post = cz.fit(plan["model"], data, method=args.method, seed=args.seed, **settings)
@@ -300,6 +304,8 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
         raise
     seconds = time.perf_counter() - t0
     post.save(out / "posterior.pt")  # first: whatever happens while writing the tables, the fit is kept
+    if ckpt.is_file() and not settings.get("checkpoint_every"):
+        ckpt.unlink()  # the fit finished: posterior.pt holds it (and its loop state)
     print(f"crowdzoo: fitted {e.name} by {args.method} in {seconds:.1f} s; wrote {out / 'posterior.pt'}",
           file=sys.stderr, flush=True)
     probs = post.cluster_probs.double().numpy()

@@ -36,3 +36,8 @@ class DataWarning(UserWarning):
     """Input data that is valid but will likely give a poor or misleading fit (a constant or
     duplicated feature column, items that share a feature vector); the message names the columns or
     ids and says what to change."""
+
+
+class CollapseWarning(UserWarning):
+    """A clustering fit ended with fewer clusters in use than it was given (clusters emptied or merged), or
+    with a bound that fell well below its best during the fit; the message says what to try."""

@@ -16,7 +16,8 @@ from crowdzoo.cli import main
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 CENTRES = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
-SMALL = ["--components", "3", "--latent-dim", "2", "--hidden", "16", "--batch-size", "20", "--no-progress"]
+SMALL = ["--components", "3", "--latent-dim", "2", "--hidden", "16", "--batch-size", "20", "--no-progress",
+         "--n-init", "1"]
 
 
 def _blobs(n, seed, prefix="it"):
@@ -130,6 +131,19 @@ def test_bayesscdc_finds_the_blobs_reports_and_predicts(files, bayes_run, capsys
     pred = pd.read_csv(out, sep=";")
     assert adjusted_rand_score(files["new_labels"], pred["cluster"]) > 0.8
     _unchanged(files)
+
+
+def test_bayesscdc_resumes_from_its_checkpoint(files, tmp_path):
+    """A run with --checkpoint-every keeps OUT/checkpoint.pt; --resume from it, with more epochs, ends at
+    the clusters of a run of that many epochs from the start."""
+    longer, short = tmp_path / "longer", tmp_path / "short"
+    for out, epochs in ((longer, "4"), (short, "2")):
+        assert main(_fit_argv(files, "bayesscdc", out, "--n-epochs", epochs, "--warmup", "1",
+                              "--checkpoint-every", "3")) == 0
+    assert (short / "checkpoint.pt").is_file()
+    assert main(_fit_argv(files, "bayesscdc", short, "--n-epochs", "4", "--warmup", "1", "--resume",
+                          short / "checkpoint.pt", "--overwrite")) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(short / "clusters.csv"), pd.read_csv(longer / "clusters.csv"))
 
 
 def _error(argv, capsys):

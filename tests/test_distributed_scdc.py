@@ -40,9 +40,9 @@ MODEL = dict(n_clusters=5, latent_dim=2, hidden=(16, 16))
 #: k-means restart after 1 warm-up epoch, then 3 epochs of both steps; VaDE pretraining; and steps of
 #: 600 annotations (one component: rank 0 gets no annotation) whose epochs (pretraining's too) end
 #: with a single uniform row (120 = 119 + 1: rank 0 then holds no row at all)
-FITS = {"kmeans": dict(n_epochs=4, warmup=1, batch_size=30, seed=0),
-        "pretrain": dict(n_epochs=2, pretrain=2, batch_size=30, seed=0),
-        "edges": dict(n_epochs=2, pretrain=1, batch_size=119, annotation_batch=600, seed=1)}
+FITS = {"kmeans": dict(n_epochs=4, warmup=1, batch_size=30, seed=0, n_init=1),
+        "pretrain": dict(n_epochs=2, pretrain=2, batch_size=30, seed=0, n_init=1),
+        "edges": dict(n_epochs=2, pretrain=1, batch_size=119, annotation_batch=600, seed=1, n_init=1)}
 
 WORKER = textwrap.dedent('''
     import os, sys, torch, warnings
@@ -60,6 +60,19 @@ WORKER = textwrap.dedent('''
         got[name] = {"conj": post.conjugate, "net": post.net_state, "phi": post.cluster_probs,
                      "trace": torch.as_tensor(post.trace["elbo"]), "ranks": post.settings["ranks"],
                      "warnings": [str(w.message)[:80] for w in caught]}
+    # Ctrl-C during step 7 on every rank (rank 0 writes step 6 to the checkpoint), then resumed by all
+    def stop(i, state):
+        if i == 7:
+            raise KeyboardInterrupt
+    try:
+        cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, checkpoint=f"{out}.ckpt",
+               callback=stop, **fits["kmeans"])
+    except KeyboardInterrupt:
+        pass
+    torch.distributed.barrier()
+    post = cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, resume=f"{out}.ckpt",
+                  **fits["kmeans"])
+    got["resumed"] = {"conj": post.conjugate, "net": post.net_state, "phi": post.cluster_probs}
     # the annotations as this rank's shard: cut from the data in memory, and read alone from the file
     for name, part in (("shard", data.shard()), ("read_shard", cz.LinkData.read_shard(sys.argv[5], data.O))):
         post = cz.fit(cz.BayesSCDC(**model_kw), part, distributed=True, progress_bar=False, **fits["kmeans"])
@@ -67,7 +80,8 @@ WORKER = textwrap.dedent('''
                      "held": part.n_annotations, "range": part.annotation_range,
                      "workers": post.workers()["annotations"].tolist(), "repr": repr(post)}
     try:  # rank 1 with another seed: both ranks refuse, naming the mismatch
-        cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, n_epochs=2, seed=rank)
+        cz.fit(cz.BayesSCDC(**model_kw), data, distributed=True, progress_bar=False, n_epochs=2, seed=rank,
+               n_init=1)
         got["mismatch"] = "fitted"
     except DataError as err:
         got["mismatch"] = str(err)
@@ -89,7 +103,9 @@ def test_two_ranks_give_the_single_process_fit(tmp_path):
     """2 gloo ranks vs one process, same data and seed: the conjugate globals, the network parameters
     and the bound's trace agree to relative 1e-4 (float32 networks; the gradient's float32 sums run
     over different row sets), the clusters are identical, every rank returns the same posterior, only
-    rank 0 warns, and ranks given different settings both refuse with a DataError."""
+    rank 0 warns, a fit interrupted by Ctrl-C (rank 0 writes the checkpoint) resumes on every rank to
+    the uninterrupted fit bit for bit, and ranks given different settings both refuse with a
+    DataError."""
     # This can fail: each rank's share of a step's statistics and gradients is far from the whole
     # step's (test_rank_shares_sum_to_the_whole_step_and_differ_from_it), so ranks that skipped the
     # all-reduce would take other steps than one process (and than each other) from the first step on.
@@ -138,6 +154,10 @@ def test_two_ranks_give_the_single_process_fit(tmp_path):
             assert g[name]["workers"] == single.workers()["annotations"].tolist()  # counted over the ranks
             assert f"annotations={A}," in g[name]["repr"]
     assert got[0]["kmeans"]["warnings"] and got[1]["kmeans"]["warnings"] == []  # unconverged: rank 0 says so
+    for g in got:  # interrupted, checkpointed by rank 0 and resumed by every rank: the uninterrupted fit
+        assert all(torch.equal(g["resumed"]["conj"][k], g["kmeans"]["conj"][k]) for k in g["kmeans"]["conj"])
+        assert all(torch.equal(g["resumed"]["net"][k], g["kmeans"]["net"][k]) for k in g["kmeans"]["net"])
+        assert torch.equal(g["resumed"]["phi"], g["kmeans"]["phi"])
     for g in got:
         assert "distributed: rank 1 has other" in g["mismatch"] and "same data and settings" in g["mismatch"]
 
@@ -301,7 +321,8 @@ def test_one_process_shard_is_the_whole_fit():
     sh = replicated(10, False)
     assert (sh.rank, sh.world, sh.lead) == (0, 1, True)
     data, _ = cz.simulate_links(**DATA)
-    post = cz.fit(cz.BayesSCDC(**MODEL), data, n_epochs=1, init="random", batch_size=60, progress_bar=False)
+    post = cz.fit(cz.BayesSCDC(**MODEL), data, n_epochs=1, init="random", batch_size=60, progress_bar=False,
+                  n_init=1)
     assert post.settings["ranks"] == 1 and post.settings["distributed"] is False
 
 

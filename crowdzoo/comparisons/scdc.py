@@ -99,8 +99,11 @@ def _fit(method: str, data, seed: int, n_epochs: int, device: str | None = None,
     model = getattr(cz, method)(**arch)
     entry = zoo.entry_for(model)
     kw = dict(fit_kw or {})
-    if device is not None and "device" in zoo.route_settings(entry.route(entry.default)):
+    accepted = zoo.route_settings(entry.route(entry.default))
+    if device is not None and "device" in accepted:
         kw["device"] = device  # a route without a device setting runs where it runs
+    if "n_init" in accepted:  # one initialisation per fit: the protocols here take their own best-of
+        kw.setdefault("n_init", 1)
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)

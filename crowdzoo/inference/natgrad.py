@@ -5,7 +5,8 @@ natural-gradient step on a mini-batch of labels, with step size ρ_i and batch s
 Eq. 17–18) and ``bound`` (the lower bound on a subset of labels, scaled to P; Eq. 30–31). The loop
 owns everything else, once for every model:
 
-* the step size ρ_i = (i + ε)^(−r) (Eq. 18), times the stop rule's scale;
+* the step size ρ_i = (i + ε)^(−r) (Eq. 18), times the stop rule's scale (with ``warmup`` iterations
+  in which the model leaves q alone, i counts from the first iteration after them);
 * mini-batches of ``batch_size`` labels drawn with replacement from a seeded ``torch.Generator``
   (O(P_i) work and memory per step, whatever P is; every label when P ≤ P_i);
 * the bound evaluated every ``eval_every`` iterations on a fixed random subset of at most
@@ -63,6 +64,8 @@ class Settings(NamedTuple):
     eval_every: int = 5
     eval_size: int = 2000
     rho_min: float = 0.0  # a floor under ρ_i (routes that learn hyper-parameters keep q moving with them)
+    patience: int = 3  # evaluations of a falling bound before ρ is halved (StopRule)
+    warmup: int = 0  # iterations before q moves (other parts train first): ρ_i counts from after them
 
 
 class Result(NamedTuple):
@@ -288,7 +291,8 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
     gen = torch.Generator().manual_seed(int(seed))
     # no verdict of convergence before the mini-batches have covered the labels once: a bound that
     # settles on the first few batches of a large data set says nothing of the rest
-    stop = StopRule(tol=st.tol, min_iter=max(int(st.min_iter), math.ceil(P / P_i)), what=what)
+    stop = StopRule(tol=st.tol, min_iter=max(int(st.min_iter), math.ceil(P / P_i)), what=what,
+                    patience=st.patience)
     ckpt = read_checkpoint(resume)
     if ckpt is None:
         state = problem.init(gen)
@@ -317,7 +321,8 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
         try:
             for i in range(start + 1, st.max_iter + 1):
                 idx = every if every is not None else torch.randint(P, (P_i,), generator=gen)
-                state = problem.step(state, idx, stop.rho(i, st.delay, st.forgetting_rate, st.rho_min), pi)
+                r_i = stop.rho(max(i - st.warmup, 1), st.delay, st.forgetting_rate, st.rho_min)
+                state = problem.step(state, idx, r_i, pi)
                 bar.update()
                 if callback is not None:
                     callback(i, state)

@@ -13,6 +13,13 @@ After training every item's q*(z) is the local optimum on the whole annotation g
 With ``pretrain=`` epochs, the networks are first pretrained as a VAE and the mixture starts from a
 Gaussian mixture on their latent points (VaDE's recipe, Jiang et al. 2017; :func:`pretrain_natgrad`).
 
+The steps run on the natural-gradient loop every natgrad route shares (:mod:`crowdzoo.inference.natgrad`:
+progress bar, stop rule, checkpoints, resume), BlackJAX style: :func:`init_state` makes a :class:`State`
+(a NamedTuple of the globals, the networks' weights, Adam's state, the generator's state and the
+epoch's order of the items), :func:`step` takes one step of Algorithm 1 and :func:`bound` reads the
+bound averaged over the epoch just ended. An iteration of the loop is one step; ``n_epochs`` is
+``n_epochs`` × ⌈N / ``batch_size``⌉ of them.
+
 Data-parallel (``distributed=True`` inside a ``torchrun`` launch, :mod:`crowdzoo.inference.distributed`):
 each rank holds a contiguous shard of the annotations (:meth:`~crowdzoo.LinkData.read_shard` reads only
 its rows of a file; given the whole data, a rank keeps its share, :meth:`~crowdzoo.LinkData.shard`)
@@ -33,7 +40,9 @@ items over the ranks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -41,9 +50,9 @@ import torch
 
 from ...core.seeds import isolated
 from ...errors import DataError, NumericalError
-from ...inference.common import check_finite, progress, summary
+from ...inference import natgrad as loop
+from ...inference.common import check_finite
 from ...inference.distributed import bounds, check_tiling, replicated
-from ...inference.natgrad import rho
 from .bayes import (
     F64,
     Conjugate,
@@ -62,6 +71,7 @@ from .bayes import (
 )
 from .model import DTYPE, Batch
 from .posterior import SCDCPosterior
+from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
 from .svi import _warn_unconverged, link_tensors
 
 ADVICE = ("a smaller lr (e.g. 3e-4), a larger step_delay (slower early natural-gradient steps), or "
@@ -103,22 +113,6 @@ def records(t, ann, lo: int = 0, sh=None) -> Records:
     table = sh.sum(table)
     ijw = table[:, :3].round().long()
     return Records(ijw[:, 0], ijw[:, 1], ijw[:, 2], table[:, 3].to(t.L.dtype))
-
-
-def batches(t, n_annotations: int, batch_size, annotation_batch, generator, device, sh=None, lo: int = 0):
-    """One epoch of steps (:class:`Part` s of this rank of ``sh``; None: the one process): a permutation
-    of the items in chunks of ``batch_size``, each followed by the distinct endpoints of
-    ``annotation_batch`` annotations drawn with replacement from all ``n_annotations`` (``li``, ``lj``
-    index those rows; this process's ``t`` holds annotations ``lo``.., :func:`records`);
-    :func:`split_step`."""
-    N, A = t.O.shape[0], n_annotations
-    rank, world = (0, 1) if sh is None else (sh.rank, sh.world)
-    perm = torch.randperm(N, generator=generator)
-    none = torch.zeros(0, dtype=torch.long)
-    for at in range(0, N, batch_size):
-        ann = (torch.randint(A, (annotation_batch,), generator=generator) if A and annotation_batch
-               else none)
-        yield split_step(t.O, perm[at:at + batch_size], records(t, ann, lo, sh), A, rank, world, device)
 
 
 def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int, device) -> Part:
@@ -247,12 +241,136 @@ def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, g
     return float(J), Stats(*stats)
 
 
+class State(NamedTuple):
+    """BayesSCDC's state between two steps of Algorithm 1: all that the next step reads, so that a
+    checkpoint of it continues the fit bit for bit."""
+
+    q: Conjugate  # q(π) q(μ, Σ) q(α) q(β)
+    nets: dict  # the networks' weights (recognition network and decoder, a state_dict)
+    adam: dict  # the networks' Adam state (its state_dict: moments and step counts)
+    rng: torch.Tensor  # the generator's state: epochs' orders, annotations, the noise of x̂
+    perm: torch.Tensor  # this epoch's order of the items
+    t: int  # steps taken
+    total: float  # Σ J over this epoch's steps so far
+    seed: int  # the initialisation's seed (the k-means restart's)
+
+
+@dataclasses.dataclass
+class Work:
+    """The working networks and their optimiser, and the :class:`State` they hold: a cache, so that
+    consecutive steps update them in place; a step given another state (a resumed fit's) loads it."""
+
+    nets: torch.nn.Module
+    opt: torch.optim.Optimizer
+    state: State | None = None
+
+
+class Fixed(NamedTuple):
+    """What stays fixed during a fit: the model, data, priors, sizes and settings."""
+
+    model: object
+    setup: object
+    t: object  # this rank's LinkTensors
+    prior: Conjugate
+    n_workers: int
+    n_annotations: int
+    lo: int  # the position of this rank's first annotation among all
+    sh: object  # the distributed Shard (or the one process)
+    device: str
+    steps: int  # steps per epoch, ⌈N / batch_size⌉
+    batch_size: int
+    annotation_batch: int
+    warmup: int  # epochs
+    restart: bool  # the k-means restart after the warm-up
+    pretrain: int
+    lr: float
+    work: Work
+
+
+def _weights(nets) -> dict:
+    return {k: v.detach().clone() for k, v in nets.state_dict().items()}
+
+
+def _copy_adam(adam: dict) -> dict:
+    """A copy of an Adam state_dict, its tensors cloned: the optimiser updates its own in place."""
+    return {"state": {i: {k: v.clone() if torch.is_tensor(v) else v for k, v in s.items()}
+                      for i, s in adam["state"].items()},
+            "param_groups": [dict(g) for g in adam["param_groups"]]}
+
+
+def working(fx: Fixed, state: State):
+    """The networks and optimiser holding ``state`` (loaded unless they hold it already)."""
+    w = fx.work
+    if w.state is not state:
+        w.nets.load_state_dict(state.nets)
+        w.opt = torch.optim.Adam(w.nets.parameters(), lr=fx.lr)
+        w.opt.load_state_dict(_copy_adam(state.adam))
+        w.state = state
+    return w.nets, w.opt
+
+
+def init_state(fx: Fixed, seed: int, gen) -> State:
+    """The start from ``gen`` (the loop's generator, seeded with ``seed``): the networks from ``seed``,
+    the authors' random q (:func:`init_conjugate`) or, with ``pretrain``, VaDE-style pretraining's
+    (:func:`pretrain_natgrad`), and a fresh Adam."""
+    nets = fx.model.networks(fx.setup, seed=seed).to(fx.device)
+    q = init_conjugate(fx.model, fx.n_workers, gen, fx.device)
+    if fx.pretrain:
+        q = pretrain_natgrad(fx.model, nets, fx.t, fx.prior, q, fx.pretrain, fx.batch_size, fx.lr, gen,
+                             fx.device, seed, fx.sh)
+    opt = torch.optim.Adam(nets.parameters(), lr=fx.lr)
+    state = State(q, _weights(nets), _copy_adam(opt.state_dict()), gen.get_state(),
+                  torch.zeros(0, dtype=torch.long), 0, 0.0, int(seed))
+    fx.work.nets, fx.work.opt, fx.work.state = nets, opt, state
+    return state
+
+
+def step(fx: Fixed, state: State, idx, rho_t: float, pi: float) -> State:
+    """One step of Algorithm 1 (:func:`train_step`): the networks' Adam step on J (Eq. 16) and, after
+    the warm-up, the globals' natural-gradient step of size ρ_t (Eq. 17). An epoch's first step draws
+    its order of the items (and, at the end of the warm-up, restarts the mixture from k-means:
+    :func:`kmeans_globals`). The loop's ``idx`` (every item) and ``pi`` (1) are not used: an epoch is a
+    permutation of the items, as in the paper's code, drawn from the generator the state carries."""
+    t, sh = fx.t, fx.sh
+    N = t.O.shape[0]
+    epoch, k = divmod(state.t, fx.steps)
+    nets, opt = working(fx, state)
+    gen = torch.Generator()
+    gen.set_state(state.rng)
+    q, perm, total = state.q, state.perm, state.total
+    if k == 0:
+        if epoch == fx.warmup and fx.restart:
+            q = kmeans_globals(fx.model, nets, t, fx.prior, q, state.seed, fx.device)
+            q = Conjugate(*sh.broadcast(*q))
+        perm, total = torch.randperm(N, generator=gen), 0.0
+    A, b = fx.n_annotations, fx.annotation_batch
+    ann = torch.randint(A, (b,), generator=gen) if A and b else torch.zeros(0, dtype=torch.long)
+    items = perm[k * fx.batch_size:(k + 1) * fx.batch_size]
+    part = split_step(t.O, items, records(t, ann, fx.lo, sh), A, sh.rank, sh.world, fx.device)
+    J, stats = train_step(part, nets, opt, q, (N, fx.n_workers), fx.model.sweeps, gen, sh, epoch)
+    if epoch >= fx.warmup:
+        q = natgrad_step(q, conjugate_update(fx.prior, stats), rho_t)
+    new = State(q, _weights(nets), _copy_adam(opt.state_dict()), gen.get_state(), perm, state.t + 1,
+                total + J, state.seed)
+    fx.work.state = new
+    return new
+
+
+def bound(fx: Fixed, state: State, idx=None, scale: float = 1.0) -> float:
+    """The bound per item averaged over the epoch just ended: (mean of the steps' J (Eq. 16) − KL of
+    the globals from their prior) / N. The loop evaluates it at the end of each epoch."""
+    return (state.total / fx.steps - float(kl_globals(state.q, fx.prior))) / fx.t.O.shape[0]
+
+
 def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 128,
                 annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float | None = None,
                 forgetting_rate: float | None = None, warmup: int | None = None, init: str = "kmeans",
-                pretrain: int = 0, device: str = "cpu", distributed: bool = False,
-                progress_bar: bool | None = None, setup=None) -> SCDCPosterior:
-    """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items.
+                pretrain: int = 0, n_init: int = 3, tol: float = 0.0, patience: int = 10, device: str = "cpu",
+                distributed: bool = False, progress_bar: bool | None = None, setup=None, resume=None,
+                checkpoint=None, checkpoint_every: int = 0, callback=None) -> SCDCPosterior:
+    """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items,
+    on the shared natural-gradient loop (:mod:`crowdzoo.inference.natgrad`), whose iteration is one
+    step (one mini-batch): ``n_epochs`` × ⌈N / ``batch_size``⌉ steps.
 
     ``batch_size`` items and ``annotation_batch`` annotations per step (default: the annotations
     spread evenly over an epoch); Adam with ``lr`` for the networks; the globals' step size
@@ -265,10 +383,30 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
     (default a quarter of ``n_epochs``, 0 after pretraining) in which only the networks learn, against
     the initial mixture, before the globals move — without it the mixture collapses onto the untrained
     recognition network's output (on the pinwheel: 2 clusters in use, accuracy 0.38; the paper's "bad
-    initialisation"); ``init`` "kmeans" (after the warm-up the mixture
-    restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the authors'
-    random q throughout); ``device`` "cpu" or "cuda". Warns
-    (ConvergenceWarning) when the last tenth of the epochs still raised the bound by more than 1 %.
+    initialisation"); t counts the steps after the warm-up; ``init`` "kmeans" (after the warm-up the
+    mixture restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the
+    authors' random q throughout); ``device`` "cpu" or "cuda".
+
+    ``n_init`` initialisations (seeds :func:`~.starts.init_seeds`; each a whole fit, so the fit takes
+    ``n_init`` times as long; the paper's runs take the best of 10) and the one with the best final
+    bound is kept; ``settings`` records every initialisation's bound. A fit whose clusters emptied or
+    merged below K, or whose bound fell from its best, warns (:func:`~.starts.check_collapse`).
+
+    The stop rule (:class:`~crowdzoo.inference.natgrad.StopRule`) reads the bound per item averaged
+    over each epoch's steps (:func:`bound`, one value per epoch in ``trace["elbo"]``). ``tol`` 0 (the
+    default) runs all ``n_epochs``, as the paper does, and warns (ConvergenceWarning) when the last
+    tenth of the epochs still raised the bound by more than 1 %; ``tol`` > 0 stops once the epoch's
+    bound changes by less than ``tol`` (relative) from the previous epoch's, after the warm-up and
+    two epochs more — the epoch's bound is a noisy estimate, so a small ``tol`` may stop early by
+    chance. A bound that falls at ``patience`` epochs in a row halves ρ_t for the rest of the fit.
+
+    ``checkpoint``: a file the loop writes every ``checkpoint_every`` steps and on KeyboardInterrupt
+    (the globals, the networks' weights and Adam state, the generator's state, this epoch's order of
+    the items, and with ``n_init`` > 1 the finished initialisations' bounds and the best of them);
+    ``resume``: such a file, or a natgrad posterior, to continue from: the same posterior, bit for
+    bit, as an uninterrupted fit with the same seed and settings (``n_epochs`` counts the whole fit;
+    a posterior continues its kept initialisation alone). Pretraining is part of the start and is not
+    checkpointed. ``callback(i, state)`` is called after each step.
 
     ``distributed``: data-parallel over the ranks of a ``torchrun`` launch (module docstring). Each rank
     is given either its shard of the annotations (:meth:`~crowdzoo.LinkData.read_shard`, or
@@ -280,12 +418,16 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
     mixture's starts (k-means, pretraining's Gaussian mixture) are computed on every rank and rank 0's
     is broadcast; the final encoding of every item (:func:`encode_all`) runs on every rank with the
     messages summed over the ranks, so that each returns the whole posterior (its ``workers()`` counts
-    every rank's annotations). Only rank 0 shows progress and warns."""
-    for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
+    every rank's annotations). Only rank 0 shows progress, warns and writes checkpoints."""
+    for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size), ("patience", patience)):
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
-    if int(pretrain) != pretrain or pretrain < 0:
-        raise DataError(f"pretrain: expected an integer ≥ 0, got {pretrain!r}")
+    for name, v in (("pretrain", pretrain), ("checkpoint_every", checkpoint_every)):
+        if int(v) != v or v < 0:
+            raise DataError(f"{name}: expected an integer ≥ 0, got {v!r}")
+    n_init = check_n_init(n_init)
+    if not tol >= 0:
+        raise DataError(f"tol: expected a number ≥ 0, got {tol!r}")
     step_delay = (100.0 if pretrain else 10.0) if step_delay is None else step_delay
     forgetting_rate = (1.0 if pretrain else 0.6) if forgetting_rate is None else forgetting_rate
     if not 0.5 < forgetting_rate <= 1.0:
@@ -304,59 +446,83 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
     N, W = data.n_items, max(data.n_workers, 1)
     steps = math.ceil(N / batch_size)
     annotation_batch = annotation_batch if annotation_batch is not None else math.ceil(A / steps)
-    with isolated(seed), sh.quiet():
-        setup = setup or model.setup(data, seed=seed)
-        nets = model.networks(setup, seed=seed).to(device)
-        gen = torch.Generator().manual_seed(int(seed))
-        prior = model.prior(W, device)
-        q = init_conjugate(model, W, gen, device)
-        t = link_tensors(held, shard_ok=True)
-        _check_replicated(sh, t, (A, W, seed, n_epochs, batch_size, annotation_batch, lr, pretrain, warmup,
-                                  step_delay, forgetting_rate, init == "kmeans", model.n_clusters,
-                                  model.latent_dim, model.sweeps))
-        if pretrain:
-            q = pretrain_natgrad(model, nets, t, prior, q, pretrain, batch_size, lr, gen, device, seed, sh)
-        opt = torch.optim.Adam(nets.parameters(), lr=lr)
-        trace = np.empty(n_epochs)
-        it = 0
-        with progress(n_epochs, "bayesscdc natgrad", progress_bar if sh.lead else False) as bar:
-            for epoch in range(n_epochs):
-                total, n_steps = 0.0, 0
-                if epoch == warmup and init == "kmeans" and not pretrain:
-                    q = Conjugate(*sh.broadcast(*kmeans_globals(model, nets, t, prior, q, seed, device)))
-                for part in batches(t, A, batch_size, annotation_batch, gen, device, sh, lo):
-                    J, stats = train_step(part, nets, opt, q, (N, W), model.sweeps, gen, sh, epoch)
-                    if epoch >= warmup:
-                        it += 1
-                        step = rho(it, step_delay, forgetting_rate)
-                        q = natgrad_step(q, conjugate_update(prior, stats), step)
-                    total += J
-                    n_steps += 1
-                trace[epoch] = (total / n_steps - float(kl_globals(q, prior))) / N
-                bar.set_postfix(elbo=f"{trace[epoch]:.4g}")
-                bar.update()
-        summary(bar, f"bayesscdc natgrad: {n_epochs} epochs, final bound {trace[-1]:.6g}")
-        _warn_unconverged(trace, "bayesscdc natgrad", "bound")
+    ckpt, restarts = loop.read_checkpoint(resume), _restarts(resume)
+    setup = ckpt["setup"] if setup is None and ckpt is not None else setup or model.setup(data, seed=seed)
+    seeds = init_seeds(seed, n_init)
+    if ckpt is not None and restarts is None:  # a posterior: its kept initialisation, continued
+        n_init, seeds, restarts = 1, [int(ckpt["state"].seed)], {"index": 0, "bounds": [], "best": None}
+    t = link_tensors(held, shard_ok=True)
+    with isolated(seed):
+        fx = Fixed(model, setup, t, model.prior(W, device), W, A, lo, sh, device, steps, batch_size,
+                   annotation_batch, warmup, init == "kmeans" and not pretrain, pretrain, lr,
+                   Work(model.networks(setup, seed=seed).to(device), None))
+    settings = loop.Settings(batch_size=N, delay=step_delay, forgetting_rate=forgetting_rate,
+                             max_iter=n_epochs * steps, min_iter=(warmup + 2) * steps, tol=tol,
+                             eval_every=steps, eval_size=N, patience=patience, warmup=warmup * steps)
+    what = "bayesscdc natgrad"
+
+    def fit_one(r, bounds, best):
+        s = seeds[r]
+        again = ckpt if restarts and r == restarts["index"] else None
+        name = what if n_init == 1 else f"{what} (initialisation {r + 1} of {n_init})"
+        with isolated(s), sh.quiet():
+            _check_replicated(sh, t, (A, W, s, n_init, n_epochs, batch_size, annotation_batch, lr, pretrain,
+                                      warmup, step_delay, forgetting_rate, init == "kmeans", tol, patience,
+                                      model.n_clusters, model.latent_dim, model.sweeps))
+            problem = loop.Problem(functools.partial(init_state, fx, s), functools.partial(step, fx),
+                                   functools.partial(bound, fx), N)
+            res = loop.run(problem, settings, shard=sh, seed=s, what=name, advice=ADVICE,
+                           progress_bar=progress_bar, resume=again,
+                           checkpoint=checkpoint, checkpoint_every=checkpoint_every, callback=callback,
+                           meta=dict(model=model, method="natgrad",
+                                     restarts=dict(index=r, bounds=bounds, best=best)), setup=setup)
+            if res.stop.reason == "max_iter" and tol == 0:
+                _warn_unconverged(np.asarray(res.stop.bounds), name, "bound")
+        return res
+
+    done = dict(bounds=restarts["bounds"], best=restarts["best"]) if restarts else {}
+    kept = best_of(fit_one, n_init, lambda res: res.stop.bounds[-1], **done)
+    res = kept.fit
+    with isolated(seeds[kept.index]), sh.quiet():
+        nets, _ = working(fx, res.state)
+        q = res.state.q
         with torch.no_grad():
             loc = encode_all(nets, q, t, model.sweeps, device, sh)
         counts = {}
         if sh.world > 1:  # every worker's annotations, over the ranks' shards (the posterior's table)
             n = torch.bincount(t.w, minlength=W).to(F64)
             counts["worker_annotations"] = sh.sum(n).round().long().tolist()
+        trace = np.asarray(res.stop.bounds)
+        clusters = check_collapse(loc.phi, trace, what, "longer pretraining (pretrain=, e.g. 100–200 "
+                                  "epochs), another seed, or a larger n_init")
     q = Conjugate(*(x.cpu() for x in q))
     nets = nets.cpu()
     d = model.latent_dim
+    looped = {k: res.settings[k] for k in ("iterations", "converged", "stop_reason", "step_scale")}
     return SCDCPosterior(
         model=model, setup=setup, data=data, method="natgrad", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, step_delay=step_delay, forgetting_rate=forgetting_rate, warmup=warmup,
-                      init=init, pretrain=pretrain, device=device, distributed=distributed, ranks=sh.world,
-                      annotations=A, **counts),
+                      init=init, pretrain=pretrain, tol=tol, patience=patience, device=device,
+                      distributed=distributed, ranks=sh.world, annotations=A, **looped,
+                      **init_settings(n_init, kept, seeds), **clusters, **counts),
         cluster_probs=loc.phi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(), mu=q.m,
         cov=q.S / (q.nu + d + 1)[:, None, None],
         alpha=q.alpha[:, 0] / q.alpha.sum(-1), beta=q.beta[:, 0] / q.beta.sum(-1),
         alpha_post=q.alpha, beta_post=q.beta, conjugate=q._asdict(),
-        net_state={k: v.detach().cpu().clone() for k, v in nets.state_dict().items()})
+        net_state={k: v.detach().cpu().clone() for k, v in nets.state_dict().items()},
+        checkpoint=res.checkpoint)
+
+
+def _restarts(resume) -> dict | None:
+    """The finished initialisations a checkpoint file records (their bounds and the best of them, the
+    index of the one in progress); None for a posterior or no resume."""
+    if not isinstance(resume, (str, Path)):
+        return None
+    from ...core.io import decode, read
+
+    stored = read(resume, loop.CHECKPOINT, "resume").get("restarts")
+    return None if stored is None else decode(stored)
 
 
 def pretrain_natgrad(model, nets, t, prior: Conjugate, q: Conjugate, n_epochs: int, batch_size: int,

@@ -28,6 +28,7 @@ from ...errors import ConvergenceWarning, DataError, NumericalError
 from ...inference.common import check_finite, progress, summary
 from .model import DTYPE, Batch, Globals, elbo, init_globals, scdc_model
 from .posterior import SCDCPosterior, encode_items
+from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
 
 ADVICE = "a smaller lr (e.g. 3e-4), a larger batch_size, or likelihood='gaussian' for unscaled data"
 
@@ -74,8 +75,8 @@ def batches(t: LinkTensors, batch_size, annotation_batch, generator, device):
 
 def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 128,
             annotation_batch: int | None = None, lr: float = 1e-3, lr_globals: float = 1e-2, guide=None,
-            num_particles: int = 1, pretrain: int = 0, device: str = "cpu", progress_bar: bool | None = None,
-            setup=None) -> SCDCPosterior:
+            num_particles: int = 1, pretrain: int = 0, n_init: int = 3, device: str = "cpu",
+            progress_bar: bool | None = None, setup=None) -> SCDCPosterior:
     """Fit SCDC by SVI (module docstring) for ``n_epochs`` passes over the items.
 
     ``batch_size`` items per step; ``annotation_batch`` annotations per step (default
@@ -89,8 +90,13 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
     is what keeps SCDC from collapsing to a few clusters, docs/scdc.md; where K exceeds the clusters
     in the data, as on the pinwheel at K = 15, the mixture's spare components split clusters and
     pretraining does worse); ``device`` "cpu" or "cuda".
+    ``n_init`` initialisations (seeds :func:`~.starts.init_seeds`; each a whole fit, so the fit takes
+    ``n_init`` times as long; the paper's runs take the best of 10) and the one with the best final
+    ELBO (averaged over its last epoch) is kept; ``settings`` records every initialisation's ELBO
+    (with ``guide=``, Pyro's parameter store is left holding the kept initialisation's parameters).
     Warns (ConvergenceWarning) when the last tenth of the epochs still improved the ELBO by more than
-    1 %."""
+    1 %, and (CollapseWarning) when fewer than K clusters hold 1 % of the items or the ELBO fell from
+    its best (:func:`~.starts.check_collapse`)."""
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
@@ -98,12 +104,42 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
         raise DataError(f"pretrain: expected an integer ≥ 0, got {pretrain!r}")
     if device != "cpu" and not torch.cuda.is_available():
         raise DataError(f"device: {device!r} requested but torch sees no GPU; use device='cpu'")
-    N, A, W = data.n_items, data.n_annotations, max(data.n_workers, 1)
-    steps = math.ceil(N / batch_size)
+    n_init = check_n_init(n_init)
+    A, steps = data.n_annotations, math.ceil(data.n_items / batch_size)
     annotation_batch = annotation_batch if annotation_batch is not None else math.ceil(A / steps)
+    setup = setup or model.setup(data, seed=seed)
+    seeds = init_seeds(seed, n_init)
+    settings = dict(n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch, lr=lr,
+                    lr_globals=lr_globals, guide=guide, num_particles=num_particles, pretrain=pretrain,
+                    device=device, progress_bar=progress_bar, setup=setup)
+    name = "scdc svi"
+
+    stores = {}  # a guide's parameters in Pyro's store, by initialisation
+
+    def fit_one(r, bounds, best):
+        what = name if n_init == 1 else f"{name} (initialisation {r + 1} of {n_init})"
+        post = _fit_once(model, data, seeds[r], what=what, **settings)
+        if guide is not None:
+            stores[r] = pyro.get_param_store().get_state()
+        return post
+
+    kept = best_of(fit_one, n_init, lambda post: post.trace["elbo"][-1])
+    if guide is not None:  # the store holds the kept initialisation's guide, not the last one's
+        pyro.get_param_store().set_state(stores[kept.index])
+    post = kept.fit
+    post.settings.update(seed=seed, **init_settings(n_init, kept, seeds))
+    retry = "pretraining (pretrain=, e.g. 50–200 epochs), another seed, or a larger n_init"
+    post.settings.update(check_collapse(post.cluster_probs, post.trace["elbo"], name, retry))
+    return post
+
+
+def _fit_once(model, data, seed: int, n_epochs: int, batch_size: int, annotation_batch: int, lr: float,
+              lr_globals: float, guide, num_particles: int, pretrain: int, device: str, progress_bar,
+              setup, what: str = "scdc svi") -> SCDCPosterior:
+    """One initialisation of :func:`fit_svi`, from ``seed``."""
+    N, W = data.n_items, max(data.n_workers, 1)
     with isolated(seed):
         pyro.clear_param_store()
-        setup = setup or model.setup(data, seed=seed)
         nets = model.networks(setup, seed=seed).to(device)
         gen = torch.Generator().manual_seed(int(seed))
         g0 = init_globals(model.n_clusters, model.latent_dim, W, model.worker_init, gen)
@@ -120,7 +156,7 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
             params += [p for _, p in pyro.get_param_store().named_parameters() if id(p) not in ours]
         opt = torch.optim.Adam([{"params": params, "lr": lr}, {"params": list(g), "lr": lr_globals}])
         trace = np.empty(n_epochs)
-        with progress(n_epochs, "scdc svi", progress_bar) as bar:
+        with progress(n_epochs, what, progress_bar) as bar:
             for epoch in range(n_epochs):
                 total = 0.0
                 for batch in batches(t, batch_size, annotation_batch, gen, device):
@@ -133,8 +169,8 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
                 trace[epoch] = -total / N  # the ELBO / N, averaged over the epoch's steps
                 bar.set_postfix(elbo=f"{trace[epoch]:.4g}")
                 bar.update()
-        summary(bar, f"scdc svi: {n_epochs} epochs, final ELBO {trace[-1]:.6g}")
-        _warn_unconverged(trace)
+        summary(bar, f"{what}: {n_epochs} epochs, final ELBO {trace[-1]:.6g}")
+        _warn_unconverged(trace, what)
         with torch.no_grad():
             probs, x_mean = encode_items(nets, t.O.to(device))
     nets = nets.cpu()
