@@ -19,8 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_collab import replace_section  # noqa: E402
-from bench_gppl import machine  # noqa: E402
+from harness import machine, replace_section  # noqa: E402
 
 BATCH = 100  # users per svi mini-batch
 

@@ -70,7 +70,7 @@ def main(argv=None):
     if args.one:
         print(json.dumps(one(json.loads(args.one))))
         return
-    from bench_gppl import machine  # the benchmarks' machine line
+    from harness import machine  # the benchmarks' machine line
 
     rows = []
     for name, kw in SETTINGS.items():

@@ -134,8 +134,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="docs/benchmarks.md")
     args = ap.parse_args(argv)
-    from bench_collab import replace_section
-    from bench_gppl import machine
+    from harness import machine, replace_section
 
     rows = measure()
     r0 = rows[0]

@@ -42,8 +42,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
-from bench_gppl import cpu_name  # noqa: E402
 from child import threads_env  # noqa: E402
+from harness import cpu_name  # noqa: E402
 from problems import crowd_problem, gppl_problem, save  # noqa: E402
 
 START, END = "<!-- bench_peers: run_peers.py rewrites this section -->", "<!-- bench_peers:end -->"
