@@ -1,4 +1,5 @@
-"""Errors crowdzoo raises on purpose: bad input and numerical failure."""
+"""Errors crowdzoo raises on purpose: bad input and numerical failure; and how a value is shown in
+their messages. The lowest module of the package: it imports nothing of crowdzoo."""
 
 
 class DataError(ValueError):
@@ -36,3 +37,11 @@ class DataWarning(UserWarning):
     """Input data that is valid but will likely give a poor or misleading fit (a constant or
     duplicated feature column, items that share a feature vector); the message names the columns or
     ids and says what to change."""
+
+
+def _show(x) -> str:
+    """repr of a value as the user wrote it (numpy scalars shown as plain Python values), for an error
+    message."""
+    import numpy as np  # here, not at the top: ``import crowdzoo`` reads this module and stays light
+
+    return repr(x.item() if isinstance(x, np.generic) else x)

@@ -15,10 +15,10 @@ import torch
 from scipy.stats import norm
 
 import crowdzoo as cz
+from crowdzoo.data.tensors import label_tensors
 from crowdzoo.errors import DataError
 from crowdzoo.gp.conditional import probit_rows
 from crowdzoo.gp.linalg import cholesky
-from crowdzoo.inference.common import label_tensors
 from crowdzoo.inference.ep import ep_fixed_s, ep_log_evidence
 
 
