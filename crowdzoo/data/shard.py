@@ -1,5 +1,5 @@
 """One rank's shard of a pairs CSV (or of an annotations CSV, :func:`read_links_shard`), for a
-distributed fit (issue 19): no rank holds every label.
+distributed fit: no rank holds every label.
 
 Two passes over the file in chunks of ``chunksize`` rows, so memory is O(chunk + items + users +
 this rank's rows), never O(P):

@@ -1,4 +1,4 @@
-"""Data-parallel natural-gradient steps on ``torch.distributed`` (issue 19).
+"""Data-parallel natural-gradient steps on ``torch.distributed``: labels spread over processes.
 
 Each rank holds a contiguous shard of the labels. The loop draws the same mini-batch indices on every
 rank (the same seeded generator), each rank computes the natural-parameter increments of the labels of

@@ -38,7 +38,7 @@ runs under the generic engines' ``Trace_ELBO`` and NUTS with any guide (AutoNorm
 then sees only (λ, β, u). The memberships come back per draw in the posterior (their conditional
 p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ is sampled too.
 
-Length-scales (issue 18; the paper conditions on them): with ``lengthscale_prior=`` the program of the
+Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
 (site "lengthscale"), shared by every community's GP, and builds K_mm, L_mm and G from them inside the
 model (:func:`dpm_lengthscale_model`; the inducing items stay those of the median-heuristic setup), so
@@ -264,8 +264,7 @@ def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None):
 def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, subsample_size=None):
     """:func:`dpm_model` with the item GP's ARD length-scales ("lengthscale") random under
     ``space.prior`` (module docstring) or, without a prior, a ``pyro.param`` (positive), optimised by
-    svi's ELBO with the guide (type-II maximum likelihood inside VI; issue 18; the paper conditions on
-    them)."""
+    svi's ELBO with the guide (type-II maximum likelihood inside VI; the paper conditions on them)."""
     from pyro.distributions import constraints
 
     if space.prior is None:
