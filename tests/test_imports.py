@@ -17,7 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: (layer, module prefixes), lowest first; a prefix names a module and every module below it
+#: (layer, module prefixes), lowest first; a prefix names a module and every module below it, except
+#: ``crowdzoo``, which names the package's ``__init__`` alone
 LAYERS = (
     ("errors", ("crowdzoo.errors", "crowdzoo._version", "crowdzoo.process_group")),
     ("gp", ("crowdzoo.gp",)),
