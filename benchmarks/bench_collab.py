@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_gppl import _status, machine  # noqa: E402
+from harness import machine, proc_mib, replace_section  # noqa: E402
 
 HEAD = "<!-- bench_collab.py: this section is rewritten by it -->"
 
@@ -32,7 +32,7 @@ def one_size(n_items, n_users, n_train, n_test=5, D=20, pseudo_pairs=25, seed=0)
     train, test = data.subset(tr), data.subset(te)
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")
-    rss0 = _status("VmRSS")
+    rss0 = proc_mib("VmRSS")
     t0 = time.perf_counter()
     model = cz.CollabGP(n_latent=D, n_pseudo_pairs=pseudo_pairs, n_pseudo_users=25)
     post = cz.fit(model, train, method="ep", seed=seed, progress_bar=False)
@@ -42,7 +42,7 @@ def one_size(n_items, n_users, n_train, n_test=5, D=20, pseudo_pairs=25, seed=0)
             "P0": "all items" if pseudo_pairs is None else pseudo_pairs, "seconds": sec,
             "converged": post.trace["converged"], "log_evidence": post.log_evidence,
             "sweeps": post.trace["n_iter"], "ms_per_sweep": 1000 * sec / post.trace["n_iter"],
-            "peak_mib": _status("VmHWM") - rss0, "error": float(((p > 0.5) != (test.y > 0.5)).mean())}
+            "peak_mib": proc_mib("VmHWM") - rss0, "error": float(((p > 0.5) != (test.y > 0.5)).mean())}
 
 
 def _sub(fn, **kw):
@@ -50,20 +50,6 @@ def _sub(fn, **kw):
             f"import bench_collab as b; print(json.dumps(b.{fn}(**{kw!r})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def replace_section(path, head, text):
-    """Replace the section that starts at ``head`` (up to the next ``<!-- bench_`` marker) or
-    append it; the other scripts' sections stay."""
-    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    if head in old:
-        before, rest = old.split(head, 1)
-        nxt = rest.find("<!-- bench_")
-        after = rest[nxt:] if nxt >= 0 else ""
-    else:
-        before, after = old, ""
-    with open(path, "w") as fh:
-        fh.write(before.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n" + ("\n" + after if after else ""))
 
 
 def main(argv=None):

@@ -21,8 +21,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_collab import replace_section  # noqa: E402
-from bench_gppl import _status, machine  # noqa: E402
+from harness import machine, proc_mib, replace_section  # noqa: E402
 
 
 def _crowd(n_items, n_users, n_pairs, seed=0):
@@ -87,14 +86,14 @@ def one_size(n_pairs, M, batch, iters, C=20, n_items=2000, n_users=10**4):
            progress_bar=False)  # warm-up
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")
-    rss0 = _status("VmRSS")
+    rss0 = proc_mib("VmRSS")
     t0 = time.perf_counter()
     cz.fit(model, data, method="natgrad", setup=setup, max_iter=iters, min_iter=iters, tol=0,
            batch_size=batch, progress_bar=False)
     dt = (time.perf_counter() - t0) / iters
     labels = (data.a.nbytes + data.b.nbytes + data.y.nbytes + data.users.nbytes) / 2**20
     return {"P": n_pairs, "N": n_items, "M": M, "P_i": batch, "C": C, "ms_per_iter": 1000 * dt,
-            "step_peak_mib": _status("VmHWM") - rss0, "labels_mib": labels}
+            "step_peak_mib": proc_mib("VmHWM") - rss0, "labels_mib": labels}
 
 
 def big_run(max_iter):
@@ -112,7 +111,7 @@ def big_run(max_iter):
     p = post.predict_proba(test.item_ids[test.a], test.item_ids[test.b], users=test.user_ids[test.users])
     return {"seconds": sec, "iterations": post.settings["iterations"],
             "converged": post.settings["converged"], "acc": float(((p > 0.5) == (test.y == 1)).mean()),
-            "peak_rss_mib": _status("VmHWM")}
+            "peak_rss_mib": proc_mib("VmHWM")}
 
 
 def _sub(fn, **kw):

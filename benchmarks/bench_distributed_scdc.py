@@ -104,8 +104,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args)
-    from bench_collab import replace_section
-    from bench_gppl import machine
+    from harness import machine, replace_section
 
     sizes = [10**5, 10**6] if args.quick else [10**6, 10**7]
     rows = []

@@ -1,4 +1,4 @@
-"""DPM community model benchmarks (issue 16, Speed).
+"""DPM community model benchmarks: the speed of the Gibbs route.
 
 Time per Gibbs sweep against the number of users (500 → 5000 users, 50 items with 2-D features,
 20 labels each; ``crowdzoo.data.simulate_dpm.simulate_communities`` with the ``dpm-simulation``
@@ -19,8 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_collab import replace_section  # noqa: E402
-from bench_gppl import machine  # noqa: E402
+from harness import machine, replace_section  # noqa: E402
 
 BATCH = 100  # users per svi mini-batch
 

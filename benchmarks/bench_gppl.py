@@ -9,21 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 
 import numpy as np
 
-HEAD = "<!-- bench_gppl.py: this section is rewritten by it -->"
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import machine, proc_mib, replace_section  # noqa: E402
 
-def _status(key):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key):
-                return int(line.split()[1]) / 1024.0  # MiB
-    return float("nan")
+HEAD = "<!-- bench_gppl.py: this section is rewritten by it -->"
 
 
 def _problem(n_items, n_pairs, seed=0):
@@ -55,14 +50,14 @@ def one_size(n_pairs, M, batch, iters, likelihood):
            likelihood=likelihood, progress_bar=False)  # warm-up
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")
-    rss0 = _status("VmRSS")
+    rss0 = proc_mib("VmRSS")
     t0 = time.perf_counter()
     cz.fit(model, data, method="natgrad", setup=setup, max_iter=iters, min_iter=iters, tol=0,
            batch_size=batch, likelihood=likelihood, progress_bar=False)
     dt = (time.perf_counter() - t0) / iters
     labels_mib = (data.a.nbytes + data.b.nbytes + data.y.nbytes) / 2**20
     return {"P": n_pairs, "M": M, "P_i": batch, "likelihood": likelihood,
-            "ms_per_iter": 1000 * dt, "step_peak_mib": _status("VmHWM") - rss0,
+            "ms_per_iter": 1000 * dt, "step_peak_mib": proc_mib("VmHWM") - rss0,
             "labels_mib": labels_mib}
 
 
@@ -93,22 +88,6 @@ def _sub(fn, **kw):
             f"import bench_gppl as b; print(json.dumps(b.{fn}(**{kw!r})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def cpu_name() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-
-
-def machine():
-    cpu = cpu_name()
-    import torch
-
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}"
 
 
 def main(argv=None):
@@ -145,8 +124,6 @@ def main(argv=None):
         lines.append(f"| {r['P']:,} | {r['M']} | {r['P_i']} | {r['likelihood']} | {r['seconds']:.1f} | "
                      f"{r['iterations']} | {r['converged']} | {r['heldout_acc']:.3f} | {r['tau']:.3f} |")
     text = "\n".join(lines) + "\n"
-    from bench_collab import replace_section  # the other scripts' sections (and the peers') stay
-
     replace_section(args.out, HEAD, text)
     print(text)
 

@@ -1,4 +1,4 @@
-"""GPPL natgrad with a learned kernel: mini-batches against the full batch (issue 18, point 2).
+"""GPPL natgrad with a learned kernel: mini-batches against the full batch.
 
 On the peers' N = 1000 problem (benchmarks/peers/problems.py: D = 5 features, f = sin x₀ + 0.5 cos 2x₁ +
 0.3 x₀x₂, 2·10⁴ training and 5000 held-out pairs), GPPL(kernel="se", n_inducing=200) fitted by
@@ -70,7 +70,7 @@ def main(argv=None):
     if args.one:
         print(json.dumps(one(json.loads(args.one))))
         return
-    from bench_gppl import machine  # the benchmarks' machine line
+    from harness import machine  # the benchmarks' machine line
 
     rows = []
     for name, kw in SETTINGS.items():

@@ -1,4 +1,4 @@
-"""How close a natgrad iteration comes to its arithmetic (issue 18, point 3).
+"""How close a natgrad iteration comes to its arithmetic (what the Python around the tensors costs).
 
 For crowdGPPL's speed-target crowd (50 items, 20 users with 2-D features, 1000 labels, C = 20,
 M = 25, every user inducing) and for GPPL (N = 100, M = 25, 1000 pairs), on one torch thread:
@@ -134,12 +134,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="docs/benchmarks.md")
     args = ap.parse_args(argv)
-    from bench_collab import replace_section
-    from bench_gppl import machine
+    from harness import machine, replace_section
 
     rows = measure()
     r0 = rows[0]
-    lines = [HEAD, "", "## A natgrad iteration against its arithmetic (issue 18)", "",
+    lines = [HEAD, "", "## A natgrad iteration against its arithmetic", "",
              f"Machine: {machine()}; one torch thread. Command: `.venv/bin/python "
              "benchmarks/bench_overhead.py --out docs/benchmarks.md` (part of `make bench`). crowdGPPL: "
              "the speed target's crowd (1000 "

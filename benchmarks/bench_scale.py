@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_collab import replace_section  # noqa: E402
-from bench_gppl import machine  # noqa: E402
+from harness import machine, replace_section  # noqa: E402
 
 HEAD = "<!-- bench_scale.py: this section is rewritten by it -->"
 

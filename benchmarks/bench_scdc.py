@@ -38,8 +38,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_collab import replace_section  # noqa: E402
-from bench_gppl import _status, machine  # noqa: E402
+from harness import machine, proc_mib, replace_section  # noqa: E402
 
 HEAD = "<!-- bench_scdc.py: this section is rewritten by it -->"
 HEAD_GPU = "<!-- bench_scdc.py --devices cuda: this section is rewritten by it -->"
@@ -226,7 +225,7 @@ def _reset_peak(device):
     if device == "cpu":
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
-        return _status("VmRSS")
+        return proc_mib("VmRSS")
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     return torch.cuda.memory_allocated() / 2**20
@@ -236,7 +235,7 @@ def _peak(device, base):
     import torch
 
     if device == "cpu":
-        return _status("VmHWM") - base
+        return proc_mib("VmHWM") - base
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() / 2**20 - base
 

@@ -1,4 +1,4 @@
-"""When does learning crowdGPPL's kernel help? (issue 18; docs/crowdgppl.md, "Learning the kernel")
+"""When does learning crowdGPPL's kernel help? (docs/crowdgppl.md, "Learning the kernel")
 
 crowdGPPL shares one item kernel between the consensus t and all C components v_c. On the speed
 target's simulated crowd (50 items, 20 users with 2-D features, 3 true components, 1000 training and

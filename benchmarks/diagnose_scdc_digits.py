@@ -1,4 +1,4 @@
-"""Why BayesSCDC collapses on scikit-learn's digits (issue 17; docs/scdc.md, "Digits").
+"""Why BayesSCDC collapses on scikit-learn's digits (docs/scdc.md, "Digits").
 
 On ``scdc-digits`` both deep models end in 3–5 clusters where k-means on the pixels finds 79 %. This
 script takes BayesSCDC (K = 10, d = 8, two hidden layers of 128, the comparison's architecture) on

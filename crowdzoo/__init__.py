@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from ._version import __version__  # noqa: F401  (crowdzoo.__version__)
 from .errors import (
     CollapseWarning,
     ConvergenceWarning,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and
     )
     from .zoo import ZOO, fit, load
 
-__version__ = "0.1.0"
 
 _LAZY = {
     "PairwiseData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",

@@ -14,9 +14,9 @@ cluster and its probability), workers.csv (each worker's two-coin reliabilities)
 run.json (the options, which ``crowdzoo predict`` reuses). A links file with a header but no rows is
 refused: clustering without a crowd is done from Python (``LinkData.without_annotations``).
 
-:mod:`crowdzoo.cli` calls in here for links models and links runs; this module reuses its CSV
-helpers (it is imported lazily there, so there is no import circle). Nothing here imports torch
-until a fit or a prediction runs, so ``crowdzoo fit --help`` stays quick.
+:mod:`crowdzoo.cli` calls in here for links models and links runs; both read their CSV tables and
+plan their fits with :mod:`crowdzoo.cli_common`, and this module imports nothing of :mod:`crowdzoo.cli`.
+Nothing here imports torch until a fit or a prediction runs, so ``crowdzoo fit --help`` stays quick.
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import cli, zoo
+from . import cli_common as common
+from . import zoo
 from .errors import DataError
 
 #: the model settings the links options fill: {CLI option: model setting}
@@ -149,7 +150,7 @@ def _plan(args) -> dict:
     for opt in hidden:
         setattr(args, opt, None)  # cli's plan knows only the pairs models' options
     try:
-        plan = cli._plan(args)
+        plan = common._plan(args)
     finally:
         for opt, value in hidden.items():
             setattr(args, opt, value)
@@ -173,7 +174,8 @@ def _plan(args) -> dict:
 def parse_same(values: pd.Series, col: str) -> np.ndarray:
     """The --same-col column as 1.0 / 0.0: bool, 0/1, or true/false/yes/no in any case; anything else
     is a DataError naming the column, the first bad row and its value."""
-    from .data.pairwise import _show, flag_numbers
+    from .data.pairwise import flag_numbers
+    from .errors import _show
 
     if pd.api.types.is_bool_dtype(values):
         return values.to_numpy(dtype=np.float64)
@@ -208,16 +210,17 @@ def load_links(args):
 
     sep = args.sep
     cols = _columns(args)
-    links = cli._read_csv(args.links, "--links", sep)
-    cli._need_columns(links, args.links, "--links", {c: f for c, f in (v for v in cols.values() if v)})
+    links = common._read_csv(args.links, "--links", sep)
+    common._need_columns(links, args.links, "--links", {c: f for c, f in (v for v in cols.values() if v)})
     if len(links) == 0:
         raise DataError(f"--links: {args.links} has a header but no rows (no links); give the crowd's "
                         "labels, or cluster the items from their features alone from Python "
                         "(crowdzoo.LinkData.from_frame(df, O).without_annotations())")
-    raw = cli._read_csv(args.items, "--items", sep)
+    raw = common._read_csv(args.items, "--items", sep)
     id_col = args.id_col or "id"
-    cli._need_columns(raw, args.items, "--items", {id_col: "--id-col"})
-    features = cli._table_features(raw.set_index(id_col), args.items, cli.ITEMS, args.features, args.one_hot)
+    common._need_columns(raw, args.items, "--items", {id_col: "--id-col"})
+    features = common._table_features(raw.set_index(id_col), args.items, common.ITEMS, args.features,
+                                      args.one_hot)
     item_columns = _item_columns(args, [str(c) for c in raw.columns if c != id_col])
     if features.shape[1] == 0:
         raise DataError(f"--items: {args.items} has no feature column besides the id column {id_col!r}; the "
@@ -237,8 +240,8 @@ def _item_columns(args, columns: list) -> list:
     """The columns of --items a fit reads (before one-hot encoding), for predict to read the same."""
     if args.features is None:
         return columns
-    chosen = cli._names(args.features)
-    return chosen + [c for c in cli._names(args.one_hot or "") if c not in chosen]
+    chosen = common._names(args.features)
+    return chosen + [c for c in common._names(args.one_hot or "") if c not in chosen]
 
 
 # ------------------------------------------------------------------------------------------ fit
@@ -275,7 +278,7 @@ def cmd_fit(args) -> int:
     _check_options(args, e)
     out = Path(args.out)
     plan = _plan(args)
-    cli._check_out(out, args.overwrite, keep=cli._resume_file(args, out))
+    common._check_out(out, args.overwrite, keep=common._resume_file(args, out))
     data, features, item_columns = load_links(args)
     metrics = run_fit(data, features, item_columns, args, out, plan)
     print(json.dumps(metrics, indent=2))
@@ -288,7 +291,7 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
     import crowdzoo as cz
 
     e, settings = plan["entry"], dict(plan["settings"])
-    made = cli._prepare_out(out, keep=cli._resume_file(args, out))
+    made = common._prepare_out(out, keep=common._resume_file(args, out))
     ckpt = out / "checkpoint.pt"
     if "checkpoint" in plan["static"]:  # Ctrl-C keeps the fit so far; --resume continues it
         settings["checkpoint"] = str(ckpt)
@@ -297,10 +300,10 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
     try:
         post = cz.fit(plan["model"], data, method=args.method, seed=args.seed, **settings)
     except DataError as err:
-        cli._remove_empty(made)
-        raise DataError(cli._setting_message(str(err))) from None
+        common._remove_empty(made)
+        raise DataError(common._setting_message(str(err))) from None
     except BaseException:
-        cli._remove_empty(made)
+        common._remove_empty(made)
         raise
     seconds = time.perf_counter() - t0
     post.save(out / "posterior.pt")  # first: whatever happens while writing the tables, the fit is kept
@@ -334,7 +337,7 @@ def cmd_predict(args, run_dir: Path, run: dict) -> int:
     """``crowdzoo predict RUN --items NEW.csv`` for a links run: each new item's most probable cluster
     and its probability, from the run's networks (without links: new items have none). Also refuses
     --items for a pairs run and a missing --pairs."""
-    from .data.pairwise import _show
+    from .errors import _show
 
     model = run.get("model", "gppl")
     if not is_links(model):
@@ -353,17 +356,17 @@ def cmd_predict(args, run_dir: Path, run: dict) -> int:
         raise DataError(f"--consensus: {model} has no users; drop it")
     sep = args.sep or run.get("sep") or ","
     _check_out_file(args)
-    raw = cli._read_csv(args.items, "--items", sep)
+    raw = common._read_csv(args.items, "--items", sep)
     id_col = run.get("id_col") or "id"
     wanted = {id_col: "the run's --id-col"}
     wanted.update({c: "a feature column of the run" for c in run.get("item_columns", [])})
     for col, what in wanted.items():
         if col not in raw.columns:
             raise DataError(f"--items: column {col!r} ({what}) not found in {args.items} (columns: "
-                            f"{list(raw.columns)}){cli._sep_hint(raw)}")
+                            f"{list(raw.columns)}){common._sep_hint(raw)}")
     if len(raw) == 0:
         raise DataError(f"--items: {args.items} has a header but no rows (no items to cluster)")
-    feats = cli._table_features(raw.set_index(id_col), args.items, cli.ITEMS,
+    feats = common._table_features(raw.set_index(id_col), args.items, common.ITEMS,
                                 ",".join(run.get("item_columns", [])) or None, run.get("one_hot"))
     known = run.get("feature_columns") or list(feats.columns)
     for c in feats.columns:
@@ -378,7 +381,7 @@ def cmd_predict(args, run_dir: Path, run: dict) -> int:
         r, c = bad[0]
         raise DataError(f"--items: row {r} (item {_show(feats.index[r])}), column {known[c]!r}: value "
                         f"{X[r, c]} is not finite (missing, NaN or inf)")
-    post = cli._load_run(run_dir, "run_dir")
+    post = common._load_run(run_dir, "run_dir")
     probs = post.cluster_proba(X).to_numpy(dtype=np.float64)
     result = cluster_table(probs, feats.index, id_col)
     if args.out:
@@ -400,4 +403,4 @@ def _check_out_file(args) -> None:
         raise DataError(f"--out: {args.out} exists; name a new file, or pass --overwrite to replace it")
     if not out.absolute().parent.is_dir():
         raise DataError(f"--out: the folder of {args.out} does not exist")
-    cli._check_out(out.absolute().parent, overwrite=True)
+    common._check_out(out.absolute().parent, overwrite=True)

@@ -1,4 +1,5 @@
-"""Errors crowdzoo raises on purpose: bad input and numerical failure."""
+"""Errors crowdzoo raises on purpose: bad input and numerical failure; and how a value is shown in
+their messages. The lowest module of the package: it imports nothing of crowdzoo."""
 
 
 class DataError(ValueError):
@@ -41,3 +42,11 @@ class DataWarning(UserWarning):
 class CollapseWarning(UserWarning):
     """A clustering fit ended with fewer clusters in use than it was given (clusters emptied or merged), or
     with a bound that fell well below its best during the fit; the message says what to try."""
+
+
+def _show(x) -> str:
+    """repr of a value as the user wrote it (numpy scalars shown as plain Python values), for an error
+    message."""
+    import numpy as np  # here, not at the top: ``import crowdzoo`` reads this module and stays light
+
+    return repr(x.item() if isinstance(x, np.generic) else x)

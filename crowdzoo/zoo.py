@@ -223,9 +223,13 @@ def fit(model, data, method: str | None = None, seed: int = 0, check_confidence:
 
 
 def _route_fit(e: Entry, method: str, fn, model, data, seed: int, settings: dict):
+    """The route's posterior, stamped with the model's name in the table (``posterior.name``)."""
     if e.is_generic(method):
-        return fn(model, data, seed=seed, entry=e, **settings)
-    return fn(model, data, seed=seed, **settings)
+        post = fn(model, data, seed=seed, entry=e, **settings)
+    else:
+        post = fn(model, data, seed=seed, **settings)
+    post.model_name = e.name
+    return post
 
 
 def load(path):

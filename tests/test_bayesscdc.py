@@ -1,4 +1,4 @@
-"""BayesSCDC (issue 17): the conjugate global updates against scikit-learn's variational GMM, the NIW KL
+"""BayesSCDC: the conjugate global updates against scikit-learn's variational GMM, the NIW KL
 against Monte Carlo, the message passing's fixed point (Eq. 12, 14) against autograd, the Beta
 posteriors against the closed-form counts, and the route on simulated data (pinwheel clusters,
 workers' reliabilities, clusters switched off)."""

@@ -353,7 +353,7 @@ def test_active_learning_comparison_on_the_sushi_fixture(tmp_path, monkeypatch):
 
 
 def test_ep_learns_the_length_scales_by_the_evidence():
-    """Issue 18 for collabGP: learn_kernel maximises the EP evidence over the item and user
+    """Learning collabGP's kernel: learn_kernel maximises the EP evidence over the item and user
     length-scales (supplement a §9's grid, done by an optimiser). Data drawn with ℓ = 1 for both; the
     median distance starts near 2; the learned values land closer to the truth, the evidence rises and
     the held-out error does not get worse."""

@@ -1,4 +1,4 @@
-"""The SCDC comparisons of issue 17 (``scdc-pinwheel``, ``scdc-digits``, ``scdc-mnist``) run end to end
+"""The SCDC comparisons (``scdc-pinwheel``, ``scdc-digits``, ``scdc-mnist``) run end to end
 in quick mode: their tables have the rows and columns they claim, with the paper's numbers beside ours;
 the metrics are in range; the baselines beat chance on the digits; MNIST keeps each run's best
 initialisation by final ELBO and, without its files, says "not run: data absent" instead of failing.

@@ -77,7 +77,7 @@ def test_utilities_agree_with_pair_predictions(tiny):
 
 @pytest.fixture(scope="module")
 def crowd():
-    """The speed-target crowd of the issue: 50 items, 20 users with 2-D features, 1000 pairs."""
+    """A small crowd: 50 items, 20 users with 2-D features, 1000 pairs."""
     data, truth = cz.simulate_crowd(n_items=50, n_users=20, n_pairs=1250, n_components=3, seed=1)
     train, test = cz.split_pairs(data, 0.2, seed=0)
     return train, test, truth

@@ -1,4 +1,4 @@
-"""Comparisons on a Dask cluster (issue 19): a real ``LocalCluster`` of 2 worker processes on localhost
+"""Comparisons on a Dask cluster: a real ``LocalCluster`` of 2 worker processes on localhost
 runs the repeats, through ``run(executor=...)`` and through ``crowdzoo compare --executor tcp://...``,
 and the table is the local process pool's to the last digit; a worker killed mid-run is retried by Dask
 and the table is still complete; the CLI's errors when Dask is missing or no scheduler answers.

@@ -1,4 +1,4 @@
-"""Issue 19: data-parallel natural-gradient SVI on torch.distributed (gloo, loopback only).
+"""Data-parallel natural-gradient SVI on torch.distributed (gloo, loopback only).
 
 Two ranks launched by ``torchrun`` each hold half of the labels and sum their step statistics with an
 all-reduce; the posterior equals a single-process fit on the same mini-batches to within 1e-8, for

@@ -1,4 +1,4 @@
-"""Issue 19 for BayesSCDC: data-parallel natural-gradient SVI on torch.distributed (gloo, loopback only).
+"""BayesSCDC's data-parallel natural-gradient SVI on torch.distributed (gloo, loopback only).
 
 Every rank holds a shard of the annotations (cut from the whole data, or read alone from a file) and
 draws the same steps; each step's sampled annotations are completed by one all-reduce of their records,

@@ -1,4 +1,4 @@
-"""The DPM community model (issue 16): the Gibbs + EP route against exact enumeration of every
+"""The DPM community model: the Gibbs + EP route against exact enumeration of every
 partition on a tiny problem, recovery of simulated communities, bad input, save/load; a community's
 EP posterior against NUTS on a fixed partition; the svi route's co-clustering against Gibbs."""
 from __future__ import annotations
@@ -268,7 +268,7 @@ def test_new_items_by_features_match_the_training_items(tiny):
 
 @pytest.mark.parametrize("ell_true", [0.1, 1.0])
 def test_svi_learns_the_item_length_scales(ell_true):
-    """Issue 18 for DPM: svi with learn_kernel=True makes the communities' item length-scales a
+    """Learning the DPM's kernel: svi with learn_kernel=True makes the communities' item length-scales a
     pyro.param of the program. Communities drawn with ℓ = 0.1 and with ℓ = 1 (the median heuristic
     starts near 0.3 for both): the learned ℓ moves from it towards the truth, within a factor 2 of it."""
     from crowdzoo.data.simulate_dpm import simulate_communities

@@ -1,4 +1,4 @@
-"""The diagnostic report of a DPM community fit (issue 16): it runs (HTML and Markdown) and shows the
+"""The diagnostic report of a DPM community fit: it runs (HTML and Markdown) and shows the
 co-clustering heat map, with the users ordered by the point partition; a posterior without
 ``coclustering()`` gets no such figure."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 18: GPPL learns the kernel's length-scales (ARD).
+"""GPPL learns the kernel's length-scales (ARD).
 
 EP maximises the EP evidence (and s): the evidence's gradient with the sites held at the EP fixed point
 against finite differences of the converged evidence; a known ARD truth recovered. natgrad interleaves
@@ -15,10 +15,10 @@ import torch
 from scipy.stats import norm
 
 import crowdzoo as cz
+from crowdzoo.data.tensors import label_tensors
 from crowdzoo.errors import DataError
 from crowdzoo.gp.conditional import probit_rows
 from crowdzoo.gp.linalg import cholesky
-from crowdzoo.inference.common import label_tensors
 from crowdzoo.inference.ep import ep_fixed_s, ep_log_evidence
 
 
@@ -92,7 +92,7 @@ def test_learned_lengthscales_recover_a_known_ard_truth(tmp_path):
                                post.predict_proba(data.item_ids[:5], data.item_ids[5:10]))
 
 
-def _issue18_problem():
+def _sine_problem():
     rng = np.random.default_rng(0)
     N = 100
     X = rng.uniform(-2, 2, size=(N, 3))
@@ -108,19 +108,19 @@ def _issue18_problem():
 
 
 @pytest.fixture(scope="module")
-def issue18():
-    return _issue18_problem()
+def sine_problem():
+    return _sine_problem()
 
 
 @pytest.mark.parametrize("method", ["ep", "natgrad"])
-def test_learned_kernel_beats_the_median_heuristic_on_issue_18s_problem(issue18, method):
-    """Issue 18's problem (N = 100, D = 3 uniform on (−2, 2), f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂, 1000
+def test_learned_kernel_beats_the_median_heuristic_on_the_sine_problem(sine_problem, method):
+    """The sine problem (N = 100, D = 3 uniform on (−2, 2), f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂, 1000
     training and 1000 held-out pairs, y ~ Bernoulli(Φ(f_a − f_b))): with the SE kernel learned, Kendall
-    τ against the true f and the held-out CEE are better than with the median heuristic (the issue
-    quotes BoTorch's PairwiseGP at τ .930, CEE .394 on its draw of this problem)."""
+    τ against the true f and the held-out CEE are better than with the median heuristic (for
+    reference, BoTorch's PairwiseGP scores τ .930, CEE .394 on another draw of this problem)."""
     from scipy.stats import kendalltau
 
-    data, f, (at, bt, yt) = issue18
+    data, f, (at, bt, yt) = sine_problem
     scores = {}
     for learn in (False, True):
         kw = dict(likelihood="exact") if method == "natgrad" else {}
@@ -151,12 +151,12 @@ def test_learn_kernel_refuses_what_it_cannot_learn(method):
             cz.fit(cz.GPPL(kernel="se"), data, method=method, learn_kernel=True, rho_min=2.0)
 
 
-def test_natgrad_learned_lengthscales_match_ep_within_20_percent(issue18):
+def test_natgrad_learned_lengthscales_match_ep_within_20_percent(sine_problem):
     """The two routes climb different objectives (EP's evidence with s point-estimated; the bound of
     Eq. 30 with q(s)) to nearby length-scales: every learned ℓ_d of natgrad within 20 % of EP's, at
     tol = 1e-5. (At the default 1e-4 the fit stops while ℓ₂ still creeps along a flat bound: 3.5
     against EP's 4.55, with the same τ and CEE.)"""
-    data = issue18[0]
+    data = sine_problem[0]
     ep = cz.fit(cz.GPPL(kernel="se"), data, method="ep", learn_kernel=True)
     ng = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=True, tol=1e-5, progress_bar=False)
     ell_ep = np.array(ep.settings["learned_lengthscale"])
@@ -233,10 +233,10 @@ def test_natgrad_in_the_whitened_basis_is_the_same_fit():
     assert abs(float(whitened.s[0] - plain.s[0])) < 1e-9
 
 
-def test_natgrad_learns_inducing_inputs(issue18):
-    """M = 10 inducing inputs on issue 18's problem: learning them with the length-scales ends at a
+def test_natgrad_learns_inducing_inputs(sine_problem):
+    """M = 10 inducing inputs on the sine problem: learning them with the length-scales ends at a
     higher bound and a lower held-out CEE than learning the length-scales alone."""
-    data, f, (at, bt, yt) = issue18
+    data, f, (at, bt, yt) = sine_problem
     fits = {}
     for inducing in (False, True):
         post = cz.fit(cz.GPPL(kernel="se", n_inducing=10), data, method="natgrad", learn_kernel=True,

@@ -1,4 +1,4 @@
-"""Issue 18 for crowdGPPL: the natgrad route learns the item and user kernels' length-scales (ARD) with
+"""Learning crowdGPPL's kernel: the natgrad route learns the item and user kernels' length-scales (ARD) with
 the hybrid of GPPL's natgrad (Adam on log ℓ between natural-gradient sweeps, q whitened). The fit in
 the whitened basis equals the plain fit when ℓ is frozen; a known ARD truth is recovered and the held-out
 labels are predicted better than with the median heuristic; checkpoints resume bit for bit."""

@@ -1,4 +1,4 @@
-"""Issue 18, svi and nuts: GPPL's length-scales under a prior (``lengthscale_prior=``), sampled by NUTS and
+"""svi and nuts: GPPL's length-scales under a prior (``lengthscale_prior=``), sampled by NUTS and
 covered by svi's guide, or point-estimated by svi (``learn_kernel=True``).
 
 On a simulated ARD problem (f depends on the first of two features only) NUTS puts the relevant

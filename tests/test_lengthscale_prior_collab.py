@@ -1,4 +1,4 @@
-"""Issue 18, svi and nuts, for collabGP: the item (and user) ARD length-scales under a prior
+"""Learned kernels by svi and nuts for collabGP: the item (and user) ARD length-scales under a prior
 (``lengthscale_prior=``, ``user_lengthscale_prior=``), sampled by NUTS and covered by svi's guide, the
 posterior predicting with each draw's kernels; svi's ``learn_kernel=True`` makes them ``pyro.param`` s.
 

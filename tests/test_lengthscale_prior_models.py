@@ -1,4 +1,4 @@
-"""Issue 18, svi and nuts, for crowdGPPL and the DPM: the item (and user) length-scales under a prior
+"""svi and nuts for crowdGPPL and the DPM: the item (and user) length-scales under a prior
 (``lengthscale_prior=``, ``user_lengthscale_prior=``), sampled by NUTS and covered by svi's guide, the
 posterior predicting with each draw's kernels.
 

@@ -1,4 +1,4 @@
-"""Issue 15, the command line as a new user meets it: a small CSV set written here (films with string
+"""The command line as a new user meets it: a small CSV set written here (films with string
 ids, a genre string column and numeric features; raters; a winner/loser layout with a tie column),
 fitted, predicted and broken in the ways a user breaks it. Everything goes through
 ``crowdzoo.cli.main`` in-process, with tiny fits (seconds each)."""

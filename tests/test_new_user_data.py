@@ -1,4 +1,4 @@
-"""Issue 15, data and diagnostics: what a new user met with their own CSV.
+"""Data and diagnostics: what a new user meets with their own CSV.
 
 Layouts (winner-first with ``y=None``, ``items=None``, items without feature columns, a tie column
 with ``ties="half"``), warnings about uninformative features, error messages in the user's ids and

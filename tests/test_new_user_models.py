@@ -1,4 +1,4 @@
-"""What a new user hit with their own data (issue "No silent wrong answer"), on the model side:
+"""What a new user meets with their own data, on the model side (no silent wrong answer):
 items without features, a pair of an item with itself, one meaning for the ids passed to
 predict_proba, a ranking helper, and defaults that converge and are calibrated."""
 from __future__ import annotations
@@ -88,7 +88,8 @@ def test_rank_gives_a_labelled_frame_with_top_k_probabilities():
 
 
 def test_crowdgppl_defaults_converge_and_are_calibrated_on_a_users_first_crowd():
-    """Before (issue 15's trial): the default fit stopped unconverged with P = 0.99999999 and CEE 2.65.
+    """The default fit must not stop unconverged and overconfident (P = 0.99999999, CEE 2.65 on this
+    crowd).
     A film-sized crowd (30 items, 15 raters, 600 training labels) as `crowdzoo compare
     crowdgppl-defaults` runs it, seed 0."""
     data, _ = cz.simulate_crowd(n_items=30, n_users=15, n_pairs=750, n_features=4, seed=0)

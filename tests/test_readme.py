@@ -27,7 +27,8 @@ def test_readme_snippets_run_in_under_a_minute_each(tmp_path, monkeypatch):
 
 
 def test_the_docs_first_fit_converges_and_its_report_does_not_fail(tmp_path, monkeypatch):
-    """Before (issue 15's trial): the first example's report said "optimisation converged: fail"."""
+    """The docs' first example fits to convergence, so its report does not say "optimisation converged:
+    fail" to a reader's first try."""
     page = README.parent / "docs" / "index.md"
     code = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[0]
     monkeypatch.chdir(tmp_path)

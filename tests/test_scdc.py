@@ -1,4 +1,4 @@
-"""SCDC (issue 17, first increment): the closed-form ELBO against Pyro's Trace_ELBO on the same model
+"""SCDC: the closed-form ELBO against Pyro's Trace_ELBO on the same model
 and guide; the two-coin relational term's maximiser against the closed-form counts; workers'
 reliabilities and the pinwheel's clusters recovered from simulated data; posterior API, bad input."""
 from __future__ import annotations

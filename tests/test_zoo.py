@@ -1,4 +1,4 @@
-"""The zoo's architecture (issue "One model, one home"): one table drives fit, load, the CLI and the
+"""The zoo's architecture (one model, one home): one table drives fit, load, the CLI and the
 docs; every posterior saves and loads; every route is reproducible from its seed without touching
 the caller's random state; natgrad fits resume after an interrupt; priors and kernels are objects;
 a Bradley–Terry model added through the table matches an independent fit."""

@@ -2,11 +2,11 @@
 
 Two kinds of problem, both read by crowdzoo's venv and by the peers' venv (numpy only at load):
 
-* ``gppl_problem(N)`` — issue 18's generator: N items with D features uniform on (−2, 2), the true
+* ``gppl_problem(N)`` — the sine problem's generator: N items with D features uniform on (−2, 2), the true
   utility f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂ (further features irrelevant), random distinct item
   pairs, y ~ Bernoulli(Φ(f_a − f_b)), one ``numpy.random.default_rng(seed)`` drawing X, then the
   training pairs, then the held-out pairs (the draw of ``tests/test_learn_kernel.py`` at N = 100).
-  Sizes: N = 100 → D = 3, 1000 training and 1000 held-out pairs (issue 18's problem); larger N →
+  Sizes: N = 100 → D = 3, 1000 training and 1000 held-out pairs (the sine problem of the tests); larger N →
   D = 5, max(2·10⁴, 10 N) training pairs (N = 1000: 2·10⁴; N = 5000: 5·10⁴) and 5000 held out.
 * ``crowd_problem()`` — the simulated crowd of docs/benchmarks.md's crowdGPPL speed target
   (benchmarks/bench_crowd.py): ``cz.simulate_crowd(n_items=50, n_users=20, n_pairs=1250,
@@ -25,7 +25,7 @@ import numpy as np
 
 
 def true_utility(X):
-    """Issue 18's f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂ (columns beyond the third are irrelevant)."""
+    """The sine problem's f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂ (columns beyond the third are irrelevant)."""
     return np.sin(X[:, 0]) + 0.5 * np.cos(2 * X[:, 1]) + 0.3 * X[:, 0] * X[:, 2]
 
 
@@ -37,7 +37,7 @@ def gppl_sizes(n_items):
 
 
 def gppl_problem(n_items, seed=0):
-    """Issue 18's problem scaled to ``n_items``: a dict of arrays (see the module docstring)."""
+    """The sine problem scaled to ``n_items``: a dict of arrays (see the module docstring)."""
     from scipy.stats import norm
 
     D, n_train, n_test = gppl_sizes(n_items)

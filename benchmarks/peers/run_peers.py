@@ -1,4 +1,4 @@
-"""The ``peers`` benchmark (issue 18): crowdzoo beside BoTorch, choix and crowd-kit on the same data.
+"""The ``peers`` benchmark: crowdzoo beside BoTorch, choix and crowd-kit on the same data.
 
 Run with ``make bench-peers``: it builds ``.venv-peers`` (torch CPU, botorch, choix, crowd-kit; never
 dependencies of crowdzoo) and runs this driver in crowdzoo's ``.venv``, which writes the problems
@@ -42,8 +42,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
-from bench_gppl import cpu_name  # noqa: E402
 from child import threads_env  # noqa: E402
+from harness import cpu_name  # noqa: E402
 from problems import crowd_problem, gppl_problem, save  # noqa: E402
 
 START, END = "<!-- bench_peers: run_peers.py rewrites this section -->", "<!-- bench_peers:end -->"
@@ -419,8 +419,8 @@ def main(argv=None):
     ap.add_argument("--out", default="docs/benchmarks.md", help="markdown file (its peers section)")
     ap.add_argument("--quick", action="store_true", help="the N = 100 problem, a few methods (a smoke run)")
     ap.add_argument("--sizes", default="100,crowd,1000,5000",
-                    help="comma-separated problems, in order: numbers of items N for issue 18's generator, "
-                    "and 'crowd'")
+                    help="comma-separated problems, in order: numbers of items N for the sine problem's "
+                    "generator, and 'crowd'")
     ap.add_argument("--threads", type=int, default=2, help="threads in every child (default 2)")
     ap.add_argument("--timeout", type=float, default=400, help="seconds per child before it is killed")
     ap.add_argument("--mem-gib", type=float, default=12, help="data-segment cap per child (RLIMIT_DATA)")

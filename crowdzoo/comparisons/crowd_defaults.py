@@ -1,8 +1,8 @@
-"""crowdGPPL's default route on a crowd shaped like a user's first data set (issue "No silent
-wrong answer"): 30 items with 4 features, 15 raters, 750 labels (600 for training), simulated from
-crowdGPPL; the model with its defaults (C = 20, M = 25, the paper's Sushi priors), fitted by natgrad
-with the paper's linearised likelihood and with the exact one (the default on a crowd this dense:
-``default_likelihood`` of crowdzoo/models/crowdgppl/natgrad.py). Measured: seconds,
+"""crowdGPPL's default route on a crowd shaped like a user's first data set, to see that the default
+fit is right or says it is not: 30 items with 4 features, 15 raters, 750 labels (600 for training),
+simulated from crowdGPPL; the model with its defaults (C = 20, M = 25, the paper's Sushi priors),
+fitted by natgrad with the paper's linearised likelihood and with the exact one (the default on a
+crowd this dense: ``default_likelihood`` of crowdzoo/models/crowdgppl/natgrad.py). Measured: seconds,
 iterations, whether the stop rule was met, held-out accuracy and CEE of personal predictions, the
 share of held-out predictions beyond .01 / .99, and the range of the consensus variances over items.
 """

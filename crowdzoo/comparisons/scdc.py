@@ -1,4 +1,4 @@
-"""SCDC and BayesSCDC (Luo, Tian, Shi, Zhu & Zhang, NeurIPS 2018) beside the paper's numbers (issue 17).
+"""SCDC and BayesSCDC (Luo, Tian, Shi, Zhu & Zhang, NeurIPS 2018) beside the paper's numbers.
 
 Three comparisons, each ``run_one(seed, quick=False, **opts)`` → tidy rows (seed, dataset, method,
 annotations, metric, value, note) and ``summarise(df)`` → markdown:

@@ -7,7 +7,7 @@ Protocols (``--data-dir`` holds Kamishima's files; see :mod:`crowdzoo.data.sushi
 * ``sushi-b``: Set B (100 items), all users, 10 + 1 pairs each;
 * ``dpm-sushi-a``: the ``sushi-a`` protocol with a DPM communities row (``DPMCommunities()``
   defaults, Gibbs, 300 sweeps with 100 burn-in × 2 chains; quick 100 / 50) beside crowdGPPL (both
-  natgrads), GPPL, GPPL-per-user and collabGP; the DPM is not in the paper (issue 16).
+  natgrads), GPPL, GPPL-per-user and collabGP; the DPM is not in the paper, so its row has no paper value.
 
 Methods as in Table 2: crowdGPPL (C = 20, the paper's linearised natgrad, and our exact-likelihood
 natgrad as an extra row) and its variants ``\\inducing``, ``\\u``, ``\\u\\x``, ``\\u\\t``, GPPL
@@ -34,7 +34,7 @@ from ._paper import PaperComparison
 
 PROTOCOLS = {"sushi-a-small": ("a", 100, 5, 25, 200), "sushi-a": ("a", 100, 20, 25, 200),
              "sushi-b": ("b", None, 10, 1, 2000), "dpm-sushi-a": ("a", 100, 20, 25, 200)}
-# dpm-sushi-a: the sushi-a protocol with a DPM row beside these (issue 16)
+# dpm-sushi-a: the sushi-a protocol with a DPM row beside these
 DPM_ROWS = ("DPM (gibbs)", "crowdGPPL", "crowdGPPL (exact natgrad)", "GPPL", "GPPL-per-user", "collabGP")
 # Table 2 of the paper (acc, CEE, τ), the rows DESIGN.md lists; None where not listed
 PAPER = {

@@ -5,8 +5,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..data.pairwise import _show
-from ..errors import DataError
+from ..errors import DataError, _show
 
 
 def positions(name: str, ids, table=None, n: int | None = None, what: str = "item",

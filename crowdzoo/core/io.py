@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .._version import __version__
 from ..errors import DataError
 
 FORMAT = "crowdzoo-posterior/2"
@@ -125,8 +126,6 @@ def decode(x):
 
 def save(post, path) -> None:
     """Write any posterior (see the module docstring)."""
-    from .. import __version__
-
     state = {"format": FORMAT, "model": post.name, "crowdzoo": __version__,
              "posterior": encode(post)}
     torch.save(state, path)
@@ -161,4 +160,8 @@ def read(path, fmt: str, what: str):
 
 def load(path):
     """Load a posterior written by ``posterior.save(path)``; predictions are identical."""
-    return decode(read(path, FORMAT, "load")["posterior"])
+    state = read(path, FORMAT, "load")
+    post = decode(state["posterior"])
+    if not getattr(post, "model_name", "") and isinstance(state.get("model"), str):
+        post.model_name = state["model"]  # a posterior stored without the field: the name the file keeps
+    return post

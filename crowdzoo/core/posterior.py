@@ -36,7 +36,9 @@ class Posterior:
     ``method`` (the route), ``weights`` (G,) of the G components a route returns (one for a Gaussian
     approximation, one per draw for samplers), ``n_chains`` (draws come in chain order), ``trace``
     (the loss, bound or change per iteration), ``sample_stats`` (NUTS), ``settings`` (the route's
-    settings and how it stopped), ``checkpoint`` (natgrad: the loop's state, to resume from).
+    settings and how it stopped), ``checkpoint`` (natgrad: the loop's state, to resume from),
+    ``model_name`` (the model's name in the zoo's table, written by :func:`crowdzoo.fit`, saved and
+    loaded with the rest, so that this base needs no table to name its model).
     """
 
     model: object
@@ -49,6 +51,7 @@ class Posterior:
     sample_stats: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     checkpoint: dict | None = None
+    model_name: str = ""
 
     # what a model's posterior implements
     def predict_proba(self, a, b, **kwargs):
@@ -99,10 +102,9 @@ class Posterior:
 
     @property
     def name(self) -> str:
-        """The model's name in the zoo's table."""
-        from ..zoo import entry_for
-
-        return entry_for(self.model).name
+        """The model's name in the zoo's table (stamped by :func:`crowdzoo.fit`; a posterior built by
+        calling a route directly has none, and is named by its model's class)."""
+        return self.model_name or type(self.model).__name__
 
     def save(self, path) -> None:
         """Write to ``path`` (tensors and plain values only; read back by :func:`crowdzoo.load`

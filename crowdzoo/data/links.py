@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError, DataWarning
-from .pairwise import _show, flag_numbers
+from ..errors import DataError, DataWarning, _show
+from .pairwise import flag_numbers
+from .shard import rank_world, read_links_shard
 
 __all__ = ["LinkData", "same_cluster_counts"]
 
@@ -407,8 +408,6 @@ class LinkData:
         if self.annotation_range is not None:
             raise DataError(f"data: already a shard (annotations {self.annotation_range[0]}.."
                             f"{self.annotation_range[1] - 1} of {self.annotation_range[2]})")
-        from .shard import rank_world
-
         rank, world = rank_world(rank, world)
         A = self.n_annotations
         lo, hi = A * rank // world, A * (rank + 1) // world
@@ -418,9 +417,7 @@ class LinkData:
     def read_shard(cls, path, O, **kw) -> LinkData:
         """One rank's share of an annotations CSV, read without holding the whole file:
         :func:`crowdzoo.data.shard.read_links_shard`."""
-        from .shard import read_links_shard
-
-        return read_links_shard(path, O, **kw)
+        return read_links_shard(cls, path, O, **kw)
 
     @property
     def is_shard(self) -> bool:

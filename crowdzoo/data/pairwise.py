@@ -19,12 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError, DataWarning
-
-
-def _show(x) -> str:
-    """repr of a value as the user wrote it (numpy scalars shown as plain Python values)."""
-    return repr(x.item() if isinstance(x, np.generic) else x)
+from ..errors import DataError, DataWarning, _show
+from .shard import read_shard
 
 
 def _int_index(name: str, x, upper: int) -> np.ndarray:
@@ -216,9 +212,7 @@ class PairwiseData:
     def read_shard(cls, path, rank: int | None = None, world: int | None = None, **kw) -> PairwiseData:
         """One rank's shard of a pairs CSV for a distributed fit, read without holding the whole file:
         :func:`crowdzoo.data.shard.read_shard` (``rank``/``world`` default to the torchrun launch's)."""
-        from .shard import read_shard
-
-        return read_shard(path, rank=rank, world=world, **kw)
+        return read_shard(cls, path, rank=rank, world=world, **kw)
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -1,5 +1,5 @@
 """One rank's shard of a pairs CSV (or of an annotations CSV, :func:`read_links_shard`), for a
-distributed fit (issue 19): no rank holds every label.
+distributed fit: no rank holds every label.
 
 Two passes over the file in chunks of ``chunksize`` rows, so memory is O(chunk + items + users +
 this rank's rows), never O(P):
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError
+from ..process_group import rank_and_world
 
 
 def _chunks(path, sep, chunksize, usecols=None):
@@ -63,8 +64,6 @@ def rank_world(rank: int | None, world: int | None) -> tuple[int, int]:
     """``rank``/``world`` as given, or the torch.distributed process group's (initialised from
     torchrun's environment when needed), checked."""
     if rank is None or world is None:
-        from ..inference.distributed import rank_and_world
-
         rank, world = rank_and_world()
     if not (0 <= rank < world):
         raise DataError(f"rank: expected 0 <= rank < world = {world}, got {rank}")
@@ -92,9 +91,10 @@ def _rows_of(p: Path, sep: str, chunksize: int, lo_row: int, hi_row: int) -> pd.
     return pd.concat(parts) if parts else next(_chunks(p, sep, 1)).iloc[:0]
 
 
-def read_links_shard(path, O, i: str = "i", j: str = "j", same: str = "same", worker: str | None = "worker",
-                     item_ids=None, labels=None, worker_ids=None, sep: str = ",", rank: int | None = None,
-                     world: int | None = None, chunksize: int = 1_000_000):
+def read_links_shard(cls, path, O, i: str = "i", j: str = "j", same: str = "same",
+                     worker: str | None = "worker", item_ids=None, labels=None, worker_ids=None,
+                     sep: str = ",", rank: int | None = None, world: int | None = None,
+                     chunksize: int = 1_000_000):
     """Rank ``rank`` of ``world``'s share of the annotations CSV at ``path`` (one row per annotation),
     as a :class:`~crowdzoo.LinkData` with ``annotation_range`` = (lo, hi, A): data rows lo = A·r/R to
     hi − 1 = A·(r+1)/R − 1 of the file's A, in the file's order. Two passes in chunks, as for pairs:
@@ -102,9 +102,9 @@ def read_links_shard(path, O, i: str = "i", j: str = "j", same: str = "same", wo
     sorted ids :meth:`~crowdzoo.LinkData.from_frame` would give the whole file, so that every rank
     numbers workers alike); the second builds this rank's rows with ``from_frame`` (the same checks;
     errors name the file's data row). ``O`` (every item's observations), ``item_ids`` and ``labels``
-    as for ``from_frame``: items are not sharded. ``rank``/``world`` default to the torchrun launch's."""
-    from .links import LinkData
-
+    as for ``from_frame``: items are not sharded. ``rank``/``world`` default to the torchrun launch's.
+    ``cls``: :class:`~crowdzoo.LinkData`, whose :meth:`~crowdzoo.LinkData.read_shard` calls this (passed
+    in, so that this module, below the data classes, imports none of them)."""
     p = _file(path)
     rank, world = rank_world(rank, world)
     n_rows, seen = 0, set()
@@ -121,7 +121,7 @@ def read_links_shard(path, O, i: str = "i", j: str = "j", same: str = "same", wo
         with warnings.catch_warnings():
             if n_rows:  # an empty share of a file that has annotations is no mistake of the user's
                 warnings.filterwarnings("ignore", "df: no annotations")
-            data = LinkData.from_frame(df, O, i=i, j=j, same=same, worker=worker, item_ids=item_ids,
+            data = cls.from_frame(df, O, i=i, j=j, same=same, worker=worker, item_ids=item_ids,
                                        labels=labels, worker_ids=worker_ids)
     except DataError as err:
         raise DataError(f"{path}, rank {rank}'s data rows {lo}..{hi - 1} (index = the file's data row): "
@@ -129,7 +129,7 @@ def read_links_shard(path, O, i: str = "i", j: str = "j", same: str = "same", wo
     return dataclasses.replace(data, annotation_range=(lo, hi, n_rows))
 
 
-def read_shard(path, items: pd.DataFrame | None = None, users: pd.DataFrame | None = None,
+def read_shard(cls, path, items: pd.DataFrame | None = None, users: pd.DataFrame | None = None,
                a: str = "a", b: str = "b", y: str | None = "y", user: str | None = None,
                tie: str | None = None, ties: str = "error", sep: str = ",", rank: int | None = None,
                world: int | None = None, chunksize: int = 1_000_000):
@@ -138,9 +138,9 @@ def read_shard(path, items: pd.DataFrame | None = None, users: pd.DataFrame | No
     indexed by id. ``rank``/``world`` default to the torch.distributed process group's (initialised
     from torchrun's environment when needed); a read outside a
     launch must have ``world=1`` (the whole file). Items (users) are every id in the file's id
-    columns, tie rows included, when no table names them."""
-    from .pairwise import PairwiseData
-
+    columns, tie rows included, when no table names them. ``cls``: :class:`~crowdzoo.PairwiseData`,
+    whose :meth:`~crowdzoo.PairwiseData.read_shard` calls this (passed in, so that this module, below
+    the data classes, imports none of them)."""
     p = _file(path)
     rank, world = rank_world(rank, world)
     # pass 1: count the rows; the ids no table names
@@ -164,7 +164,7 @@ def read_shard(path, items: pd.DataFrame | None = None, users: pd.DataFrame | No
     lo_row, hi_row = n_rows * rank // world, n_rows * (rank + 1) // world
     df = _rows_of(p, sep, chunksize, lo_row, hi_row)
     try:
-        data = PairwiseData.from_frame(df, items, **kw)
+        data = cls.from_frame(df, items, **kw)
     except DataError as err:
         raise DataError(f"{path}, rank {rank}'s data rows {lo_row}..{hi_row - 1} (index = the file's data "
                         f"row): {err}") from None

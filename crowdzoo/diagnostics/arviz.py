@@ -63,7 +63,7 @@ def finish(post, groups, coords, dims, obs_dim, identified):
     converged = post.settings.get("converged", (post.trace or {}).get("converged"))
     if converged is not None:  # optimisation routes that stop on a tolerance
         attrs["/"]["converged"] = int(bool(converged))
-    for k in ("learned_lengthscale", "start_lengthscale", "learned_s"):  # learned kernels (issue 18)
+    for k in ("learned_lengthscale", "start_lengthscale", "learned_s"):  # routes that learn the kernel
         if post.settings.get(k) is not None:
             attrs["/"][k] = np.asarray(post.settings[k], dtype=np.float64)
     dt = from_dict(groups, coords=coords, dims=dims, attrs=attrs)

@@ -1,4 +1,4 @@
-"""The kernel's learnable hyper-parameters as one flat vector θ (issue 18).
+"""The kernel's learnable hyper-parameters as one flat vector θ, for routes that learn the kernel.
 
 θ = (log ℓ_1 … log ℓ_D) for ARD length-scales, followed by the inducing inputs Z (M × D, row by row)
 when those are learned. :class:`KernelSpace` maps θ to a model's setup — the sparse-GP algebra of

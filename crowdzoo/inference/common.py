@@ -6,7 +6,6 @@ import time
 
 from tqdm.auto import tqdm
 
-from ..data.tensors import label_tensors  # noqa: F401  (re-exported for the routes)
 from ..errors import NumericalError
 
 

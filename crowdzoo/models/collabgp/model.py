@@ -24,7 +24,7 @@ drawn at random from the training pairs and users, as the paper does (§4, "Expe
 procedure"). Kernels have unit amplitude; length-scales default to the median distance between
 feature vectors (the paper's choice).
 
-Length-scales under a prior (issue 18; the paper picks them by a grid on the evidence, supplement a
+Length-scales under a prior (the paper picks them by a grid on the evidence, supplement a
 §9): with ``lengthscale_prior=`` (and ``user_lengthscale_prior=`` when there is a user GP) the svi and
 nuts routes' program samples the ARD length-scales first,
 

@@ -21,7 +21,7 @@ Variants of Table 2: ``n_inducing=None`` (``\\inducing``), ``user_features=False
 one independent w per user), ``item_features=False`` (``\\u\\x``: K = I too), ``consensus=False``
 (``\\u\\t``). Without user features q(w) is kept diagonal per user, so memory is O(C·U).
 
-Length-scales under a prior (issue 18; the paper fixes them by the median heuristic, §6): with
+Length-scales under a prior (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` (and ``user_lengthscale_prior=`` when there is a user kernel) the svi and nuts
 routes' program samples the ARD length-scales first,
 

@@ -42,12 +42,11 @@ import numpy as np
 import torch
 from torch.special import log_ndtr
 
-from ...data.pairwise import _show
 from ...errors import DataError
 from ...gp.linalg import DTYPE, cho_solve, cholesky, solve_lower
 from ...inference.common import progress
 from ...inference.ep import ep_fixed_s, probit_site_update
-from .model import user_labels
+from .model import check_data, user_labels
 from .posterior import DPMPosterior
 
 LOCAL_ITER, LOCAL_DAMPING, LOCAL_TOL = 10, 1.0, 1e-4  # EP over a moving user's own sites (see _Marginal)
@@ -67,20 +66,6 @@ class Community(NamedTuple):
     def of(cls, B, b):
         C = cholesky(B, what="a community's EP precision I + Gᵀ diag(τ) G")
         return cls(B, b, C, cho_solve(C, b[:, None])[:, 0])
-
-
-def check_data(model, data):
-    """DataErrors for data the sampler cannot use: no users, users without labels."""
-    if data.users is None:
-        raise DataError("users: the DPM community model needs a user per label "
-                        "(PairwiseData(..., users=...))")
-    counts = np.bincount(data.users, minlength=data.n_users)
-    if data.n_pairs == 0:
-        raise DataError("data: no labels")
-    empty = np.flatnonzero(counts == 0)
-    if empty.size:
-        raise DataError(f"users: user id {_show(data.user_ids[empty[0]])} has no labels ({empty.size} such "
-                        "user(s)); drop them (predict_proba treats unseen users by the CRP prior predictive)")
 
 
 class _Rule:

@@ -38,7 +38,7 @@ runs under the generic engines' ``Trace_ELBO`` and NUTS with any guide (AutoNorm
 then sees only (λ, β, u). The memberships come back per draw in the posterior (their conditional
 p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ is sampled too.
 
-Length-scales (issue 18; the paper conditions on them): with ``lengthscale_prior=`` the program of the
+Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
 (site "lengthscale"), shared by every community's GP, and builds K_mm, L_mm and G from them inside the
 model (:func:`dpm_lengthscale_model`; the inducing items stay those of the median-heuristic setup), so
@@ -55,11 +55,26 @@ import pyro.distributions as dist
 import torch
 from torch.special import log_ndtr
 
-from ...errors import DataError
+from ...errors import DataError, _show
 from ...gp.conditional import probit_rows
 from ...gp.learn import check_positive_prior
 from ...gp.linalg import DTYPE
 from ..gppl.model import GPPL, GPPLSetup
+
+
+def check_data(model, data):
+    """DataErrors for data no route of the model can use: no users, users without labels (the data
+    contract of the story; the Gibbs route and :meth:`DPMCommunities.program` both check it)."""
+    if data.users is None:
+        raise DataError("users: the DPM community model needs a user per label "
+                        "(PairwiseData(..., users=...))")
+    counts = np.bincount(data.users, minlength=data.n_users)
+    if data.n_pairs == 0:
+        raise DataError("data: no labels")
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        raise DataError(f"users: user id {_show(data.user_ids[empty[0]])} has no labels ({empty.size} such "
+                        "user(s)); drop them (predict_proba treats unseen users by the CRP prior predictive)")
 
 
 @dataclass
@@ -145,8 +160,6 @@ class DPMCommunities:
         padded (U, L) table of label indices with its mask. With ``lengthscale_prior`` or
         ``learn_kernel``: :func:`dpm_lengthscale_model` instead, whose item length-scales (ARD) are
         sampled under the prior, or a ``pyro.param`` started at ``setup``'s."""
-        from .gibbs import check_data
-
         check_data(self, data)
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
@@ -251,8 +264,7 @@ def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None):
 def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, subsample_size=None):
     """:func:`dpm_model` with the item GP's ARD length-scales ("lengthscale") random under
     ``space.prior`` (module docstring) or, without a prior, a ``pyro.param`` (positive), optimised by
-    svi's ELBO with the guide (type-II maximum likelihood inside VI; issue 18; the paper conditions on
-    them)."""
+    svi's ELBO with the guide (type-II maximum likelihood inside VI; the paper conditions on them)."""
     from pyro.distributions import constraints
 
     if space.prior is None:

@@ -30,10 +30,10 @@ import numpy as np
 import torch
 
 from ...core.seeds import isolated
+from ...data.tensors import label_tensors
 from ...gp.conditional import probit_rows
 from ...gp.learn import check_learnable, log_prior_of_theta
 from ...gp.linalg import DTYPE, cholesky
-from ...inference.common import label_tensors
 from ...inference.ep import ep_fixed_s, ep_log_evidence
 from .posterior import GPPLPosterior
 

@@ -13,7 +13,7 @@ Eq. 3). With ``n_inducing=None`` the inducing items are the training items, c_p 
 is the exact GPPL of Eq. 4. f_m is written non-centred, f_m = L_mm u / √s with u ~ N(0, I), which
 is what NUTS and Pyro's guides see.
 
-Learned length-scales (issue 18; the paper fixes them by the median heuristic, §6): with
+Learned length-scales (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` the model also samples the ARD length-scales first,
 
     ℓ_d          ~ lengthscale_prior                    d = 1..D (site "lengthscale")

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch.special import ndtr
 
+from ...data.tensors import label_tensors
 from ...errors import DataError, NumericalError
 from ...gp.conjugate import (
     gamma_moments,
@@ -47,7 +48,6 @@ from ...gp.learn import KernelSpace, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
-from ...inference.common import label_tensors
 from ...inference.distributed import shard
 from ...inference.hyper import Adam, adam_init, ascend, default_batch_size, rho_floor, state_gain
 from .posterior import GPPLPosterior

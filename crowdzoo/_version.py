@@ -1,0 +1,2 @@
+"""The package version, in a module of its own so that any layer may read it (saved files record it)."""
+__version__ = "0.1.0"
