@@ -57,6 +57,7 @@ from .cli_common import (
     _setting_message,
     _table_features,
     route_flags,
+    write_result,
 )
 from .errors import DataError, NumericalError
 
@@ -114,12 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="crowd models: the user-id column of --pairs (default: user)")
     fit.add_argument("--user-id-col", default=None,
                      help="the user-id column of --users (default: --id-col's)")
-    fit.add_argument("--user-features", default=None, metavar="COL,...",
-                     help="the feature columns of --users to use (default: all but the user-id column)")
-    fit.add_argument("--user-one-hot", default=None, metavar="COL,...",
-                     help="categorical columns of --users to one-hot encode as features (a column of yes/no "
-                          "or true/false is read as 1/0 without it; any other string column is refused)"
-                          + ONE_HOT_HELP)
+    _table_flags(fit, USERS)
     fit.add_argument("--components", type=int, default=None,
                      help="models with latent components (crowdgppl): C (default: the model's)")
     fit.add_argument("--n-inducing-users", type=_inducing, default=None, metavar="M|all|auto",
@@ -207,16 +203,22 @@ def model_defaults_help() -> str:
     return "\n".join(lines)
 
 
+def _table_flags(p, t) -> None:
+    """The flags that choose a feature table's columns (``--features``/``--one-hot`` for --items,
+    ``--user-features``/``--user-one-hot`` for --users)."""
+    p.add_argument(t.features, default=None, metavar="COL,...",
+                   help=f"the feature columns of {t.flag} to use (default: all but the {t.what}-id column)")
+    p.add_argument(t.one_hot, default=None, metavar="COL,...",
+                   help=f"categorical columns of {t.flag} to one-hot encode as features (a column of yes/no "
+                        "or true/false is read as 1/0 without it; any other string column is refused)"
+                        + ONE_HOT_HELP)
+
+
 def _csv_options(p):
     """How the CSV files are laid out (``fit``; ``demo`` uses the defaults)."""
     p.add_argument("--sep", default=",", help="the field separator of the CSV files (e.g. ';')")
     p.add_argument("--id-col", default=None, help="the item-id column of --items (default: id)")
-    p.add_argument("--features", default=None, metavar="COL,...",
-                   help="the feature columns of --items to use (default: all but the id column)")
-    p.add_argument("--one-hot", default=None, metavar="COL,...",
-                   help="categorical columns of --items to one-hot encode as features (a column of yes/no "
-                        "or true/false is read as 1/0 without it; any other string column is refused)"
-                        + ONE_HOT_HELP)
+    _table_flags(p, ITEMS)
     p.add_argument("--a-col", default="a", help="the column of --pairs holding the first item's id")
     p.add_argument("--b-col", default="b", help="the column of --pairs holding the second item's id")
     p.add_argument("--y-col", default="y", help=f"the label column of --pairs: {Y_HELP} (or --y-col '')")
@@ -632,12 +634,7 @@ def cmd_predict(args) -> int:
         p = post.predict_proba(pairs[a_col].to_numpy(), pairs[b_col].to_numpy(), **kw)
     except DataError as err:
         raise DataError(_predict_message(err, cols)) from None
-    result = pairs.assign(p=p)
-    if args.out:
-        result.to_csv(args.out, sep=sep, index=False)
-        print(f"predict: P(a ≻ b) of {len(result)} pairs written to {args.out}", file=sys.stderr)
-    else:
-        result.to_csv(sys.stdout, sep=sep, index=False)
+    write_result(pairs.assign(p=p), args.out, sep, "P(a ≻ b) of {n} pairs")
     return 0
 
 

@@ -301,6 +301,16 @@ def _plan(args) -> dict:
     return {"entry": e, "settings": settings, "model_kw": model_kw, "static": static}
 
 
+def write_result(result: pd.DataFrame, out, sep: str, what: str) -> None:
+    """``predict``'s table to the file ``out`` (saying ``what`` — with ``{n}`` for its rows — on
+    stderr) or to standard output."""
+    if out:
+        result.to_csv(out, sep=sep, index=False)
+        print(f"predict: {what.format(n=len(result))} written to {out}", file=sys.stderr)
+    else:
+        result.to_csv(sys.stdout, sep=sep, index=False)
+
+
 def _resume_file(args, out: Path):
     """The resolved --resume path when it lies in ``out`` (kept by the out-folder checks)."""
     resume = getattr(args, "resume", None)

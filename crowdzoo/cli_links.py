@@ -383,12 +383,7 @@ def cmd_predict(args, run_dir: Path, run: dict) -> int:
                         f"{X[r, c]} is not finite (missing, NaN or inf)")
     post = common._load_run(run_dir, "run_dir")
     probs = post.cluster_proba(X).to_numpy(dtype=np.float64)
-    result = cluster_table(probs, feats.index, id_col)
-    if args.out:
-        result.to_csv(args.out, sep=sep, index=False)
-        print(f"predict: clusters of {len(result)} items written to {args.out}", file=sys.stderr)
-    else:
-        result.to_csv(sys.stdout, sep=sep, index=False)
+    common.write_result(cluster_table(probs, feats.index, id_col), args.out, sep, "clusters of {n} items")
     return 0
 
 
