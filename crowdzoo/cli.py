@@ -713,10 +713,15 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _cell(v) -> str:
+    """A table cell as Markdown text: floats to 3 decimals, a literal pipe escaped (``|P − P_nuts|``
+    would otherwise split the cell)."""
+    return (f"{v:.3f}" if isinstance(v, float | np.floating) else str(v)).replace("|", "\\|")
+
+
 def _markdown(df: pd.DataFrame) -> str:
-    head = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns)
-    rows = ["| " + " | ".join(f"{v:.3f}" if isinstance(v, float | np.floating) else str(v)
-                              for v in row) + " |" for row in df.itertuples(index=False)]
+    head = "| " + " | ".join(_cell(c) for c in df.columns) + " |\n|" + "---|" * len(df.columns)
+    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join([head, *rows])
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import calibration
+from .markdown import cell
 
 VARIANTS = {
     "default: Gamma(2, 2) on s_t, Gamma(2, 2/√C) on s_v, s_w": {},
@@ -41,7 +42,8 @@ def summarise(df: pd.DataFrame) -> str:
     mean over the crowds and the number of crowds where it is above pooled GPPL's + 0.01."""
     wide = df.pivot_table(index="crowd", columns="model", values="log loss", sort=False)
     cols = list(dict.fromkeys(df["model"]))
-    lines = ["| crowd | oracle | " + " | ".join(cols) + " |", "|---|---:|" + "---:|" * len(cols)]
+    lines = ["| crowd | oracle | " + " | ".join(cell(c) for c in cols) + " |",
+             "|---|---:|" + "---:|" * len(cols)]
     oracle = df.groupby("crowd", sort=False)["oracle"].mean()
     for crowd, r in wide.iterrows():
         lines.append(f"| {crowd} | {oracle[crowd]:.3f} | " + " | ".join(f"{r[c]:.3f}" for c in cols) + " |")

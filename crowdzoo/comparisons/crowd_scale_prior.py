@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.simulate_panel import Panel, simulate_panel
+from .markdown import cell
 
 COFFEE = Panel(n_items=40, n_users=24, labels_per_user=30, features="one-hot", tie_rate=0.05)
 SMALL = Panel(n_items=15, n_users=6, labels_per_user=24, features="one-hot")
@@ -91,7 +92,8 @@ def run_one(seed: int, quick: bool = False) -> pd.DataFrame:
 def summarise(df: pd.DataFrame) -> str:
     cols = [c for c in df.columns if c not in ("seed", "crowd", "prior", "route")]
     g = df.groupby(["crowd", "prior", "route"], sort=False)[cols].mean()
-    lines = ["| crowd | prior | route | " + " | ".join(cols) + " |", "|---|---|---|" + "---:|" * len(cols)]
+    lines = ["| crowd | prior | route | " + " | ".join(cell(c) for c in cols) + " |",
+             "|---|---|---|" + "---:|" * len(cols)]
     for (crowd, prior, route), r in g.iterrows():
         cells = ["" if not np.isfinite(r[c]) else f"{r[c]:.4g}" for c in cols]
         lines.append(f"| {crowd} | {prior} | {route} | " + " | ".join(cells) + " |")

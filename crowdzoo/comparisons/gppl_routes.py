@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from .markdown import cell
+
 ROUTES = {
     "nuts": {"method": "nuts", "num_samples": 1000, "warmup_steps": 500, "num_chains": 4},
     "ep": {"method": "ep"},
@@ -63,7 +65,7 @@ def summarise(df: pd.DataFrame) -> str:
     g = df.groupby("route", sort=False)[cols]
     mean, sd = g.mean(), g.std().fillna(0.0)
     n = df["seed"].nunique()
-    lines = ["| route | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    lines = ["| route | " + " | ".join(cell(c) for c in cols) + " |", "|---|" + "---:|" * len(cols)]
     for route in mean.index:
         cells = [f"{mean.loc[route, c]:.3f}" + (f" ± {sd.loc[route, c]:.3f}" if n > 1 else "")
                  for c in cols]

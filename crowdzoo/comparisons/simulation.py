@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from .markdown import cell
+
 N_LABELS = 2000
 VARIANCE = (0.1, 0.3, 1.0, 3.0)
 LABELS = (250, 500, 1000, 2000)
@@ -131,7 +133,7 @@ def summarise(df: pd.DataFrame) -> str:
     keys = [c for c in df.columns[:-1] if c not in ("seed", "method")] + ["method"]
     g = df.groupby(keys, sort=False)[metric]
     mean, sd, n = g.mean(), g.std().fillna(0.0), g.size()
-    lines = [f"| {' | '.join(keys)} | {metric} (mean ± sd) | repeats |", "|" + "---|" * (len(keys) + 2)]
+    lines = [f"| {' | '.join(keys)} | {cell(metric)} (mean ± sd) | repeats |", "|" + "---|" * (len(keys) + 2)]
     for k in mean.index:
         k = k if isinstance(k, tuple) else (k,)
         lines.append("| " + " | ".join(str(x) for x in k) + f" | {mean[k]:.3f} ± {sd[k]:.3f} | {n[k]} |")
