@@ -153,7 +153,9 @@ def _parser() -> argparse.ArgumentParser:
                            "(error), predict the population's preference (consensus), the model's prior "
                            "predictive of a new user (prior: DPM, crowdGPPL), or leave the rows out (drop)")
     cmp_ = sub.add_parser("compare", help="run a comparison of the zoo (tables beside the papers')", **fmt)
-    cmp_.add_argument("name")
+    cmp_.add_argument("name", help="a comparison of the zoo, or one's own as module:object (an object with "
+                      "run_one(seed, quick=...) → tidy DataFrame and summarise(df) → Markdown; a module file "
+                      "in the working folder is found)")
     cmp_.add_argument("--repeats", type=int, default=1)
     cmp_.add_argument("--jobs", type=int, default=1)
     cmp_.add_argument("--quick", action="store_true", help="smaller settings (each comparison says which)")
@@ -725,14 +727,41 @@ def _markdown(df: pd.DataFrame) -> str:
     return "\n".join([head, *rows])
 
 
-def cmd_compare(args) -> int:
-    from .comparisons import REGISTRY, run
+def _comparison(name: str):
+    """The comparison ``crowdzoo compare NAME`` runs: a registry name, or one's own as
+    ``module:object`` (importable, or a module file in the working folder) with ``run_one(seed,
+    quick=...)`` → tidy DataFrame and ``summarise(df)`` → Markdown."""
+    import importlib
 
-    if args.name not in REGISTRY:
-        raise DataError(f"compare: unknown comparison {args.name!r}; choose one of {sorted(REGISTRY)}")
+    from .comparisons import REGISTRY
+
+    if name in REGISTRY:
+        return name, REGISTRY[name]
+    if ":" not in name:
+        raise DataError(f"compare: unknown comparison {name!r}; choose one of {sorted(REGISTRY)}, or name "
+                        "your own as module:object (an object with run_one(seed, quick=...) and "
+                        "summarise(df))")
+    module, _, attr = name.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a module file beside the user, as `python -m` would find it
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as err:
+        raise DataError(f"compare: cannot load {name!r}: {err}") from None
+    missing = [m for m in ("run_one", "summarise") if not callable(getattr(obj, m, None))]
+    if missing:
+        raise DataError(f"compare: {name!r} has no {' or '.join(missing)}; a comparison needs run_one(seed, "
+                        "quick=...) returning a tidy DataFrame and summarise(df) returning Markdown")
+    return obj, obj
+
+
+def cmd_compare(args) -> int:
+    from .comparisons import run
+
+    what, comparison = _comparison(args.name)
     client = _dask_client(args.executor) if args.executor else None
     try:
-        df, table = run(args.name, repeats=args.repeats, jobs=args.jobs, quick=args.quick, executor=client,
+        df, table = run(what, repeats=args.repeats, jobs=args.jobs, quick=args.quick, executor=client,
                         data_dir=args.data_dir)
     finally:
         if client is not None:
@@ -746,7 +775,7 @@ def cmd_compare(args) -> int:
         cmd += " --quick" if args.quick else ""
         cmd += f" --data-dir {args.data_dir}" if args.data_dir else ""
         fig = ""
-        figure = getattr(REGISTRY[args.name], "figure", None)
+        figure = getattr(comparison, "figure", None)
         if figure is not None:
             figure(df, out.with_suffix(".png"))
             fig = f"\n![{args.name}]({out.with_suffix('.png').name})\n"
