@@ -135,11 +135,33 @@ def test_agreement_of_a_tree_with_itself_and_with_a_shifted_copy():
     rng = np.random.default_rng(4)
     x = rng.normal(size=(2, 400, 10))
     same = {c.name: c for c in ck.agreement(_tree(x), _tree(x))}
-    assert same["agreement with NUTS: means"].value == "0.00 NUTS sd"
+    assert same["agreement with NUTS: means"].value == "0.00 NUTS sd (log-likelihood)"
     assert same["agreement with NUTS: sds"].verdict == "pass"
+    assert same["agreement with NUTS: 90 % intervals"].verdict == "pass"
     off = {c.name: c for c in ck.agreement(_tree(0.3 * x + 1.0), _tree(x))}
     assert off["agreement with NUTS: means"].verdict == "fail"
     assert off["agreement with NUTS: sds"].verdict == "fail"
+    assert off["agreement with NUTS: 90 % intervals"].verdict == "fail"
+
+
+def test_agreement_is_decided_by_the_worst_variable():
+    """150 log-likelihood terms that match NUTS must not hide a latent variable whose sd is 0.4 of
+    NUTS's (a mean-field guide's over-confidence): pooled, the median sd ratio would be ≈ 1."""
+    rng = np.random.default_rng(5)
+    ll = rng.normal(size=(2, 2000, 150))
+    f_ref = rng.normal(size=(2, 2000, 21))
+    f_guide = 0.4 * rng.normal(size=(2, 2000, 21))
+    attrs = {"/": {"approximate": 1, "identified": "f"}}
+    guide = from_dict({"log_likelihood": {"y": ll}, "observed_data": {"y": np.ones(150, dtype=np.int64)},
+                       "posterior": {"f": f_guide}}, dims={"y": ["pair"]}, attrs=attrs)
+    ref = from_dict({"log_likelihood": {"y": rng.normal(size=(2, 2000, 150))},
+                     "observed_data": {"y": np.ones(150, dtype=np.int64)}, "posterior": {"f": f_ref}},
+                    dims={"y": ["pair"]}, attrs=attrs)
+    c = {c.name: c for c in ck.agreement(guide, ref)}
+    sds, cover = c["agreement with NUTS: sds"], c["agreement with NUTS: 90 % intervals"]
+    assert sds.verdict == "fail" and sds.value.endswith("(f)") and "log-likelihood 1.0" in sds.detail
+    assert cover.verdict == "fail" and float(cover.value.split()[0]) == pytest.approx(0.49, abs=0.05)
+    assert c["agreement with NUTS: means"].verdict == "pass"
 
 
 # ------------------------------------------------------------------ the report on real fits
@@ -254,3 +276,12 @@ def test_chromium_renders_the_report_with_its_images(gppl_fits, tmp_path):
     subprocess.run([chromium, *flags, "--window-size=1200,1600", f"--screenshot={shot}",
                     (tmp_path / "r.html").as_uri()], capture_output=True, timeout=120, check=True)
     assert Path(shot).stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def test_a_reference_fitted_to_other_data_of_the_same_size_is_refused(gppl_fits, tmp_path):
+    """A NUTS fit of other labels (the same number of them) is no reference for the agreement check."""
+    train, test, nuts, ng = gppl_fits
+    flipped = cz.PairwiseData.from_arrays(train.b, train.a, train.y, train.item_features)  # same size
+    other = cz.fit(cz.GPPL(), flipped, method="natgrad", progress_bar=False)
+    with pytest.raises(cz.DataError, match="reference: fitted to different data"):
+        cz.report(other, tmp_path / "r.md", reference=nuts)
