@@ -285,3 +285,35 @@ def test_a_reference_fitted_to_other_data_of_the_same_size_is_refused(gppl_fits,
     other = cz.fit(cz.GPPL(), flipped, method="natgrad", progress_bar=False)
     with pytest.raises(cz.DataError, match="reference: fitted to different data"):
         cz.report(other, tmp_path / "r.md", reference=nuts)
+
+
+def test_svi_says_whether_its_elbo_settled():
+    """The rule on a flat and a falling run of noisy losses, and on real fits: a few hundred steps of
+    svi on a small GPPL problem warn that the ELBO was still rising; a long run settles."""
+    import warnings
+
+    from crowdzoo.inference.svi import settled
+
+    rng = np.random.default_rng(0)
+    assert settled(100 + rng.normal(0, 1, 2000)) is True
+    assert settled(100 + np.linspace(50, 0, 2000) + rng.normal(0, 1, 2000)) is False
+    assert settled(np.ones(50)) is None  # too short to judge
+    data, _ = cz.simulate_gppl(n_items=30, n_pairs=600, seed=1)
+    with pytest.warns(cz.ConvergenceWarning, match="svi: the ELBO was still rising"):
+        short = cz.fit(cz.GPPL(), data, method="svi", num_steps=200, lr=0.005, progress_bar=False)
+    assert short.settings["converged"] is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cz.ConvergenceWarning)
+        long = cz.fit(cz.GPPL(), data, method="svi", num_steps=3000, progress_bar=False)
+    assert long.settings["converged"] is True
+
+
+def test_loo_of_an_approximation_warns_at_most():
+    """Many unreliable k̂ fail the PSIS-LOO check for MCMC draws, and warn for an approximation's (whose
+    k̂ also measures its distance from the posterior)."""
+    rng = np.random.default_rng(6)
+    ll = rng.normal(-1, 0.1, size=(2, 200, 40))
+    ll[..., :10] = -np.exp(rng.normal(0, 1.2, size=(2, 200, 10)))  # a quarter of the labels heavy-tailed
+    mcmc, approx = ck.loo(_tree(ll)), ck.loo(_tree(ll, approximate=1))
+    assert mcmc.verdict == "fail", mcmc.detail
+    assert approx.verdict == "warn" and "warns at most" in approx.detail

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 
 import numpy as np
 import pyro
@@ -37,7 +38,7 @@ from pyro.optim import ClippedAdam
 from pyro.poutine.util import site_is_subsample
 
 from ..core.seeds import isolated
-from ..errors import DataError, NumericalError
+from ..errors import ConvergenceWarning, DataError, NumericalError
 from .common import check_finite, progress, summary
 
 
@@ -69,6 +70,19 @@ def program_of(model, setup, data, subsample_size, learn_kernel: bool, name: str
         raise DataError(f"learn_kernel: {name}'s {route} route cannot learn the kernel's hyper-parameters; "
                         f"use learn_kernel=False (or a route that learns them: `crowdzoo models`)")
     return model.program(setup, data, subsample_size, learn_kernel=True)
+
+
+def settled(losses: np.ndarray, share: float = 0.1) -> bool | None:
+    """Whether a run of stochastic SVI losses has stopped falling: the mean of its last ``share`` of
+    steps is not below the mean of the ``share`` before by more than twice the noise of that
+    difference (the standard error of two means) or 0.1 % of the loss, whichever is larger. Runs
+    of fewer than 100 steps are too short to judge (None)."""
+    n = int(len(losses) * share)
+    if n < 10:
+        return None
+    before, last = losses[-2 * n:-n], losses[-n:]
+    noise = np.sqrt(before.var(ddof=1) / n + last.var(ddof=1) / n)
+    return bool(before.mean() - last.mean() <= max(2.0 * noise, 1e-3 * abs(last.mean())))
 
 
 def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: float = 0.01,
@@ -110,6 +124,11 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
                 bar.update()
         summary(bar, f"svi: {num_steps} steps, final ELBO {-losses[-1]:.6g} (mean of the last 100: "
                      f"{-losses[-100:].mean():.6g})")
+        converged = settled(losses)
+        if converged is False:
+            warnings.warn(f"svi: the ELBO was still rising over the last tenth of its {num_steps} steps; "
+                          f"give more num_steps (e.g. num_steps={2 * num_steps}) or a larger lr",
+                          ConvergenceWarning, stacklevel=2)
         nodes = pyro.poutine.trace(model_fn).get_trace().nodes
         names = [n for n, site in nodes.items()
                  if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)]
@@ -123,5 +142,6 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
     extra = {"params": params} if learn_kernel else {}  # the model's own point-estimated parameters
     return entry.posterior_class().from_draws(
         model, setup, data, {n: torch.stack(v) for n, v in draws.items()}, "svi", trace={"loss": losses},
-        settings=dict(seed=seed, num_steps=num_steps, lr=lr, subsample_size=subsample_size,
+        settings=dict(seed=seed, num_steps=num_steps, iterations=num_steps, converged=converged, lr=lr,
+                      subsample_size=subsample_size,
                       guide=type(q).__name__, n_draws=n_draws, jit=jit, learn_kernel=learn_kernel), **extra)
