@@ -56,6 +56,7 @@ from .cli_common import (
     _sep_hint,
     _setting_message,
     _table_features,
+    check_out_file,
     route_flags,
     write_result,
 )
@@ -610,14 +611,7 @@ def cmd_predict(args) -> int:
         if col not in pairs.columns:
             raise DataError(f"--pairs: column {col!r} ({what}) not found in {args.pairs} (columns: "
                             f"{list(pairs.columns)}){_sep_hint(pairs)}")
-    if args.out:
-        if Path(args.out).is_dir():
-            raise DataError(f"--out: {args.out} is a folder; name the CSV file to write")
-        if Path(args.out).exists() and not args.overwrite:
-            raise DataError(f"--out: {args.out} exists; name a new file, or pass --overwrite to replace it")
-        if not Path(args.out).absolute().parent.is_dir():
-            raise DataError(f"--out: the folder of {args.out} does not exist")
-        _check_out(Path(args.out).absolute().parent, overwrite=True)
+    check_out_file(args)
     post = _load_run(run_dir, "run_dir")
     if crowd and args.unknown_users == "drop":
         seen = pd.Index(post.data.user_ids).get_indexer(pairs[user_col].to_numpy(dtype=object)) >= 0

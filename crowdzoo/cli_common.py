@@ -301,6 +301,20 @@ def _plan(args) -> dict:
     return {"entry": e, "settings": settings, "model_kw": model_kw, "static": static}
 
 
+def check_out_file(args) -> None:
+    """predict's ``-o``: a file in an existing folder, replaced only with --overwrite."""
+    if not args.out:
+        return
+    out = Path(args.out)
+    if out.is_dir():
+        raise DataError(f"--out: {args.out} is a folder; name the CSV file to write")
+    if out.exists() and not args.overwrite:
+        raise DataError(f"--out: {args.out} exists; name a new file, or pass --overwrite to replace it")
+    if not out.absolute().parent.is_dir():
+        raise DataError(f"--out: the folder of {args.out} does not exist")
+    _check_out(out.absolute().parent, overwrite=True)
+
+
 def write_result(result: pd.DataFrame, out, sep: str, what: str) -> None:
     """``predict``'s table to the file ``out`` (saying ``what`` — with ``{n}`` for its rows — on
     stderr) or to standard output."""

@@ -171,25 +171,6 @@ def _plan(args) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ reading
-def parse_same(values: pd.Series, col: str) -> np.ndarray:
-    """The --same-col column as 1.0 / 0.0: bool, 0/1, or true/false/yes/no in any case; anything else
-    is a DataError naming the column, the first bad row and its value."""
-    from .data.pairwise import flag_numbers
-    from .errors import _show
-
-    if pd.api.types.is_bool_dtype(values):
-        return values.to_numpy(dtype=np.float64)
-    words = flag_numbers(values)
-    num = pd.to_numeric(words, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
-    if bad.size:
-        r = int(bad[0])
-        what = "missing label" if pd.isna(values.iloc[r]) else f"{_show(values.iloc[r])} is not a link label"
-        raise DataError(f"--links, column {col!r} (--same-col), row {r} (index {_show(values.index[r])}): "
-                        f"{what}; use {SAME_HELP} ({bad.size} row(s) affected)")
-    return num
-
-
 def _data_message(msg: str, cols: dict, id_col: str) -> str:
     """A DataError of LinkData.from_frame rewritten to name the CLI's file, flags and columns."""
     if msg.startswith("column "):
@@ -225,11 +206,9 @@ def load_links(args):
     if features.shape[1] == 0:
         raise DataError(f"--items: {args.items} has no feature column besides the id column {id_col!r}; the "
                         "links models cluster items by their features")
-    same_col = cols["same"][0]
-    frame = links.assign(**{same_col: parse_same(links[same_col], same_col)})  # a copy: the file is only read
     worker = cols["worker"][0] if cols["worker"] else None
-    try:
-        data = LinkData.from_frame(frame, features, i=cols["a"][0], j=cols["b"][0], same=same_col,
+    try:  # --same-col's 1/0, true/false or yes/no are LinkData's own reading
+        data = LinkData.from_frame(links, features, i=cols["a"][0], j=cols["b"][0], same=cols["same"][0],
                                    worker=worker)
     except DataError as err:
         raise DataError(_data_message(str(err), cols, id_col)) from None
@@ -355,7 +334,7 @@ def cmd_predict(args, run_dir: Path, run: dict) -> int:
     if args.consensus:
         raise DataError(f"--consensus: {model} has no users; drop it")
     sep = args.sep or run.get("sep") or ","
-    _check_out_file(args)
+    common.check_out_file(args)
     raw = common._read_csv(args.items, "--items", sep)
     id_col = run.get("id_col") or "id"
     wanted = {id_col: "the run's --id-col"}
@@ -385,17 +364,3 @@ def cmd_predict(args, run_dir: Path, run: dict) -> int:
     probs = post.cluster_proba(X).to_numpy(dtype=np.float64)
     common.write_result(cluster_table(probs, feats.index, id_col), args.out, sep, "clusters of {n} items")
     return 0
-
-
-def _check_out_file(args) -> None:
-    """predict's ``-o``: a file in an existing folder, replaced only with --overwrite."""
-    if not args.out:
-        return
-    out = Path(args.out)
-    if out.is_dir():
-        raise DataError(f"--out: {args.out} is a folder; name the CSV file to write")
-    if out.exists() and not args.overwrite:
-        raise DataError(f"--out: {args.out} exists; name a new file, or pass --overwrite to replace it")
-    if not out.absolute().parent.is_dir():
-        raise DataError(f"--out: the folder of {args.out} does not exist")
-    common._check_out(out.absolute().parent, overwrite=True)

@@ -33,11 +33,12 @@ NEW_USERS = ("error", "consensus", "prior")
 
 
 def seen_users(users, table, n: int, new_users: str = "error", prior: str | None = None,
-               consensus: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs' user ids (one per pair; a single id is repeated) and a mask of the rows whose user
-    was seen in training. A user not seen in training is refused (``new_users="error"``, naming the
-    row and every such id), or left to the caller to predict by the population's preference
-    (``"consensus"``) or by the model's prior predictive for a new user (``"prior"``). ``prior`` /
+               consensus: str | None = None) -> tuple[np.ndarray, torch.Tensor]:
+    """The pairs' user ids (one per pair; a single id is repeated) and their positions among the
+    training users (−1: not seen in training). A user not seen in training is refused
+    (``new_users="error"``, naming the row and every such id), or left to the caller to predict by
+    the population's preference (``"consensus"``) or by the model's prior predictive for a new user
+    (``"prior"``). ``prior`` /
     ``consensus``: why the model has no such prediction (None: it has one)."""
     if new_users not in NEW_USERS:
         raise DataError(f"new_users: expected one of {list(NEW_USERS)}, got {new_users!r}", arg="new_users")
@@ -46,9 +47,10 @@ def seen_users(users, table, n: int, new_users: str = "error", prior: str | None
         ids = np.repeat(ids, n)
     if ids.shape[0] != n:
         raise DataError(f"users: expected one user per pair ({n}), got {ids.shape[0]}", arg="users")
-    seen = pd.Index(table).get_indexer(ids) >= 0
+    pos = pd.Index(table).get_indexer(ids)
+    seen = pos >= 0
     if seen.all():
-        return ids, seen
+        return ids, torch.as_tensor(pos, dtype=torch.long)
     unseen = list(pd.unique(ids[~seen]))
     r = int(np.flatnonzero(~seen)[0])
     what = (f"user id {_show(ids[r])} is not a training user ({(~seen).sum()} row(s), {len(unseen)} "
@@ -64,12 +66,14 @@ def seen_users(users, table, n: int, new_users: str = "error", prior: str | None
     if why is not None:
         raise DataError(f"new_users={new_users!r}: {why} (users: row {r}: {what})", arg="new_users", row=r,
                         ids=unseen, problem=f"no {new_users} prediction")
-    return ids, seen
+    return ids, torch.as_tensor(pos, dtype=torch.long)
 
 
-def by_rows(seen: np.ndarray, known, new) -> np.ndarray:
-    """Predictions assembled row by row: ``known(rows)`` for the rows whose user was seen in training,
-    ``new(rows)`` for the others (each called once, on an index array, only if it has rows)."""
+def by_rows(pos: torch.Tensor, known, new) -> np.ndarray:
+    """Predictions assembled row by row: ``known(rows)`` for the rows whose user was seen in training
+    (``pos`` ≥ 0, as :func:`seen_users` gives), ``new(rows)`` for the others (each called once, on an
+    index array, only if it has rows)."""
+    seen = (pos >= 0).numpy()
     out = np.empty(seen.shape[0])
     for mask, f in ((seen, known), (~seen, new)):
         rows = np.flatnonzero(mask)

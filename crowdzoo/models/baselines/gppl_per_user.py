@@ -205,10 +205,10 @@ class PerUserPosterior(Posterior):
         if users is None:
             return predictive_prob(*self.latent_moments(a, b, None))[0].numpy()
         a, b = np.asarray(a).reshape(-1), np.asarray(b).reshape(-1)
-        ids, seen = seen_users(users, self.data.user_ids, a.shape[0], new_users, prior=(
+        ids, pos = seen_users(users, self.data.user_ids, a.shape[0], new_users, prior=(
             "GPPL per user shares nothing between users, so a new user's prior predictive is ½ for every "
             "pair; use new_users='consensus'"))
-        return by_rows(seen, lambda r: predictive_prob(*self.latent_moments(a[r], b[r], ids[r]))[0].numpy(),
+        return by_rows(pos, lambda r: predictive_prob(*self.latent_moments(a[r], b[r], ids[r]))[0].numpy(),
                        lambda r: predictive_prob(*self.latent_moments(a[r], b[r], None))[0].numpy())
 
     def utilities(self, users=None):

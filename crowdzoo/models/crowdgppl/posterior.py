@@ -220,10 +220,9 @@ class CrowdGPPLPosterior(Posterior):
             if j.shape != a.shape:
                 raise DataError(f"users: {j.shape[0]} users for {a.shape[0]} pairs")
             return self._predict(a, b, X, U, j)
-        ids, seen = seen_users(users, self.data.user_ids, a.shape[0], new_users, consensus=no_consensus)
-        j = torch.as_tensor(pd.Index(self.data.user_ids).get_indexer(ids), dtype=torch.long)
+        _, j = seen_users(users, self.data.user_ids, a.shape[0], new_users, consensus=no_consensus)
         unseen = "prior" if new_users == "prior" else None
-        return by_rows(seen, lambda r: self._predict(a[r], b[r], X, None, j[r]),
+        return by_rows(j, lambda r: self._predict(a[r], b[r], X, None, j[r]),
                        lambda r: self._predict(a[r], b[r], X, None, unseen))
 
     def _predict(self, a, b, X, U, j):

@@ -114,15 +114,6 @@ class DPMPosterior(Posterior):
                    lengthscales=ell, **kw)
 
     # ------------------------------------------------------------------ helpers
-    def _user_rows(self, users, n):
-        """Positions of ``users`` among the training users (−1: not seen in training), length n."""
-        ids = np.asarray(users, dtype=object).reshape(-1)
-        if ids.shape[0] == 1 and n != 1:
-            ids = np.repeat(ids, n)
-        if ids.shape[0] != n:
-            raise DataError(f"users: expected one user per pair ({n}), got {ids.shape[0]}")
-        return torch.as_tensor(pd.Index(self.data.user_ids).get_indexer(ids), dtype=torch.long)
-
     def _weights(self):
         """(S, C + 1) CRP prior predictive weights of a new user: n_c / (U + λ), then λ / (U + λ)."""
         U = self.z.shape[1]
@@ -201,8 +192,7 @@ class DPMPosterior(Posterior):
         if users is None:
             j = torch.full((n,), -1, dtype=torch.long)
         else:
-            ids, _ = seen_users(users, self.data.user_ids, n, new_users)
-            j = self._user_rows(ids, n)
+            _, j = seen_users(users, self.data.user_ids, n, new_users)  # −1: the CRP's new user
         S, C = self.counts.shape
         out = torch.empty(n, dtype=DTYPE)
         w_new = self._weights()
