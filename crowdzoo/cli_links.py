@@ -239,17 +239,6 @@ def worker_table(post) -> pd.DataFrame:
     return wk[[c for c in order if c in wk.columns]]
 
 
-def _converged(trace) -> bool:
-    """The routes' rule (they warn otherwise): the last tenth of the epochs raised the bound by at most
-    1 % over the tenth before it."""
-    trace = np.asarray(trace, dtype=np.float64)
-    k = max(len(trace) // 10, 1)
-    if len(trace) < 2 * k:
-        return False
-    before, last = trace[-2 * k:-k].mean(), trace[-k:].mean()
-    return bool(last - before <= 0.01 * abs(before))
-
-
 def cmd_fit(args) -> int:
     """``crowdzoo fit scdc|bayesscdc``: check the options and --out, read the CSVs, fit, write the run."""
     e = zoo.entry(args.model)
@@ -263,6 +252,15 @@ def cmd_fit(args) -> int:
     print(json.dumps(metrics, indent=2))
     print(f"wrote {', '.join(str(out / f) for f in args.written)}")
     return 0
+
+
+def _settled(trace) -> bool:
+    """The routes' rule (they warn otherwise): the bound rose by at most 1 % over the last tenth of
+    the epochs (:func:`~crowdzoo.models.scdc.svi.epoch_rise`)."""
+    from .models.scdc.svi import epoch_rise
+
+    rise = epoch_rise(trace)
+    return rise is not None and rise <= 1.0
 
 
 def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, plan: dict) -> dict:
@@ -299,7 +297,7 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
                "n_features": int(data.n_features), "n_clusters": int(probs.shape[1]),
                "clusters_used": int(len(post.clusters_in_use())),
                "final_elbo_per_item": float(trace[-1]), "epochs": int(len(trace)),
-               "converged": _converged(trace)}
+               "converged": _settled(trace)}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     run = {k: v for k, v in vars(args).items() if k not in ("func", "checkpoint_path", "written")}
     cols = _columns(args)

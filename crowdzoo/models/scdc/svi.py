@@ -250,13 +250,20 @@ def _trace_loss(guide, num_particles):
     return loss
 
 
-def _warn_unconverged(trace, what="scdc svi", bound="ELBO"):
+def epoch_rise(trace) -> float | None:
+    """How much (%) the per-epoch bound ``trace`` rose over the last tenth of the epochs against the
+    tenth before (None for a run too short to tell): above 1 %, the fit had not settled."""
+    trace = np.asarray(trace, dtype=np.float64)
     n = len(trace)
     k = max(n // 10, 1)
     if n < 2 * k:
-        return
+        return None
     before, last = trace[-2 * k:-k].mean(), trace[-k:].mean()
-    if last - before > 0.01 * abs(before):
-        rise = 100 * (last - before) / abs(before)
+    return float(100 * (last - before) / abs(before))
+
+
+def _warn_unconverged(trace, what="scdc svi", bound="ELBO"):
+    rise = epoch_rise(trace)
+    if rise is not None and rise > 1.0:
         warnings.warn(f"{what}: the {bound} still rose by {rise:.1f} % over the last tenth of "
                       "the epochs; raise n_epochs", ConvergenceWarning, stacklevel=3)
