@@ -76,3 +76,32 @@ def test_crowdbt_gp_to_arviz_and_report(spammed, tmp_path):
     rep = cz.report(post, tmp_path / "crowdbt.md")
     assert {"PPC: item win rates", "optimisation"} <= {c.name for c in rep.checks} | {"optimisation"}
     assert any("utilities g" in k for k in rep.figures) and rep.path.read_text().startswith("# ")
+
+
+def test_crowdbt_predicts_each_worker_by_its_reliability(spammed):
+    """Held-out labels of workers who answer the opposite: the consensus is confidently wrong for them
+    (log loss above a coin); the worker's own predictive η_k p + (1 − η_k)(1 − p) is right (below a
+    coin), and over all workers it beats the consensus. A new worker gets the prior's η̄."""
+    d, _, flipped = spammed
+    n = 2000
+    train = cz.PairwiseData.from_arrays(d.a[:n], d.b[:n], d.y[:n], d.item_features, users=d.users[:n])
+    post = cz.fit(cz.CrowdBTGP(n_inducing=30), train, method="map")
+    ids, uids = d.item_ids, train.user_ids
+    a, b, y, u = ids[d.a[n:]], ids[d.b[n:]], d.y[n:], uids[d.users[n:]]
+
+    def log_loss(p, rows):
+        return float(-np.mean(np.where(y[rows] == 1, np.log(p[rows]), np.log1p(-p[rows]))))
+
+    consensus, own = post.predict_proba(a, b), post.predict_proba(a, b, users=u)
+    bad = np.isin(d.users[n:], flipped)
+    assert log_loss(consensus, bad) > np.log(2) > log_loss(own, bad)
+    everyone = np.ones_like(bad)
+    assert log_loss(own, everyone) < log_loss(consensus, everyone)
+    al, be = post.model.reliability_prior
+    eta0 = al / (al + be)
+    new = post.predict_proba(a[:5], b[:5], users=["nobody"] * 5, new_users="prior")
+    np.testing.assert_allclose(new, eta0 * consensus[:5] + (1 - eta0) * (1 - consensus[:5]), atol=1e-12)
+    np.testing.assert_allclose(post.predict_proba(a[:5], b[:5], users=["nobody"] * 5, new_users="consensus"),
+                               consensus[:5], atol=1e-12)
+    with pytest.raises(cz.DataError, match="not a training user"):
+        post.predict_proba(a[:5], b[:5], users=["nobody"] * 5)

@@ -100,7 +100,8 @@ def run_one(seed: int, name: str, quick: bool = False, data_dir=None) -> pd.Data
     rows = []
     for method, (model, route, kw) in methods(personal, quick).items():
         post = cz.fit(model, data, method=route, seed=seed, progress_bar=False, **kw)
-        if personal and method != "GPPL":
+        # the paper predicts a worker's labels with crowdBT–GP's consensus (differences treated as noise)
+        if personal and method not in ("GPPL", "crowdBT-GP"):
             p = post.predict_proba(test.a.to_numpy(), test.b.to_numpy(), users=test.worker.to_numpy())
         else:
             p = post.predict_proba(test.a.to_numpy(), test.b.to_numpy())

@@ -8,7 +8,8 @@ Stage 1, crowdBT (Chen et al. 2013): item scores s_i and worker reliabilities η
 
 Stage 2: the scores ŝ of the training items are treated as noisy observations of a GP over item
 features, ŝ = g(x) + ε, g ~ GP(0, k), ε ~ N(0, σ_n²), sparse with M inducing items (DTC); the
-consensus P(a ≻ b) for any items uses the GP's predictive g_a − g_b inside the logistic link.
+consensus P(a ≻ b) for any items uses the GP's predictive g_a − g_b inside the logistic link, and a
+known worker's answer is that probability passed through the worker's reliability, as in stage 1.
 
 Fitting (route ``"map"``): two stages, as the baseline is built.
 
@@ -127,12 +128,25 @@ class CrowdBTGPPosterior(Posterior):
                 pd.Series(var.numpy(), index=index, name="variance"))
 
     def predict_proba(self, a, b, item_features=None, users=None, new_users: str = "error") -> np.ndarray:
-        """Consensus P(a ≻ b) = E[σ(g_a − g_b)] ≈ Φ(μ / √(8/π + v)) with the GP's mean μ and
-        variance v of g_a − g_b. crowdBT–GP has no personal preferences, so ``users`` changes no
-        probability; a user id not seen in training is still refused (``new_users="error"``: a
-        mistyped id should not pass unnoticed) unless ``new_users`` is "consensus" or "prior"."""
-        if users is not None and self.data.user_ids is not None:
-            seen_users(users, self.data.user_ids, np.asarray(a).reshape(-1).shape[0], new_users)
+        """P(a ≻ b). Without ``users``, the consensus P(g_a > g_b) = E[σ(g_a − g_b)] ≈ Φ(μ / √(8/π + v))
+        with the GP's mean μ and variance v of g_a − g_b. With ``users``, what crowdBT says each
+        worker k answers (Chen et al. 2013, Eq. 1): η_k p + (1 − η_k)(1 − p) with the worker's MAP
+        reliability η_k — a worker who often disagrees with the consensus gets tempered (or flipped)
+        predictions, not the consensus's confidence. A user not seen in training is refused
+        (``new_users="error"``: a mistyped id should not pass unnoticed); ``"consensus"`` predicts the
+        consensus, ``"prior"`` a new worker's prior predictive, η̄ p + (1 − η̄)(1 − p) with η̄ = α_η /
+        (α_η + β_η) the prior mean of the Beta(α_η, β_η) reliability."""
+        p = self._consensus(a, b, item_features)
+        if users is None or self.reliability is None:
+            return p
+        _, pos = seen_users(users, self.data.user_ids, p.shape[0], new_users)
+        al, be = self.model.reliability_prior
+        eta_new = al / (al + be) if new_users == "prior" else 1.0
+        pos = pos.numpy()
+        eta = np.where(pos >= 0, self.reliability.to_numpy()[np.maximum(pos, 0)], eta_new)
+        return eta * p + (1.0 - eta) * (1.0 - p)
+
+    def _consensus(self, a, b, item_features=None) -> np.ndarray:
         X, ids = self._X(item_features)
         ids_a = a
         a = torch.as_tensor(positions("a", a, ids, hint=False))
