@@ -422,10 +422,16 @@ def loo(dt) -> Check:
 
 
 def _agreement_of(x, r) -> dict:
-    """One quantity group of an approximation (draws ``x``) against NUTS (draws ``r``): the mean over
-    its elements of |E_approx − E_NUTS| / sd_NUTS, the median sd_approx / sd_NUTS, and the mean share
-    of NUTS draws inside the approximation's central 90 % interval (0.9 when the two agree)."""
-    xs, rs = (np.asarray(v.values).reshape(v.shape[0] * v.shape[1], -1) for v in (x, r))
+    """:func:`agreement_of` on two ArviZ variables (chain, draw, …)."""
+    return agreement_of(*(np.asarray(v.values).reshape(v.shape[0] * v.shape[1], -1) for v in (x, r)))
+
+
+def agreement_of(xs: np.ndarray, rs: np.ndarray) -> dict:
+    """One quantity group of an approximation (draws ``xs``, (S, n)) against NUTS (draws ``rs``, (R, n)),
+    element by element: |E_approx − E_NUTS| / sd_NUTS (``diff``), sd_approx / sd_NUTS (``ratio``), and
+    the share of NUTS draws inside the approximation's central 90 % interval (``cov90``, 0.9 when the
+    two agree); elements NUTS holds fixed are left out."""
+    xs, rs = np.asarray(xs).reshape(len(xs), -1), np.asarray(rs).reshape(len(rs), -1)
     sd = rs.std(0)
     ok = sd > 0
     lo, hi = np.quantile(xs[:, ok], [0.05, 0.95], axis=0)
