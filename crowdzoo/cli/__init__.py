@@ -17,7 +17,7 @@ failure with its advice and status 3; Ctrl-C with one line naming the checkpoint
 continues the fit, status 130. Warnings of a fit come as ``crowdzoo: warning: ...`` lines.
 
 The route settings (``--max-iter``, ``--tol``, ``--batch-size``, ...) are generated from the
-routes' signatures, read from their source files (:func:`crowdzoo.zoo.route_signature_static`), so
+routes' signatures, read from their source files (:func:`crowdzoo.route_signature_static`), so
 ``--help`` answers without importing torch; a given flag that the chosen route does not take is
 refused, as is any option that does not apply to the chosen model.
 """
@@ -36,8 +36,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import cli_links, zoo
-from .cli_common import (
+from .. import zoo
+from ..errors import DataError, NumericalError
+from . import links as cli_links
+from .common import (
     ALL,
     ITEMS,
     MODEL_OPTIONS,
@@ -60,7 +62,7 @@ from .cli_common import (
     route_flags,
     write_result,
 )
-from .errors import DataError, NumericalError
+from .flags import model_defaults_static, route_signature_static
 
 MODELS = tuple(e.name for e in zoo.ZOO)
 METHODS = tuple(sorted({m for e in zoo.ZOO for m in e.routes}))
@@ -199,7 +201,7 @@ def model_defaults_help() -> str:
     for e in zoo.ZOO:
         if e.data == "links":
             continue
-        d = zoo.model_defaults_static(e)
+        d = model_defaults_static(e)
         shown = [f"--{opt.replace('_', '-')} " + (ALL if d[name] is None else str(d[name]))
                  for opt, name in MODEL_OPTIONS.items() if name in d]
         lines.append(f"  {e.name}: {', '.join(shown) or 'none of these options'}")
@@ -307,7 +309,7 @@ def load_csvs(pairs_path, items_path, args, shard: bool = False):
     ``--users`` (``--user-features``/``--user-one-hot``). ``shard``:
     only this rank's share of ``--pairs`` (a ``--distributed`` fit; :mod:`crowdzoo.data.shard`), read
     in chunks so that no rank holds every label (the frame is then None)."""
-    from .data import PairwiseData
+    from ..data import PairwiseData
 
     sep = getattr(args, "sep", ",")
     e = zoo.entry(getattr(args, "model", "gppl"))
@@ -415,7 +417,7 @@ def _row_p(post, data, pairs, first, args, crowd) -> np.ndarray:
 
 def _scores(y, p) -> dict:
     """Accuracy and log loss (CEE) of the decided rows, or None for both when there are none."""
-    from .metrics import accuracy, cross_entropy
+    from ..metrics import accuracy, cross_entropy
 
     if len(y) == 0:
         return {"accuracy": None, "cee": None}
@@ -462,7 +464,7 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None, pairs=
     ``pairs``: the frame ``data`` was read from (None for a shard: rank 0 reads its rows again)."""
     import crowdzoo as cz
 
-    from .metrics import kendall_tau
+    from ..metrics import kendall_tau
 
     plan = plan or _plan(args)
     e, settings = plan["entry"], dict(plan["settings"])
@@ -638,7 +640,7 @@ def _predict_message(err: DataError, cols: dict, flag: str = "--pairs", remedy: 
     """A prediction's DataError in the command line's words: its flags and the user's columns, from
     the fields the error carries (``arg``, ``row``, ``ids``, ``problem``). ``flag``: the file's flag;
     ``remedy``: what to do about an unseen user or item (default: predict's options)."""
-    from .errors import _show
+    from ..errors import _show
 
     def shown(ids):
         return ", ".join(_show(i) for i in ids[:5]) + (", …" if len(ids) > 5 else "")
@@ -727,7 +729,7 @@ def _comparison(name: str):
     quick=...)`` → tidy DataFrame and ``summarise(df)`` → Markdown."""
     import importlib
 
-    from .comparisons import REGISTRY
+    from ..comparisons import REGISTRY
 
     if name in REGISTRY:
         return name, REGISTRY[name]
@@ -750,7 +752,7 @@ def _comparison(name: str):
 
 
 def cmd_compare(args) -> int:
-    from .comparisons import run
+    from ..comparisons import run
 
     what, comparison = _comparison(args.name)
     client = _dask_client(args.executor) if args.executor else None
@@ -807,7 +809,7 @@ def _decided_labels(frame: pd.DataFrame, run: dict) -> np.ndarray:
     """The label of each row of a pairs frame read with the run's columns: 1.0 where the first item
     won (every row of a winner-first file), 0.0 where the second did, NaN for a tie (y = 0.5, or the
     run's --tie-col true)."""
-    from .data.pairwise import _flags
+    from ..data.pairwise import _flags
 
     y_col = None if run.get("winner_first") or run.get("y_col", "y") == "" else run.get("y_col", "y")
     y = (np.ones(len(frame)) if y_col is None
@@ -864,7 +866,7 @@ def write_report(run_dir: Path, out: Path, reference: Path | None = None, draws:
     """The diagnostic report of a run folder: its posterior, held-out labels (the file ``test``,
     laid out as the run's --pairs; else the decided ``split == test`` rows of predictions.csv) and
     its run.json settings."""
-    from .diagnostics.report import report
+    from ..diagnostics.report import report
 
     run = _run_settings(run_dir)
     post = _load_run(run_dir, "run_dir")
@@ -941,7 +943,7 @@ def _interrupted(args, argv: list, err: BaseException) -> str:
         return f"crowdzoo: interrupted{at}; the fit so far is in {ckpt}; continue it with: {cmd}"
     if args.command in ("fit", "demo") and getattr(args, "method", None):
         e = zoo.entry(getattr(args, "model", "gppl"))
-        if args.method in e.routes and "checkpoint" not in zoo.route_signature_static(e, args.method):
+        if args.method in e.routes and "checkpoint" not in route_signature_static(e, args.method):
             return (f"crowdzoo: interrupted{at}; the {args.method!r} route keeps no checkpoint, so nothing "
                     "was kept")
         return f"crowdzoo: interrupted{at}, before a checkpoint was written; nothing was kept"

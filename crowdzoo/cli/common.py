@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import zoo
-from .errors import DataError
+from .. import zoo
+from ..errors import DataError
+from .flags import route_signature_static
 
 #: CLI option → the model setting it fills (only models with that setting receive it)
 MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "n_components",
@@ -67,7 +68,7 @@ def route_flags() -> dict:
     for e in zoo.ZOO:
         for method in e.routes:
             where = method if e.is_generic(method) else f"{e.name} {method}"
-            for name, (default, ann) in zoo.route_signature_static(e, method).items():
+            for name, (default, ann) in route_signature_static(e, method).items():
                 t = _setting_type(default, ann)
                 if name in NOT_FLAGS or t is None:
                     continue
@@ -149,7 +150,7 @@ ONE_HOT_HELP = (f"; a numeric column with more than {ONE_HOT_MAX} distinct value
 
 def _yes_no(col: pd.Series) -> pd.Series | None:
     """A column of yes/no (or true/false) words as 1.0/0.0 (missing stays missing); None otherwise."""
-    from .data.pairwise import FLAG_WORDS
+    from ..data.pairwise import FLAG_WORDS
 
     words = col.astype(str).str.strip().str.lower().where(col.notna())
     if not col.notna().any() or not words.dropna().isin(list(FLAG_WORDS)).all():
@@ -160,7 +161,7 @@ def _yes_no(col: pd.Series) -> pd.Series | None:
 def _one_hot(col: pd.Series, name: str, t: Table, ids) -> dict:
     """The dummy columns ``name=value`` of a categorical column; refused where a value is missing or
     the column looks like a measurement (:data:`ONE_HOT_MAX`)."""
-    from .errors import _show
+    from ..errors import _show
 
     if col.isna().any():
         r = int(np.flatnonzero(col.isna())[0])
@@ -183,7 +184,7 @@ def _table_features(table: pd.DataFrame, path, t: Table, features: str | None,
     """The feature columns of a table indexed by id: those listed in ``features`` (default: every
     column), the ``one_hot`` ones encoded as dummies, a yes/no column as 1/0; any other string
     column is refused, naming it and the flag that would take it."""
-    from .errors import _show
+    from ..errors import _show
 
     cols = list(table.columns)
     chosen = _names(features) if features is not None else None
@@ -240,7 +241,7 @@ def _plan(args) -> dict:
     if args.method not in e.routes:
         raise DataError(f"--method: {e.name} has no route {args.method!r}; its routes are {list(e.routes)} "
                         f"(default {e.default!r})")
-    static = zoo.route_signature_static(e, args.method)
+    static = route_signature_static(e, args.method)
     where = f"{e.name}'s {args.method!r} route"
     flags = route_flags()
     settings = {}
@@ -259,7 +260,7 @@ def _plan(args) -> dict:
     if getattr(args, "resume", None):
         if "resume" not in static:
             can = [f"{x.name} {m}" for x in zoo.ZOO for m in x.routes
-                   if "resume" in zoo.route_signature_static(x, m)]
+                   if "resume" in route_signature_static(x, m)]
             raise DataError(f"--resume: {where} keeps no checkpoint to resume from; the routes that do: "
                             f"{', '.join(can)}")
         if not Path(args.resume).is_file():

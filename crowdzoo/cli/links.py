@@ -30,9 +30,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import cli_common as common
-from . import zoo
-from .errors import DataError
+from .. import zoo
+from ..errors import DataError
+from . import common
+from .flags import model_defaults_static, route_signature_static
 
 #: the model settings the links options fill: {CLI option: model setting}
 LINK_MODEL_OPTIONS = {"components": "n_clusters", "latent_dim": "latent_dim", "hidden": "hidden"}
@@ -73,7 +74,7 @@ def add_fit_options(fit) -> None:
     defaults = "; ".join(
         f"{e.name}: --components {d['n_clusters']}, --latent-dim {d['latent_dim']}, --hidden "
         f"{','.join(map(str, d['hidden']))}"
-        for e in zoo.ZOO if e.data == "links" for d in [zoo.model_defaults_static(e)])
+        for e in zoo.ZOO if e.data == "links" for d in [model_defaults_static(e)])
     g = fit.add_argument_group(
         f"links models ({', '.join(links_models())})",
         "clusters of items from their features (--items, required, read with --id-col, --features, "
@@ -106,7 +107,7 @@ def need_pairs(args) -> None:
 def _refuse_distributed(args, e) -> None:
     """--distributed for a model whose Python route takes it: say how to launch that fit (a model
     without such a route is refused by the route check, naming the settings it takes)."""
-    parallel = any("distributed" in zoo.route_signature_static(e, m) for m in e.routes)
+    parallel = any("distributed" in route_signature_static(e, m) for m in e.routes)
     if getattr(args, "route_distributed", None) and parallel:
         raise DataError(f"--distributed: {args.model} from the command line runs in one process; to spread a "
                         f"fit over ranks, fit from Python: crowdzoo.fit(crowdzoo.{e.model.split(':')[1]}(), "
@@ -187,7 +188,7 @@ def _data_message(msg: str, cols: dict, id_col: str) -> str:
 def load_links(args):
     """LinkData from --links and --items: the item ids in --id-col, features by --features/--one-hot.
     The user's files are only read."""
-    from .data import LinkData
+    from ..data import LinkData
 
     sep = args.sep
     cols = _columns(args)
@@ -257,7 +258,7 @@ def cmd_fit(args) -> int:
 def _settled(trace) -> bool:
     """The routes' rule (they warn otherwise): the bound rose by at most 1 % over the last tenth of
     the epochs (:func:`~crowdzoo.models.scdc.svi.epoch_rise`)."""
-    from .models.scdc.svi import epoch_rise
+    from ..models.scdc.svi import epoch_rise
 
     rise = epoch_rise(trace)
     return rise is not None and rise <= 1.0
@@ -314,7 +315,7 @@ def cmd_predict(args, run_dir: Path, run: dict) -> int:
     """``crowdzoo predict RUN --items NEW.csv`` for a links run: each new item's most probable cluster
     and its probability, from the run's networks (without links: new items have none). Also refuses
     --items for a pairs run and a missing --pairs."""
-    from .errors import _show
+    from ..errors import _show
 
     model = run.get("model", "gppl")
     if not is_links(model):
