@@ -1,10 +1,14 @@
 """The flags ``crowdzoo fit`` generates from the zoo's models and routes, read from their source files
 with ``ast`` so that ``--help`` answers without importing torch: each route's settings with their
-defaults and annotations (:func:`route_signature_static`), and each model's dataclass defaults
-(:func:`model_defaults_static`).
+defaults and annotations (:func:`route_signature_static`), the flags made of them
+(:func:`route_flags`), and each model's dataclass defaults (:func:`model_defaults_static`).
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+
+from .. import zoo
 from ..errors import DataError
 from ..zoo import ZOO, Entry
 
@@ -51,6 +55,8 @@ def _static_function(module: str, name: str, depth: int = 0):
 
 
 _NO_DEFAULT = object()
+
+
 _STATIC_CACHE: dict = {}
 
 
@@ -118,3 +124,72 @@ def model_defaults_static(e: Entry) -> dict:
                 continue
     return out
 
+
+#: CLI option → the model setting it fills (only models with that setting receive it)
+MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "n_components",
+                 "n_inducing_users": "n_inducing_users"}
+
+
+#: route parameters that are not command-line flags (objects, or set by the CLI itself)
+NOT_FLAGS = frozenset({"setup", "callback", "resume", "checkpoint", "progress_bar", "guide", "entry", "seed"})
+
+
+#: ``--n-inducing all``: every item inducing (the model setting None)
+ALL = "all"
+
+
+_TYPES = {"bool": bool, "int": int, "float": float, "str": str}
+
+
+def _setting_type(default, annotation):
+    """The CLI type of a route setting: from its default, else its annotation (``float | None``)."""
+    if isinstance(default, bool | int | float | str):
+        return type(default)
+    if default is None and annotation:
+        for name in (t.strip() for t in annotation.split("|")):
+            if name in _TYPES:
+                return _TYPES[name]
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RouteFlag:
+    """One generated flag: the route setting ``name`` of every route that has it."""
+
+    name: str
+    flag: str
+    type: type
+    defaults: tuple  # ((default, (route, ...)), ...)
+
+    @property
+    def dest(self) -> str:
+        return f"route_{self.name}"
+
+    def help(self) -> str:
+        shown = "; ".join(f"{'unset' if d is None else repr(d)} ({', '.join(routes)})"
+                          for d, routes in self.defaults)
+        return f"route setting {self.name}; default {shown}"
+
+
+@functools.lru_cache(maxsize=1)
+def route_flags() -> dict:
+    """{setting: RouteFlag} over every route of the zoo, read from the routes' source (no torch)."""
+    found: dict = {}
+    for e in zoo.ZOO:
+        for method in e.routes:
+            where = method if e.is_generic(method) else f"{e.name} {method}"
+            for name, (default, ann) in route_signature_static(e, method).items():
+                t = _setting_type(default, ann)
+                if name in NOT_FLAGS or t is None:
+                    continue
+                types, defaults = found.setdefault(name, (set(), {}))
+                types.add(t)
+                routes = defaults.setdefault(default, [])
+                if where not in routes:
+                    routes.append(where)
+    out = {}
+    for name, (types, defaults) in found.items():
+        t = types.pop() if len(types) == 1 else float if types <= {int, float} else str
+        out[name] = RouteFlag(name, "--" + name.replace("_", "-"), t,
+                              tuple((d, tuple(r)) for d, r in defaults.items()))
+    return out
