@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import DataError
 from .links import cmd_fit as fit_links
 from .links import is_links, need_pairs
-from .messages import _setting_message
+from .messages import _setting_message, cli_message
 from .outputs import _write_predictions, write_utilities
 from .parser import OUTPUTS
 from .plan import plan_fit
@@ -96,8 +96,12 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None, pairs=
     plan = plan or plan_fit(args)
     e = plan["entry"]
     outputs = _outputs(args)
-    train, test = (cz.split_pairs(data, args.test_fraction, seed=args.seed)
-                   if args.test_fraction else (data, None))
+    try:
+        train, test = (cz.split_pairs(data, args.test_fraction, seed=args.seed)
+                       if args.test_fraction else (data, None))
+    except DataError as err:
+        raise DataError(cli_message(err, {"test_fraction": "--test-fraction"}, default="--test-fraction"),
+                        arg="--test-fraction") from None
     crowd = e.data == "crowd pairs"
     model = e.model_class()(**plan["model_kw"])
     if not _lead_rank(plan):
