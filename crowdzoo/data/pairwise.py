@@ -182,7 +182,9 @@ def _flags(col: str, s: pd.Series, where, arg: str = "tie") -> np.ndarray:
         r = bad[0]
         problem = (f"{_show(s.iloc[r])} is not a tie flag (1, true or yes for a tie; 0, false or no "
                    f"otherwise; {bad.size} row(s) affected)")
-        raise DataError(f"column {col!r}, {where(r)}: {problem}", arg=arg, row=int(r), problem=problem)
+        raise DataError(f"column {col!r}, {where(r)}: {_show(s.iloc[r])} is not a tie flag (use 1/True for a "
+                        f"tie and 0/False otherwise; {bad.size} row(s) affected)", arg=arg, row=int(r),
+                        problem=problem)
     return num == 1.0
 
 
@@ -420,7 +422,7 @@ class PairwiseData:
             missing = np.flatnonzero(idx < 0)
             if missing.size:
                 r = kept[missing[0]]
-                problem = (f"item id {_show(df[col].iloc[r])} not found in the items table ({missing.size} "
+                problem = (f"item id {_show(df[col].iloc[r])} not found in items table ({missing.size} "
                            f"row(s) affected; the items' ids look like {_show(item_index[0])})")
                 raise DataError(f"column {col!r}, {where(r)}: {problem}", arg=arg, row=int(r),
                                 problem=problem, ids=list(pd.unique(ids[arg][missing])))
@@ -455,7 +457,7 @@ class PairwiseData:
                 missing = np.flatnonzero(idx < 0)
                 if missing.size:
                     r = kept[missing[0]]
-                    problem = (f"user id {_show(df[user].iloc[r])} not found in the users table "
+                    problem = (f"user id {_show(df[user].iloc[r])} not found in users table "
                                f"({missing.size} row(s) affected)")
                     raise DataError(f"column {user!r}, {where(r)}: {problem}", arg="user", row=int(r),
                                     problem=problem, ids=list(pd.unique(vals[missing])))
