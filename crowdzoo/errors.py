@@ -5,13 +5,20 @@ their messages. The lowest module of the package: it imports nothing of crowdzoo
 class DataError(ValueError):
     """Input data failed validation. The message names the argument/column, the row and the problem.
 
-    ``arg`` (the API argument at fault), ``row`` and ``ids`` (the offending values) are optional
-    fields for callers that speak another language than Python's: the command line builds its own
-    message from them, naming its flags and the user's columns, instead of rewriting this one."""
+    The fields say the same for callers that speak another language than Python's (the command line
+    builds its own message from them, naming its flags and the user's columns): ``arg``, the API
+    argument at fault (a column's argument, such as ``"y"``, for a bad value in that column; two
+    names joined by ", " when the fault is between them); ``row``, the row (position) of the first
+    offending value; ``ids``, the offending ids where there are several; ``problem``, what is wrong,
+    in words that name no Python argument, without the argument and the row, and without advice in
+    Python's terms. ``problem`` defaults to the message less its leading ``"arg: "``, for messages
+    that hold nothing else."""
 
     def __init__(self, message: str, *, arg: str | None = None, row: int | None = None, ids=None,
                  problem: str | None = None):
         super().__init__(message)
+        if problem is None and arg is not None and message.startswith(f"{arg}: "):
+            problem = message[len(arg) + 2:]
         self.arg, self.row, self.ids, self.problem = arg, row, ids, problem
 
 

@@ -13,6 +13,7 @@ import torch
 
 import crowdzoo as cz
 from crowdzoo import zoo
+from crowdzoo.cli import flags
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -101,9 +102,9 @@ def test_the_route_signature_carries_the_loop_settings():
     """The zoo (fit's check of settings) and the CLI (its flags, read from source) see the loop's
     settings, as for GPPL's natgrad."""
     e = zoo.entry("bayesscdc")
-    for read in (zoo.route_settings(e.route("natgrad")), zoo.route_settings_static(e, "natgrad")):
+    for read in (zoo.route_settings(e.route("natgrad")), flags.route_settings_static(e, "natgrad")):
         assert {"checkpoint", "resume", "checkpoint_every", "callback", "tol", "n_init"} <= set(read)
-    assert "n_init" in zoo.route_settings_static(zoo.entry("scdc"), "svi")
+    assert "n_init" in flags.route_settings_static(zoo.entry("scdc"), "svi")
 
 
 def test_tol_stops_at_the_end_of_an_epoch_once_the_epoch_bound_settles(data):

@@ -96,18 +96,31 @@ def test_demo_refuses_a_folder_holding_a_fit_run(tmp_path, capsys):
     assert sorted(p.name for p in run.iterdir()) == ["posterior.pt"]
 
 
-def test_api_messages_are_rewritten_with_the_cli_flags():
-    from crowdzoo.cli import _cli_message
+def test_api_errors_are_told_from_their_fields_with_the_cli_flags():
+    """The data API's errors carry their argument, row and problem; the command line places the
+    argument with its own table and never shows the Python message."""
+    from crowdzoo.cli.messages import FIT_ADVICE, cli_message, pairs_places
 
     cols = {"a": ("winner", "--a-col"), "b": ("loser", "--b-col"), "y": ("label", "--y-col")}
-    assert _cli_message("df: empty data (no labels)", cols) == "--pairs: empty data (no labels)"
-    assert _cli_message("y: row 3: label 2 is outside {0, 1}", cols) == \
-        "--pairs, column 'label' (--y-col): row 3: label 2 is outside {0, 1}"
-    msg = _cli_message("column 'label', row 1 (index 1): label 0.5 is a tie: pass ties='drop' to leave "
-                       "ties out", cols)
-    assert msg.startswith("--pairs: column 'label'") and "--ties drop" in msg and "ties=" not in msg
-    assert _cli_message("item_features: row 1, column 0: value nan", cols).startswith("--items:")
-    assert "in --pairs" in _cli_message("a: column 'winner' not found in df (columns: [])", cols)
+    places = pairs_places("--pairs", cols)
+    frame = pd.DataFrame({"winner": ["x", "y", "z", "x"], "loser": ["y", "z", "x", "z"],
+                          "label": [1, 0, 1, 2]})
+    try:
+        cz.PairwiseData.from_frame(frame, a="winner", b="loser", y="label")
+    except cz.DataError as err:
+        assert (err.arg, err.row) == ("y", 3) and "0.5 or a tie= column" in str(err)  # Python's words
+        msg = cli_message(err, places, FIT_ADVICE, "--pairs")
+    assert msg.startswith("--pairs, column 'label' (--y-col), row 3: label 2 is not 0 or 1")
+    assert "tie=" not in msg
+    try:
+        cz.PairwiseData.from_frame(frame.assign(label=[1, 0.5, 1, 1]), a="winner", b="loser", y="label")
+    except cz.DataError as err:
+        assert err.arg == "ties" and "ties='drop'" in str(err)
+        msg = cli_message(err, places, FIT_ADVICE, "--pairs")
+    assert msg.startswith("--pairs, row 1: label 0.5 in column 'label' is a tie") and "--ties drop" in msg
+    assert "ties=" not in msg
+    err = cz.DataError("item_features: row 1, column 0: value nan", arg="item_features")
+    assert cli_message(err, places, default="--pairs") == "--items: row 1, column 0: value nan"
 
 
 def test_a_bad_route_setting_names_its_flag(tmp_path, capsys):

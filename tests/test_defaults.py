@@ -10,6 +10,7 @@ import pytest
 
 import crowdzoo as cz
 from crowdzoo import cli, zoo
+from crowdzoo.cli import flags
 from crowdzoo.comparisons import calibration
 from crowdzoo.data.simulate_panel import Panel, simulate_panel
 
@@ -102,10 +103,10 @@ def test_fit_help_prints_each_models_defaults(capsys):
         cli.main(["fit", "--help"])
     out = capsys.readouterr().out
     assert "model defaults" in out
-    crowd = zoo.model_defaults_static(zoo.entry("crowdgppl"))
+    crowd = flags.model_defaults_static(zoo.entry("crowdgppl"))
     assert crowd["n_inducing"] == "auto" and crowd["n_components"] == cz.CrowdGPPL().n_components
     assert "crowdgppl: --n-inducing auto" in out and f"--components {crowd['n_components']}" in out
-    assert zoo.model_defaults_static(zoo.entry("gppl-per-user"))["kernel"] == cz.GPPLPerUser().kernel
+    assert flags.model_defaults_static(zoo.entry("gppl-per-user"))["kernel"] == cz.GPPLPerUser().kernel
 
 
 def test_simulated_panel_is_a_users_kind_of_data():

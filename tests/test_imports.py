@@ -28,8 +28,7 @@ LAYERS = (
     ("diagnostics", ("crowdzoo.diagnostics", "crowdzoo.metrics", "crowdzoo.cluster_metrics")),
     ("models", ("crowdzoo.models",)),
     ("zoo", ("crowdzoo.zoo",)),
-    ("apps", ("crowdzoo", "crowdzoo.active", "crowdzoo.cli", "crowdzoo.cli_common", "crowdzoo.cli_links",
-              "crowdzoo.comparisons")),
+    ("apps", ("crowdzoo", "crowdzoo.active", "crowdzoo.cli", "crowdzoo.comparisons")),
 )
 
 #: import circles known today, each broken at one named import (importer, imported) with the reason it

@@ -14,6 +14,7 @@ import pytest
 
 import crowdzoo as cz
 from crowdzoo.cli import _parser, main, route_flags
+from crowdzoo.cli.flags import route_settings_static
 
 NAMES = ["eraserhead", "alien", "heat", "amelie", "brazil", "clue", "jaws", "fargo", "rushmore", "psycho",
          "up", "big"]
@@ -301,7 +302,7 @@ def test_route_settings_are_generated_flags(csvs):
     for e in cz.ZOO:
         for method in e.routes:
             accepted = cz.zoo.route_settings(e.route(method))
-            static = cz.zoo.route_settings_static(e, method)
+            static = route_settings_static(e, method)
             assert list(static) == list(accepted), (e.name, method)
             for name, default in accepted.items():
                 if name in flags:

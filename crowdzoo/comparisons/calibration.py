@@ -97,9 +97,9 @@ def _fit_api(entry, model, train, items, users, seed, method=None, **settings):
 
 
 def _signature(entry, method):
-    from .. import zoo
+    from ..cli.flags import route_signature_static
 
-    return zoo.route_signature_static(entry, method)
+    return route_signature_static(entry, method)
 
 
 def _takes_users(entry) -> bool:

@@ -19,13 +19,15 @@ def positions(name: str, ids, table=None, n: int | None = None, what: str = "ite
         if bad.size:
             r = bad[0]
             more = f" (pass {what}_features= to predict for new {what}s)" if hint else ""
-            raise DataError(f"{name}: row {r}: {what} id {_show(ids[r])} is not a training {what}{more}",
-                            arg=name, row=int(r), ids=list(pd.unique(ids[bad])), problem=f"unseen {what}")
+            problem = f"{what} id {_show(ids[r])} is not a training {what}"
+            raise DataError(f"{name}: row {r}: {problem}{more}", arg=name, row=int(r),
+                            ids=list(pd.unique(ids[bad])), problem=problem)
     else:
         pos = ids.astype(np.int64)
         bad = np.flatnonzero((pos < 0) | (pos >= n))
         if bad.size:
-            raise DataError(f"{name}: row {bad[0]}: index {pos[bad[0]]} out of range [0, {n})")
+            problem = f"index {pos[bad[0]]} out of range [0, {n})"
+            raise DataError(f"{name}: row {bad[0]}: {problem}", arg=name, row=int(bad[0]), problem=problem)
     return torch.as_tensor(pos, dtype=torch.long)
 
 
@@ -61,11 +63,13 @@ def seen_users(users, table, n: int, new_users: str = "error", prior: str | None
             ("prior", "the prior predictive of a new user", prior)) if why is None]
         raise DataError(f"users: row {r}: {what}; check the ids" + (f", or pass {' or '.join(ways)}" if ways
                                                                      else ""),
-                        arg="users", row=r, ids=unseen, problem="unseen user")
+                        arg="users", row=r, ids=unseen, problem=what)
     why = consensus if new_users == "consensus" else prior
     if why is not None:
         raise DataError(f"new_users={new_users!r}: {why} (users: row {r}: {what})", arg="new_users", row=r,
-                        ids=unseen, problem=f"no {new_users} prediction")
+                        ids=unseen,
+                        problem=f"the model has no {new_users} prediction for users it was not fitted on "
+                                f"({what})")
     return ids, torch.as_tensor(pos, dtype=torch.long)
 
 
@@ -86,10 +90,11 @@ def check_features(name: str, X, D: int) -> torch.Tensor:
     """New feature rows (n, D) as a float64 tensor (a copy), or a DataError naming the row and column."""
     X = np.array(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != D:
-        raise DataError(f"{name}: expected shape (n, {D}), got {X.shape}")
+        raise DataError(f"{name}: expected shape (n, {D}), got {X.shape}", arg=name)
     if not np.isfinite(X).all():
         r, col = np.argwhere(~np.isfinite(X))[0]
-        raise DataError(f"{name}: row {r}, column {col}: value is not finite")
+        raise DataError(f"{name}: row {r}, column {col}: value is not finite", arg=name, row=int(r),
+                        problem=f"column {col}: value is not finite")
     return torch.as_tensor(X, dtype=torch.float64)
 
 
@@ -97,12 +102,12 @@ def distinct_pairs(ia: torch.Tensor, ib: torch.Tensor, ids_a) -> None:
     """Refuse pairs of unequal length and pairs of an item with itself (P = ½ by definition: a
     silent 0.5 would hide a mistake in the caller's ids), naming the row and the id."""
     if ia.shape != ib.shape:
-        raise DataError(f"a, b: mismatched lengths {ia.shape[0]} and {ib.shape[0]}")
+        raise DataError(f"a, b: mismatched lengths {ia.shape[0]} and {ib.shape[0]}", arg="a, b")
     same = torch.nonzero(ia == ib).reshape(-1)
     if same.numel():
         r = int(same[0])
         raise DataError(f"a, b: row {r}: both are item {_show(np.asarray(ids_a).reshape(-1)[r])} (an item "
-                        f"compared with itself; {same.numel()} such row(s)); drop those rows")
+                        f"compared with itself; {same.numel()} such row(s)); drop those rows", arg="a, b")
 
 
 def feature_rows(name: str, item_features, D: int):

@@ -58,19 +58,23 @@ def _observations(O, item_ids=None) -> np.ndarray:
             if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
                 bad = np.flatnonzero(pd.to_numeric(s, errors="coerce").isna())
                 r = int(bad[0]) if bad.size else 0
-                raise DataError(f"O: column {c} ({col!r}) is not numeric (row {r}: {_show(s.iloc[r])})")
+                raise DataError(f"O: column {c} ({col!r}) is not numeric (row {r}: {_show(s.iloc[r])})",
+                                arg="O", row=r,
+                                problem=f"column {c} ({col!r}) is not numeric ({_show(s.iloc[r])})")
         O = O.to_numpy(dtype=np.float64, na_value=np.nan)
     try:
         arr = np.asarray(O)
     except ValueError as e:  # ragged nested lists
-        raise DataError(f"O: cannot be read as a 2-D array (items × features): {e}") from None
+        raise DataError(f"O: cannot be read as a 2-D array (items × features): {e}", arg="O") from None
     if arr.ndim != 2:
         raise DataError(f"O: expected a 2-D array (items × features), got shape {arr.shape}"
-                        + ("; for one feature per item pass O[:, None]" if arr.ndim == 1 else ""))
+                        + ("; for one feature per item pass O[:, None]" if arr.ndim == 1 else ""), arg="O",
+                        problem=f"expected a 2-D table (items × features), got shape {arr.shape}")
     if arr.shape[0] == 0:
-        raise DataError("O: no rows (no items); O needs one row per item, annotated or not")
+        raise DataError("O: no rows (no items); O needs one row per item, annotated or not", arg="O",
+                        problem="no rows (no items); every item needs a row, annotated or not")
     if arr.shape[1] == 0:
-        raise DataError("O: no columns; every item needs at least one observed feature")
+        raise DataError("O: no columns; every item needs at least one observed feature", arg="O")
     if arr.dtype.kind not in "iuf":
         try:
             arr = arr.astype(np.float64)
@@ -81,7 +85,9 @@ def _observations(O, item_ids=None) -> np.ndarray:
                     float(flat[k])
                 except (TypeError, ValueError):
                     r, c = divmod(k, arr.shape[1])
-                    raise DataError(f"O: row {r}, column {c}: {_show(flat[k])} is not numeric") from None
+                    raise DataError(f"O: row {r}, column {c}: {_show(flat[k])} is not numeric",
+                                    arg="O", row=r,
+                                    problem=f"column {c}: {_show(flat[k])} is not numeric") from None
     arr = np.array(arr, dtype=np.float64, copy=True)
     bad = np.argwhere(~np.isfinite(arr))
     if bad.size:
@@ -89,8 +95,10 @@ def _observations(O, item_ids=None) -> np.ndarray:
         item = f" (item {_show(item_ids[r])})" if item_ids is not None and len(item_ids) == len(arr) else ""
         col = f" ({cols[c]!r})" if cols is not None else ""
         more = f"; {len(bad)} values in all" if len(bad) > 1 else ""
+        problem = (f"{item[2:-1] + ', ' if item else ''}column {c}{col}: value {arr[r, c]} is not finite "
+                   "(NaN or inf)")
         raise DataError(f"O: row {r}{item}, column {c}{col}: value {arr[r, c]} is not finite (NaN or inf)"
-                        f"{more}")
+                        f"{more}", arg="O", row=int(r), problem=problem + more)
     return arr
 
 
@@ -99,17 +107,19 @@ def _ids(name: str, ids, n: int | None, what: str) -> np.ndarray:
     and repeats."""
     arr = _array(ids)
     if arr.ndim != 1:
-        raise DataError(f"{name}: expected a 1-D array of {what} ids, got shape {arr.shape}")
+        raise DataError(f"{name}: expected a 1-D array of {what} ids, got shape {arr.shape}", arg=name)
     if n is not None and arr.size != n:
         rows = " (rows of O)" if what == "item" else ""
-        raise DataError(f"{name}: {arr.size} ids for {n} {what}s{rows}")
+        raise DataError(f"{name}: {arr.size} ids for {n} {what}s{rows}", arg=name,
+                        problem=f"{arr.size} ids for {n} {what}s")
     missing = np.flatnonzero(pd.isna(arr))
     if missing.size:
-        raise DataError(f"{name}: row {missing[0]}: missing {what} id")
+        raise DataError(f"{name}: row {missing[0]}: missing {what} id", arg=name, row=int(missing[0]),
+                        problem=f"missing {what} id")
     index = pd.Index(arr)
     if index.has_duplicates:
         dup = index[index.duplicated()][0]
-        raise DataError(f"{name}: {what} id {_show(dup)} appears more than once")
+        raise DataError(f"{name}: {what} id {_show(dup)} appears more than once", arg=name)
     return arr.copy()
 
 
@@ -118,28 +128,38 @@ def _integer_like(arr: np.ndarray) -> bool:
                                        and pd.api.types.infer_dtype(arr, skipna=True) == "integer")
 
 
-def _present_1d(name: str, arr: np.ndarray, what: str, one: str, where: Callable[[int], str]) -> np.ndarray:
-    """``arr`` if it is 1-D with no missing value, else a DataError naming ``name`` and the row."""
+def _present_1d(name: str, arr: np.ndarray, what: str, one: str, where: Callable[[int], str],
+                arg: str | None = None) -> np.ndarray:
+    """``arr`` if it is 1-D with no missing value, else a DataError naming ``name`` (the argument
+    ``arg``, default ``name``) and the row."""
+    arg = arg or name
     if arr.ndim != 1:
-        raise DataError(f"{name}: expected a 1-D array of {what}, got shape {arr.shape}")
+        raise DataError(f"{name}: expected a 1-D array of {what}, got shape {arr.shape}", arg=arg,
+                        problem=f"expected a 1-D array of {what}, got shape {arr.shape}")
     missing = np.flatnonzero(pd.isna(arr)) if arr.size else np.zeros(0, dtype=np.int64)
     if missing.size:
-        raise DataError(f"{name}, {where(missing[0])}: missing {one} ({missing.size} row(s) affected)")
+        problem = f"missing {one} ({missing.size} row(s) affected)"
+        raise DataError(f"{name}, {where(missing[0])}: {problem}", arg=arg, row=int(missing[0]),
+                        problem=problem)
     return arr
 
 
 def _lookup(name: str, x, ids: np.ndarray | None, n: int, mode: str, what: str,
-            where: Callable[[int], str] = _rows) -> np.ndarray:
+            where: Callable[[int], str] = _rows, arg: str | None = None) -> np.ndarray:
     """Positions (int64, in [0, n)) of ``x``: as positions (``mode="position"``) or looked up in
-    ``ids`` (``mode="id"``)."""
-    arr = _present_1d(name, _array(x), f"{what} {'ids' if mode == 'id' else 'indices'}", f"{what} id", where)
+    ``ids`` (``mode="id"``); errors name ``name`` (the argument ``arg``, default ``name``)."""
+    arg = arg or name
+    arr = _present_1d(name, _array(x), f"{what} {'ids' if mode == 'id' else 'indices'}", f"{what} id", where,
+                      arg)
     if mode == "id":
         idx = pd.Index(ids).get_indexer(arr) if arr.size else np.zeros(0, dtype=np.int64)
         bad = np.flatnonzero(idx < 0)
         if bad.size:
             r = bad[0]
-            raise DataError(f"{name}, {where(r)}: {what} id {_show(arr[r])} not found among the {what} ids "
-                            f"({bad.size} row(s) affected; the ids look like {_show(ids[0])})")
+            problem = (f"{what} id {_show(arr[r])} not found among the {what} ids ({bad.size} row(s) "
+                       f"affected; the ids look like {_show(ids[0])})")
+            raise DataError(f"{name}, {where(r)}: {problem}", arg=arg, row=int(r), problem=problem,
+                            ids=list(pd.unique(arr[bad])))
         return idx.astype(np.int64)
     if arr.size and arr.dtype.kind not in "iu":
         as_float = pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy(np.float64)
@@ -147,14 +167,15 @@ def _lookup(name: str, x, ids: np.ndarray | None, n: int, mode: str, what: str,
         if bad.size:
             r = bad[0]
             raise DataError(f"{name}, {where(r)}: {_show(arr[r])} is not an integer {what} index "
-                            f"(pass {what}_ids= to give {what}s by id)")
+                            f"(pass {what}_ids= to give {what}s by id)", arg=arg, row=int(r),
+                            problem=f"{_show(arr[r])} is not an integer {what} index")
         arr = as_float
     arr = np.array(arr, dtype=np.int64, copy=True)
     bad = np.flatnonzero((arr < 0) | (arr >= n))
     if bad.size:
         r = bad[0]
-        raise DataError(f"{name}, {where(r)}: {what} index {arr[r]} is out of range [0, {n}) "
-                        f"({bad.size} row(s) affected)")
+        problem = f"{what} index {arr[r]} is out of range [0, {n}) ({bad.size} row(s) affected)"
+        raise DataError(f"{name}, {where(r)}: {problem}", arg=arg, row=int(r), problem=problem)
     return arr
 
 
@@ -169,18 +190,21 @@ def _factorize(vals) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), np.asarray(uniq)
 
 
-def _same(name: str, x, where: Callable[[int], str] = _rows) -> np.ndarray:
+def _same(name: str, x, where: Callable[[int], str] = _rows, arg: str | None = None) -> np.ndarray:
+    arg = arg or name
     arr = _array(x)
     if arr.ndim != 1:
-        raise DataError(f"{name}: expected a 1-D array of 0/1 labels, got shape {arr.shape}")
+        raise DataError(f"{name}: expected a 1-D array of 0/1 labels, got shape {arr.shape}", arg=arg,
+                        problem=f"expected a 1-D array of 0/1 labels, got shape {arr.shape}")
     num = (pd.to_numeric(flag_numbers(pd.Series(arr)), errors="coerce").to_numpy(np.float64) if arr.size
            else np.zeros(0))
     bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
     if bad.size:
         r = bad[0]
         what = "missing label" if pd.isna(arr[r]) else f"label {_show(arr[r])} is not a link label"
-        raise DataError(f"{name}, {where(r)}: {what} (1, true or yes: must-link, same cluster; 0, false or "
-                        f"no: cannot-link, different clusters; {bad.size} row(s) affected)")
+        problem = (f"{what} (1, true or yes: must-link, same cluster; 0, false or no: cannot-link, different "
+                   f"clusters; {bad.size} row(s) affected)")
+        raise DataError(f"{name}, {where(r)}: {problem}", arg=arg, row=int(r), problem=problem)
     return np.array(num, dtype=np.float64)
 
 
@@ -241,19 +265,21 @@ class LinkData:
         row and the problem; nothing given is changed.
         """
         if index not in ("auto", "position", "id"):
-            raise DataError(f"index: expected 'auto', 'position' or 'id', got {index!r}")
+            raise DataError(f"index: expected 'auto', 'position' or 'id', got {index!r}", arg="index")
         return cls._build(i, j, same, O, workers, worker_ids, item_ids, labels, index=index)
 
     @classmethod
     def _build(cls, i, j, same, O, workers, worker_ids, item_ids, labels, index: str = "auto",
-               names: dict | None = None, where: Callable[[int], str] = _rows) -> LinkData:
+               names: dict | None = None, where: Callable[[int], str] = _rows,
+               args: dict | None = None) -> LinkData:
         names = {"i": "i", "j": "j", "same": "same", "workers": "workers", **(names or {})}
+        args = {"i": "i", "j": "j", "same": "same", "workers": "workers", **(args or {})}  # caller's names
         if item_ids is not None:
             try:
                 len(item_ids)
             except TypeError:
-                raise DataError(f"item_ids: expected a sequence of ids, got {type(item_ids).__name__}") \
-                    from None
+                raise DataError(f"item_ids: expected a sequence of ids, got {type(item_ids).__name__}",
+                                arg="item_ids") from None
         X = _observations(O, None if item_ids is None else _array(item_ids))
         N = X.shape[0]
         ids_given = item_ids is not None
@@ -262,7 +288,11 @@ class LinkData:
         if workers is not None:
             lengths[names["workers"]] = np.size(workers)
         if len(set(lengths.values())) != 1:
-            raise DataError(f"mismatched lengths: {lengths}; each needs one row per annotation")
+            odd = next(k for k in args if k in names and names[k] in lengths
+                       and lengths[names[k]] != lengths[names["i"]])
+            raise DataError(f"mismatched lengths: {lengths}; each needs one row per annotation",
+                            arg=args[odd], problem=f"{lengths[names[odd]]} rows where the first items have "
+                                    f"{lengths[names['i']]}")
         A = lengths[names["i"]]
 
         def mode(x, ids, given):
@@ -272,15 +302,17 @@ class LinkData:
                 return "position"
             return "id" if (not _integer_like(_array(x)) or _integer_like(ids)) else "position"
 
-        ii = _lookup(names["i"], i, item_ids, N, mode(i, item_ids, ids_given), "item", where)
-        jj = _lookup(names["j"], j, item_ids, N, mode(j, item_ids, ids_given), "item", where)
+        ii = _lookup(names["i"], i, item_ids, N, mode(i, item_ids, ids_given), "item", where, args["i"])
+        jj = _lookup(names["j"], j, item_ids, N, mode(j, item_ids, ids_given), "item", where, args["j"])
         self_pair = np.flatnonzero(ii == jj)
         if self_pair.size:
             r = self_pair[0]
+            problem = (f"both are item {_show(item_ids[ii[r]])} (an item paired with itself; "
+                       f"{self_pair.size} row(s) affected)")
             raise DataError(f"{names['i']}, {names['j']}, {where(r)}: i == j == item "
                             f"{_show(item_ids[ii[r]])} (an item paired with itself; {self_pair.size} row(s) "
-                            "affected)")
-        y = _same(names["same"], same, where)
+                            "affected)", arg=f"{args['i']}, {args['j']}", row=int(r), problem=problem)
+        y = _same(names["same"], same, where, args["same"])
 
         if worker_ids is not None:
             worker_ids = _ids("worker_ids", worker_ids, None, "worker")
@@ -289,29 +321,35 @@ class LinkData:
                 worker_ids = np.arange(1 if A else 0)
             elif worker_ids.size != 1 and A:
                 raise DataError(f"workers: not given, but worker_ids lists {worker_ids.size} workers; pass "
-                                "workers= (the worker of each annotation)")
+                                "workers= (the worker of each annotation)", arg=args["workers"],
+                                problem=f"no worker per annotation, but {worker_ids.size} workers are listed")
             w = np.zeros(A, dtype=np.int64)
         elif worker_ids is None:
-            w_arr = _present_1d(names["workers"], _array(workers), "worker ids", "worker id", where)
+            w_arr = _present_1d(names["workers"], _array(workers), "worker ids", "worker id", where,
+                                args["workers"])
             w, worker_ids = _factorize(w_arr)
         else:
             if worker_ids.size == 0 and A:
-                raise DataError("worker_ids: empty, but there are annotations")
+                raise DataError("worker_ids: empty, but there are annotations", arg="worker_ids")
             w = _lookup(names["workers"], workers, worker_ids, worker_ids.size,
-                        mode(workers, worker_ids, True), "worker", where)
+                        mode(workers, worker_ids, True), "worker", where, args["workers"])
 
         lab = None
         if labels is not None:
             lab = _array(labels).copy()
             if lab.ndim != 1:
-                raise DataError(f"labels: expected a 1-D array (one class per item), got shape {lab.shape}")
+                raise DataError(f"labels: expected a 1-D array (one class per item), got shape {lab.shape}",
+                                arg="labels")
             if lab.size != N:
-                raise DataError(f"labels: {lab.size} labels for {N} items (rows of O)")
+                raise DataError(f"labels: {lab.size} labels for {N} items (rows of O)", arg="labels",
+                                problem=f"{lab.size} labels for {N} items")
             missing = np.flatnonzero(pd.isna(lab))
             if missing.size:
                 r = missing[0]
+                problem = f"item {_show(item_ids[r])}: missing label ({missing.size} row(s) affected)"
                 raise DataError(f"labels: row {r} (item {_show(item_ids[r])}): missing label "
-                                f"({missing.size} row(s) affected)")
+                                f"({missing.size} row(s) affected)", arg="labels", row=int(r),
+                                problem=problem)
         return cls(worker=np.asarray(w, dtype=np.int64).copy(), i=ii, j=jj, same=y, O=X,
                    worker_ids=np.asarray(worker_ids).copy(), item_ids=item_ids, labels=lab)
 
@@ -330,14 +368,16 @@ class LinkData:
         and ``O`` are never changed. Round-trips with :meth:`to_frame`.
         """
         if not isinstance(df, pd.DataFrame):
-            raise DataError(f"df: expected a pandas DataFrame, got {type(df).__name__}")
+            raise DataError(f"df: expected a pandas DataFrame, got {type(df).__name__}", arg="df")
         for arg, col in (("i", i), ("j", j), ("same", same), ("worker", worker)):
             if col is None and arg == "worker":
                 continue
             if col not in df.columns:
-                raise DataError(f"{arg}: column {col!r} not found in df (columns: {list(df.columns)})")
+                raise DataError(f"{arg}: column {col!r} not found in df (columns: {list(df.columns)})",
+                                arg=arg, problem=f"column {col!r} not found (columns: {list(df.columns)})")
             if (df.columns == col).sum() > 1:
-                raise DataError(f"{arg}: column {col!r} appears more than once in df")
+                raise DataError(f"{arg}: column {col!r} appears more than once in df", arg=arg,
+                                problem=f"column {col!r} appears more than once")
         if item_ids is None and isinstance(O, pd.DataFrame):
             item_ids = O.index.to_numpy()
         if len(df) == 0:
@@ -351,7 +391,7 @@ class LinkData:
                  "workers": f"column {worker!r}"}
         return cls._build(df[i].to_numpy(), df[j].to_numpy(), df[same].to_numpy(), O,
                           None if worker is None else df[worker].to_numpy(), worker_ids, item_ids, labels,
-                          index="id", names=names, where=where)
+                          index="id", names=names, where=where, args={"workers": "worker"})
 
     # ------------------------------------------------------------------ views
     @property
@@ -386,17 +426,19 @@ class LinkData:
         A = self.n_annotations
         if rows.dtype == bool:
             if rows.shape != (A,):
-                raise DataError(f"rows: boolean mask of shape {rows.shape} for {A} annotations")
+                raise DataError(f"rows: boolean mask of shape {rows.shape} for {A} annotations", arg="rows")
             rows = np.flatnonzero(rows)
         if rows.ndim != 1:
-            raise DataError(f"rows: expected a 1-D array of positions, got shape {rows.shape}")
+            raise DataError(f"rows: expected a 1-D array of positions, got shape {rows.shape}", arg="rows")
         if rows.size and rows.dtype.kind not in "iu":
-            raise DataError(f"rows: expected integer positions or a boolean mask, got dtype {rows.dtype}")
+            raise DataError(f"rows: expected integer positions or a boolean mask, got dtype {rows.dtype}",
+                            arg="rows")
         rows = rows.astype(np.int64)
         bad = np.flatnonzero((rows < -A) | (rows >= A))
         if bad.size:
             raise DataError(f"rows: row {bad[0]}: position {rows[bad[0]]} is out of range for {A} "
-                            "annotations")
+                            "annotations", arg="rows", row=int(bad[0]),
+                            problem=f"position {rows[bad[0]]} is out of range for {A} annotations")
         return LinkData(worker=self.worker[rows], i=self.i[rows], j=self.j[rows], same=self.same[rows],
                         O=self.O, worker_ids=self.worker_ids, item_ids=self.item_ids, labels=self.labels)
 
@@ -407,7 +449,7 @@ class LinkData:
         To read only a share from a file, without the whole in memory: :meth:`read_shard`."""
         if self.annotation_range is not None:
             raise DataError(f"data: already a shard (annotations {self.annotation_range[0]}.."
-                            f"{self.annotation_range[1] - 1} of {self.annotation_range[2]})")
+                            f"{self.annotation_range[1] - 1} of {self.annotation_range[2]})", arg="data")
         rank, world = rank_world(rank, world)
         A = self.n_annotations
         lo, hi = A * rank // world, A * (rank + 1) // world
@@ -454,13 +496,15 @@ def same_cluster_counts(data: LinkData, z) -> pd.DataFrame:
     """
     z = np.asarray(z)
     if z.ndim != 1:
-        raise DataError(f"z: expected one cluster per item (shape ({data.n_items},)), got shape {z.shape}")
+        raise DataError(f"z: expected one cluster per item (shape ({data.n_items},)), got shape {z.shape}",
+                        arg="z")
     if z.size != data.n_items:
-        raise DataError(f"z: {z.size} cluster assignments for {data.n_items} items")
+        raise DataError(f"z: {z.size} cluster assignments for {data.n_items} items", arg="z")
     codes, _ = pd.factorize(z)
     if (codes < 0).any():
         r = int(np.flatnonzero(codes < 0)[0])
-        raise DataError(f"z: row {r} (item {_show(data.item_ids[r])}): missing cluster assignment")
+        raise DataError(f"z: row {r} (item {_show(data.item_ids[r])}): missing cluster assignment", arg="z",
+                        row=r, problem=f"item {_show(data.item_ids[r])}: missing cluster assignment")
     W = data.n_workers
     s = codes[data.i] == codes[data.j]
     ml = data.same == 1.0

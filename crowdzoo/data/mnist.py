@@ -51,31 +51,35 @@ def read_idx(path) -> np.ndarray:
     """
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: no such file")
+        raise DataError(f"{path}: no such file", arg="path")
     try:
         with _open(path, "rb") as fh:
             raw = fh.read()
     except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError; EOFError: truncated gzip stream
-        raise DataError(f"{path}: cannot be read as {'gzip' if path.name.endswith('.gz') else 'idx'}: {e}") \
-            from None
+        raise DataError(f"{path}: cannot be read as {'gzip' if path.name.endswith('.gz') else 'idx'}: {e}",
+                        arg="path") from None
     if len(raw) < 4:
-        raise DataError(f"{path}: truncated idx file ({len(raw)} bytes; the header alone is at least 4)")
+        raise DataError(f"{path}: truncated idx file ({len(raw)} bytes; the header alone is at least 4)",
+                        arg="path")
     zero1, zero2, code, ndim = raw[:4]
     if zero1 or zero2 or code not in _IDX_TYPES:
         raise DataError(f"{path}: bad magic number 0x{raw[:4].hex()} (an idx file starts 0x0000, then a type "
                         "byte 08/09/0B/0C/0D/0E and the number of dimensions)"
-                        + ("; is it a gzip file without the .gz name?" if raw[:2] == b"\x1f\x8b" else ""))
+                        + ("; is it a gzip file without the .gz name?" if raw[:2] == b"\x1f\x8b" else ""),
+                        arg="path")
     head = 4 + 4 * ndim
     if len(raw) < head:
-        raise DataError(f"{path}: truncated idx header ({len(raw)} bytes, need {head} for {ndim} dimensions)")
+        raise DataError(f"{path}: truncated idx header ({len(raw)} bytes, need {head} for {ndim} dimensions)",
+                        arg="path")
     shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
     dt = _IDX_TYPES[code]
     need = head + int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     if len(raw) < need:
         raise DataError(f"{path}: truncated idx file ({len(raw)} bytes, the header's shape {shape} of "
-                        f"{dt.name} needs {need})")
+                        f"{dt.name} needs {need})", arg="path")
     if len(raw) > need:
-        raise DataError(f"{path}: {len(raw) - need} trailing bytes after the data of shape {shape}")
+        raise DataError(f"{path}: {len(raw) - need} trailing bytes after the data of shape {shape}",
+                        arg="path")
     data = np.frombuffer(raw, dtype=dt, offset=head, count=int(np.prod(shape, dtype=np.int64)))
     return data.reshape(shape).astype(dt.newbyteorder("="))
 
@@ -89,9 +93,9 @@ def write_idx(path, array) -> Path:
     code = _IDX_CODES.get((arr.dtype.kind, arr.dtype.itemsize))
     if code is None:
         raise DataError(f"array: dtype {arr.dtype} has no idx type code (use uint8, int8, int16, int32, "
-                        "float32 or float64)")
+                        "float32 or float64)", arg="array")
     if arr.ndim > 255:
-        raise DataError(f"array: {arr.ndim} dimensions, idx allows at most 255")
+        raise DataError(f"array: {arr.ndim} dimensions, idx allows at most 255", arg="array")
     header = bytes([0, 0, code, arr.ndim]) + np.asarray(arr.shape, dtype=">u4").tobytes()
     body = np.ascontiguousarray(arr, dtype=_IDX_TYPES[code]).tobytes()
     with _open(path, "wb") as fh:
@@ -116,7 +120,7 @@ def load_mnist(data_dir, split: str = "train"):
     labels : (N,) int64 digit classes.
     """
     if split not in _FILES:
-        raise DataError(f"split: expected 'train' or 'test', got {split!r}")
+        raise DataError(f"split: expected 'train' or 'test', got {split!r}", arg="split")
     data_dir = Path(data_dir)
     paths = []
     for stem in _FILES[split]:
@@ -124,17 +128,18 @@ def load_mnist(data_dir, split: str = "train"):
         if p is None:
             raise DataError(f"{data_dir / stem}[.gz]: not found; put the MNIST idx files ({stem}.gz and its "
                             f"companions from the MNIST distribution) in {data_dir} (crowdzoo downloads "
-                            "nothing)")
+                            "nothing)", arg="data_dir")
         paths.append(p)
     images, labels = read_idx(paths[0]), read_idx(paths[1])
     if images.ndim != 3 or images.dtype != np.uint8:
         raise DataError(f"{paths[0]}: expected uint8 images of shape (N, rows, columns), got {images.dtype} "
-                        f"{images.shape}")
+                        f"{images.shape}", arg="data_dir")
     if labels.ndim != 1:
-        raise DataError(f"{paths[1]}: expected a 1-D array of labels, got shape {labels.shape}")
+        raise DataError(f"{paths[1]}: expected a 1-D array of labels, got shape {labels.shape}",
+                        arg="data_dir")
     if labels.shape[0] != images.shape[0]:
         raise DataError(f"{paths[1]}: {labels.shape[0]} labels for the {images.shape[0]} images of "
-                        f"{paths[0]}")
+                        f"{paths[0]}", arg="data_dir")
     O = images.reshape(images.shape[0], -1).astype(np.float64) / 255.0
     return O, labels.astype(np.int64)
 
@@ -150,32 +155,32 @@ def read_crowd_annotations(path) -> pd.DataFrame:
     """
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: no such file")
+        raise DataError(f"{path}: no such file", arg="path")
     try:
         arr = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
-        raise DataError(f"{path}: cannot be read as a .npy array: {e}") from None
+        raise DataError(f"{path}: cannot be read as a .npy array: {e}", arg="path") from None
     if arr.ndim != 2 or arr.shape[1] != 4:
         raise DataError(f"{path}: expected an array of shape (n, 4) with columns [i, j, worker, label], "
-                        f"got shape {arr.shape}")
+                        f"got shape {arr.shape}", arg="path")
     if arr.dtype.kind not in "iu":
-        raise DataError(f"{path}: expected integers, got dtype {arr.dtype}")
+        raise DataError(f"{path}: expected integers, got dtype {arr.dtype}", arg="path")
     arr = arr.astype(np.int64)
     names = ("i", "j", "worker")
     neg = np.argwhere(arr[:, :3] < 0)
     if neg.size:
         r, c = neg[0]
-        raise DataError(f"{path}: row {r}, column {c} ({names[c]}): {arr[r, c]} is negative")
+        raise DataError(f"{path}: row {r}, column {c} ({names[c]}): {arr[r, c]} is negative", arg="path")
     self_pair = np.flatnonzero(arr[:, 0] == arr[:, 1])
     if self_pair.size:
         r = self_pair[0]
         raise DataError(f"{path}: row {r}: i == j == {arr[r, 0]} (an item paired with itself; "
-                        f"{self_pair.size} row(s) affected)")
+                        f"{self_pair.size} row(s) affected)", arg="path")
     bad = np.flatnonzero(~np.isin(arr[:, 3], (0, 1)))
     if bad.size:
         r = bad[0]
         raise DataError(f"{path}: row {r}, column 3 (label): {arr[r, 3]} is outside {{0, 1}} ({bad.size} "
-                        "row(s) affected)")
+                        "row(s) affected)", arg="path")
     return pd.DataFrame({"worker": arr[:, 2], "i": arr[:, 0], "j": arr[:, 1], "same": arr[:, 3]})
 
 
@@ -195,14 +200,15 @@ def mnist_links(data_dir, annotations="crowd_annotations_mnist.npy") -> LinkData
     if not ann.is_file():
         raise DataError(f"{ann}: not found; put the SCDC crowd annotations ({ann.name}, from data/ of "
                         f"github.com/xinmei9322/semicrowd) in {data_dir}, next to the MNIST training idx "
-                        "files (crowdzoo downloads nothing)")
+                        "files (crowdzoo downloads nothing)", arg="data_dir")
     O, labels = load_mnist(data_dir, "train")
     df = read_crowd_annotations(ann)
     over = np.flatnonzero((df["i"].to_numpy() >= len(O)) | (df["j"].to_numpy() >= len(O)))
     if over.size:
         r = over[0]
         raise DataError(f"{ann}: row {r}: item index {max(df['i'].iloc[r], df['j'].iloc[r])} is out of range "
-                        f"for the {len(O)} training images in {data_dir} ({over.size} row(s) affected)")
+                        f"for the {len(O)} training images in {data_dir} ({over.size} row(s) affected)",
+                        arg="data_dir")
     return LinkData.from_arrays(df["i"].to_numpy(), df["j"].to_numpy(), df["same"].to_numpy(), O,
                                 workers=df["worker"].to_numpy(), labels=labels)
 

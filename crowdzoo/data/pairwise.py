@@ -26,22 +26,21 @@ from .shard import read_shard
 def _int_index(name: str, x, upper: int) -> np.ndarray:
     arr = np.asarray(x)
     if arr.ndim != 1:
-        raise DataError(f"{name}: expected a 1-D array of indices, got shape {arr.shape}")
+        raise DataError(f"{name}: expected a 1-D array of indices, got shape {arr.shape}", arg=name)
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         as_float = pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy()
         bad = np.flatnonzero(~np.isfinite(as_float) | (as_float != np.round(as_float)))
         if bad.size:
             r = bad[0]
-            raise DataError(f"{name}: row {r}: {_show(arr[r])} is not an integer index")
+            raise DataError(f"{name}: row {r}: {_show(arr[r])} is not an integer index", arg=name, row=int(r),
+                            problem=f"{_show(arr[r])} is not an integer index")
         arr = as_float.astype(np.int64)
     arr = arr.astype(np.int64, copy=True)
     bad = np.flatnonzero((arr < 0) | (arr >= upper))
     if bad.size:
         r = bad[0]
-        raise DataError(
-            f"{name}: row {r}: index {arr[r]} is out of range [0, {upper}) "
-            f"({bad.size} row(s) affected)"
-        )
+        problem = f"index {arr[r]} is out of range [0, {upper}) ({bad.size} row(s) affected)"
+        raise DataError(f"{name}: row {r}: {problem}", arg=name, row=int(r), problem=problem)
     return arr
 
 
@@ -57,25 +56,28 @@ def _features(name: str, X, ids=None, what: str = "item") -> np.ndarray:
     def column(c):
         return repr(cols[c]) if cols is not None else str(c)
 
+    def named(r):  # the row's id, for a message whose row is given apart
+        return f"{what} {_show(ids[r])}, " if ids is not None else ""
+
     if isinstance(X, pd.DataFrame):
         cols = list(X.columns)
         if X.columns.has_duplicates:
             dup = X.columns[X.columns.duplicated()][0]
-            raise DataError(f"{name}: column name {_show(dup)} appears more than once")
+            raise DataError(f"{name}: column name {_show(dup)} appears more than once", arg=name)
         for j, col in enumerate(X.columns):
             if not pd.api.types.is_numeric_dtype(X[col]) or pd.api.types.is_bool_dtype(X[col]):
                 r = int(np.flatnonzero(pd.to_numeric(X[col], errors="coerce").isna())[:1].sum())
                 label = f"column {j} ({col!r})" if ids is None else f"column {col!r}"
+                problem = f"{label} is not numeric ({row(r)}: {_show(X[col].iloc[r])})"
                 raise DataError(
-                    f"{name}: {label} is not numeric ({row(r)}: {_show(X[col].iloc[r])}); keep the numeric "
-                    "columns (frame[[...]]) or one-hot encode this one (pd.get_dummies(frame, dtype=float))"
-                )
+                    f"{name}: {problem}; keep the numeric columns (frame[[...]]) or one-hot encode this one "
+                    "(pd.get_dummies(frame, dtype=float))", arg=name, row=r, problem=problem)
         X = X.to_numpy(dtype=np.float64, na_value=np.nan)
     arr = np.asarray(X)
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:
-        raise DataError(f"{name}: expected a 2-D array (rows × features), got shape {arr.shape}")
+        raise DataError(f"{name}: expected a 2-D array (rows × features), got shape {arr.shape}", arg=name)
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.number) or arr.dtype == bool:
         try:
             arr = arr.astype(np.float64)
@@ -86,17 +88,19 @@ def _features(name: str, X, ids=None, what: str = "item") -> np.ndarray:
                         float(arr[r, c])
                     except (TypeError, ValueError):
                         raise DataError(
-                            f"{name}: {row(r)}, column {column(c)}: {_show(arr[r, c])} is not numeric"
-                        ) from None
+                            f"{name}: {row(r)}, column {column(c)}: {_show(arr[r, c])} is not numeric",
+                            arg=name, row=r, problem=f"{named(r)}column {column(c)}: {_show(arr[r, c])} is "
+                                                     "not numeric") from None
     arr = np.array(arr, dtype=np.float64, copy=True)
     bad = np.argwhere(~np.isfinite(arr))
     if bad.size:
         r, c = bad[0]
         more = f" ({len(bad)} values in all)" if len(bad) > 1 else ""
+        problem = f"{named(r)}column {column(c)}: value {arr[r, c]} is not finite (NaN or inf){more}"
         raise DataError(f"{name}: {row(r)}, column {column(c)}: value {arr[r, c]} is not finite (NaN or inf)"
-                        f"{more}")
+                        f"{more}", arg=name, row=int(r), problem=problem)
     if arr.shape[0] == 0:
-        raise DataError(f"{name}: no rows")
+        raise DataError(f"{name}: no rows", arg=name)
     return arr
 
 
@@ -166,8 +170,9 @@ def flag_numbers(s: pd.Series) -> pd.Series:
     return s.map(lambda v: FLAG_WORDS.get(v.strip().lower(), v) if isinstance(v, str) else v)
 
 
-def _flags(col: str, s: pd.Series, where) -> np.ndarray:
-    """A tie column as booleans: bool, 0/1, or the strings true/false/yes/no (any case)."""
+def _flags(col: str, s: pd.Series, where, arg: str = "tie") -> np.ndarray:
+    """A tie column as booleans: bool, 0/1, or the strings true/false/yes/no (any case); ``arg``: the
+    argument that names the column, for the error."""
     if pd.api.types.is_bool_dtype(s):
         return s.to_numpy(dtype=bool)
     vals = flag_numbers(s)
@@ -175,8 +180,11 @@ def _flags(col: str, s: pd.Series, where) -> np.ndarray:
     bad = np.flatnonzero(~np.isin(num, (0.0, 1.0)))
     if bad.size:
         r = bad[0]
+        problem = (f"{_show(s.iloc[r])} is not a tie flag (1, true or yes for a tie; 0, false or no "
+                   f"otherwise; {bad.size} row(s) affected)")
         raise DataError(f"column {col!r}, {where(r)}: {_show(s.iloc[r])} is not a tie flag (use 1/True for a "
-                        f"tie and 0/False otherwise; {bad.size} row(s) affected)")
+                        f"tie and 0/False otherwise; {bad.size} row(s) affected)", arg=arg, row=int(r),
+                        problem=problem)
     return num == 1.0
 
 
@@ -241,24 +249,28 @@ class PairwiseData:
         if users is not None:
             lengths["users"] = np.size(users)
         if len(set(lengths.values())) != 1:
-            raise DataError(f"mismatched lengths: {lengths}; a, b, y (and users) need one row per label")
+            odd = next(k for k, v in lengths.items() if v != lengths["a"])
+            raise DataError(f"mismatched lengths: {lengths}; a, b, y (and users) need one row per label",
+                            arg=odd, problem=f"{lengths[odd]} rows where the labels have {lengths['a']}")
         if lengths["a"] == 0:
-            raise DataError("a, b, y: empty data (no labels)")
+            raise DataError("a, b, y: empty data (no labels)", arg="a, b, y",
+                            problem="empty data (no labels)")
         a = _int_index("a", a, N)
         b = _int_index("b", b, N)
         same = np.flatnonzero(a == b)
         if same.size:
             r = same[0]
-            raise DataError(f"a, b: row {r}: a == b == {a[r]} (an item compared with itself)")
+            raise DataError(f"a, b: row {r}: a == b == {a[r]} (an item compared with itself)", arg="a, b",
+                            row=int(r), problem=f"both are item {a[r]} (an item compared with itself)")
         y_arr = np.asarray(y)
         y_num = pd.to_numeric(pd.Series(y_arr.reshape(-1)), errors="coerce").to_numpy(np.float64)
         bad = np.flatnonzero(~np.isin(y_num, (0.0, 1.0)))
         if bad.size:
             r = bad[0]
+            problem = f"label {_show(y_arr.reshape(-1)[r])} is outside {{0, 1}}"
             raise DataError(
-                f"y: row {r}: label {_show(y_arr.reshape(-1)[r])} is outside {{0, 1}} "
-                "(1 means a preferred to b; drop or split ties before building the data)"
-            )
+                f"y: row {r}: {problem} (1 means a preferred to b; drop or split ties before building the "
+                "data)", arg="y", row=int(r), problem=problem)
         U_feat = None
         u = None
         if user_features is not None:
@@ -271,14 +283,16 @@ class PairwiseData:
             if user_ids is None:
                 user_ids = np.arange(n_users)
         elif U_feat is not None:
-            raise DataError("user_features given without users: pass users= (one user index per label)")
+            raise DataError("user_features given without users: pass users= (one user index per label)",
+                            arg=users_name, problem="a table of users but no user per label")
         item_ids = np.arange(N) if item_ids is None else np.asarray(item_ids).copy()
         if len(item_ids) != N:
-            raise DataError(f"item_ids: {len(item_ids)} ids for {N} feature rows")
+            raise DataError(f"item_ids: {len(item_ids)} ids for {N} feature rows", arg="item_ids")
         if user_ids is not None:
             user_ids = np.asarray(user_ids).copy()
             if U_feat is not None and len(user_ids) != U_feat.shape[0]:
-                raise DataError(f"user_ids: {len(user_ids)} ids for {U_feat.shape[0]} user feature rows")
+                raise DataError(f"user_ids: {len(user_ids)} ids for {U_feat.shape[0]} user feature rows",
+                                arg="user_ids")
         cols = lambda t: list(t.columns) if isinstance(t, pd.DataFrame) else None  # noqa: E731
         _feature_warnings(items_name, X, cols(item_features), item_ids, "item", rows_too=True)
         if U_feat is not None:
@@ -316,28 +330,33 @@ class PairwiseData:
         """
         for arg, frame, need in (("df", df, True), ("items", items, False), ("users", users, False)):
             if (need or frame is not None) and not isinstance(frame, pd.DataFrame):
-                raise DataError(f"{arg}: expected a pandas DataFrame, got {type(frame).__name__}")
+                raise DataError(f"{arg}: expected a pandas DataFrame, got {type(frame).__name__}", arg=arg)
         if ties not in ("error", "drop", "half"):
-            raise DataError(f"ties: expected 'error', 'drop' or 'half', got {ties!r}")
+            raise DataError(f"ties: expected 'error', 'drop' or 'half', got {ties!r}", arg="ties")
         if users is not None and user is None:
-            raise DataError("users: a users table needs user= (the column of df holding user ids)")
+            raise DataError("users: a users table needs user= (the column of df holding user ids)",
+                            arg="user", problem="a table of users needs a column of user ids")
         named = {"a": a, "b": b, "y": y, "tie": tie, "user": user}
         for arg, col in named.items():
             if col is None:
                 continue
             if col not in df.columns:
-                raise DataError(f"{arg}: column {col!r} not found in df (columns: {list(df.columns)})")
+                raise DataError(f"{arg}: column {col!r} not found in df (columns: {list(df.columns)})",
+                                arg=arg, problem=f"column {col!r} not found (columns: {list(df.columns)})")
             if (df.columns == col).sum() > 1:
-                raise DataError(f"{arg}: column {col!r} appears more than once in df")
+                raise DataError(f"{arg}: column {col!r} appears more than once in df", arg=arg,
+                                problem=f"column {col!r} appears more than once")
         for arg, table, what in (("items", items, "item"), ("users", users, "user")):
             if table is not None and table.index.has_duplicates:
                 dup = table.index[table.index.duplicated()][0]
-                raise DataError(f"{arg}: index ({what} id) {_show(dup)} appears more than once")
+                raise DataError(f"{arg}: index ({what} id) {_show(dup)} appears more than once", arg=arg,
+                                problem=f"{what} id {_show(dup)} appears more than once")
             if table is not None and len(table) == 0:
-                raise DataError(f"{arg}: no rows (a table of {what}s, indexed by {what} id)")
+                raise DataError(f"{arg}: no rows (a table of {what}s, indexed by {what} id)", arg=arg,
+                                problem=f"no rows (no {what}s)")
         n = len(df)
         if n == 0:
-            raise DataError("df: empty data (no labels)")
+            raise DataError("df: empty data (no labels)", arg="df")
 
         def where(r):
             return f"row {r} (index {_show(df.index[r])})"
@@ -356,22 +375,27 @@ class PairwiseData:
             bad = np.flatnonzero(~is_tie & ~np.isin(y_num, (0.0, 1.0)))
             if bad.size:
                 r = bad[0]
+                what = "missing label" if pd.isna(y_raw[r]) else f"label {_show(y_raw[r])} is not 0 or 1"
+                more = f" ({bad.size} rows affected)" if bad.size > 1 else ""
                 raise DataError(
-                    f"column {y!r}, {where(r)}: "
-                    + ("missing label" if pd.isna(y_raw[r]) else f"label {_show(y_raw[r])} is not 0 or 1")
-                    + f" (1: the item in {a!r} is preferred, 0: the one in {b!r}; 0.5 or a tie= column "
-                    "marks a tie)"
-                    + (f" ({bad.size} rows affected)" if bad.size > 1 else "")
-                )
+                    f"column {y!r}, {where(r)}: {what} (1: the item in {a!r} is preferred, 0: the one in "
+                    f"{b!r}; 0.5 or a tie= column marks a tie){more}", arg="y", row=int(r),
+                    problem=f"{what} (1: the item in column {a!r} is preferred, 0: the one in column {b!r}; "
+                            f"0.5 marks a tie){more}")
         if ties == "error" and is_tie.any():
             r = int(np.flatnonzero(is_tie)[0])
             what = (f"column {tie!r}, {where(r)}: marked as a tie" if flagged[r]
                     else f"column {y!r}, {where(r)}: label {_show(y_raw[r])} is a tie")
+            problem = (f"marked as a tie in column {tie!r}" if flagged[r]
+                       else f"label {_show(y_raw[r])} in column {y!r} is a tie")
+            problem += f" ({int(is_tie.sum())} tie(s) in all)"
             raise DataError(f"{what} ({int(is_tie.sum())} tie(s) in all): pass ties='drop' to leave ties "
-                            "out, or ties='half' to count each as half a win each way")
+                            "out, or ties='half' to count each as half a win each way", arg="ties", row=r,
+                            problem=problem)
         kept = np.flatnonzero(~is_tie) if ties == "drop" else np.arange(n)
         if kept.size == 0:
-            raise DataError("df: no labels left: every row is a tie and ties='drop' leaves them out")
+            raise DataError("df: no labels left: every row is a tie and ties='drop' leaves them out",
+                            arg="df", problem="no labels left: every row is a tie, and ties are left out")
 
         # ---- item ids → positions, over the kept rows
         ids = {}
@@ -379,7 +403,9 @@ class PairwiseData:
             vals = df[col].to_numpy()[kept]
             missing = np.flatnonzero(pd.isna(vals))
             if missing.size:
-                raise DataError(f"column {col!r}, {where(kept[missing[0]])}: missing item id")
+                r = int(kept[missing[0]])
+                raise DataError(f"column {col!r}, {where(r)}: missing item id", arg=arg, row=r,
+                                problem="missing item id")
             ids[arg] = vals
         if items is None:
             seen = pd.unique(np.column_stack([ids["a"], ids["b"]]).ravel())
@@ -396,18 +422,18 @@ class PairwiseData:
             missing = np.flatnonzero(idx < 0)
             if missing.size:
                 r = kept[missing[0]]
-                raise DataError(
-                    f"column {col!r}, {where(r)}: item id {_show(df[col].iloc[r])} not found in items "
-                    f"table ({missing.size} row(s) affected; the items' ids look like {_show(item_index[0])})"
-                )
+                problem = (f"item id {_show(df[col].iloc[r])} not found in items table ({missing.size} "
+                           f"row(s) affected; the items' ids look like {_show(item_index[0])})")
+                raise DataError(f"column {col!r}, {where(r)}: {problem}", arg=arg, row=int(r),
+                                problem=problem, ids=list(pd.unique(ids[arg][missing])))
             pos[arg] = idx
         same = np.flatnonzero(pos["a"] == pos["b"])
         if same.size:
             r = kept[same[0]]
-            raise DataError(
-                f"columns {a!r}, {b!r}, {where(r)}: both are item {_show(df[a].iloc[r])} (an item compared "
-                f"with itself; {same.size} row(s) affected)"
-            )
+            problem = (f"both are item {_show(df[a].iloc[r])} (an item compared with itself; {same.size} "
+                       "row(s) affected)")
+            raise DataError(f"columns {a!r}, {b!r}, {where(r)}: {problem}", arg="a, b", row=int(r),
+                            problem=problem)
 
         # ---- one label per kept row; a tie under ties="half" becomes a ≻ b and b ≻ a
         twice = is_tie[kept]
@@ -423,16 +449,18 @@ class PairwiseData:
             vals = df[user].to_numpy()[kept]
             missing = np.flatnonzero(pd.isna(vals))
             if missing.size:
-                raise DataError(f"column {user!r}, {where(kept[missing[0]])}: missing user id")
+                r = int(kept[missing[0]])
+                raise DataError(f"column {user!r}, {where(r)}: missing user id", arg="user", row=r,
+                                problem="missing user id")
             if users is not None:
                 idx = pd.Index(users.index).get_indexer(vals)
                 missing = np.flatnonzero(idx < 0)
                 if missing.size:
                     r = kept[missing[0]]
-                    raise DataError(
-                        f"column {user!r}, {where(r)}: user id {_show(df[user].iloc[r])} not found in users "
-                        f"table ({missing.size} row(s) affected)"
-                    )
+                    problem = (f"user id {_show(df[user].iloc[r])} not found in users table "
+                               f"({missing.size} row(s) affected)")
+                    raise DataError(f"column {user!r}, {where(r)}: {problem}", arg="user", row=int(r),
+                                    problem=problem, ids=list(pd.unique(vals[missing])))
                 kw.update(users=idx[rows], user_features=users, user_ids=users.index.to_numpy())
             else:
                 try:
@@ -477,7 +505,7 @@ class PairwiseData:
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
         if rows.size == 0:
-            raise DataError("subset: no rows selected")
+            raise DataError("subset: no rows selected", arg="rows", problem="no rows selected")
         return PairwiseData(a=self.a[rows], b=self.b[rows], y=self.y[rows],
                             item_features=self.item_features,
                             users=None if self.users is None else self.users[rows],

@@ -32,9 +32,17 @@ def _chunks(path, sep, chunksize, usecols=None):
     try:
         yield from pd.read_csv(path, sep=sep, chunksize=chunksize, usecols=usecols)
     except pd.errors.EmptyDataError:
-        raise DataError(f"path: {path} has no header row and no data") from None
+        raise DataError(f"path: {path} has no header row and no data", arg="path") from None
     except ValueError as err:  # usecols naming a column the file lacks
-        raise DataError(f"path: {path}: {err}") from None
+        raise DataError(f"path: {path}: {err}", arg="path") from None
+
+
+def _in_file(err: DataError, path, rank: int, lo: int, hi: int) -> DataError:
+    """An error of ``from_frame`` on rank ``rank``'s rows lo..hi-1 of the file, its row counted in the
+    file's data rows (0-based, header excluded); its argument (a column's) and problem kept."""
+    return DataError(f"{path}, rank {rank}'s data rows {lo}..{hi - 1} (index = the file's data row): {err}",
+                     arg=err.arg, row=None if err.row is None else lo + err.row, ids=err.ids,
+                     problem=err.problem)
 
 
 def _sorted(ids, hint: str = "items= (and users=) tables that name them") -> pd.Index:
@@ -42,7 +50,7 @@ def _sorted(ids, hint: str = "items= (and users=) tables that name them") -> pd.
         return pd.Index(sorted(ids))
     except TypeError:
         raise DataError("read_shard: ids of mixed types cannot be ordered the same way on every rank; pass "
-                        f"{hint}") from None
+                        f"{hint}", arg="read_shard") from None
 
 
 def _gather_counts(n: int, rank: int, world: int) -> list[int]:
@@ -54,7 +62,7 @@ def _gather_counts(n: int, rank: int, world: int) -> list[int]:
 
     if not (dist.is_available() and dist.is_initialized()):
         raise DataError(f"world: {world} ranks but no torch.distributed process group; read a shard inside "
-                        "the torchrun launch (rank and world then default to the launch's)")
+                        "the torchrun launch (rank and world then default to the launch's)", arg="world")
     out = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
     dist.all_gather(out, torch.tensor([n], dtype=torch.long))
     return [int(t) for t in out]
@@ -66,14 +74,14 @@ def rank_world(rank: int | None, world: int | None) -> tuple[int, int]:
     if rank is None or world is None:
         rank, world = rank_and_world()
     if not (0 <= rank < world):
-        raise DataError(f"rank: expected 0 <= rank < world = {world}, got {rank}")
+        raise DataError(f"rank: expected 0 <= rank < world = {world}, got {rank}", arg="rank")
     return rank, world
 
 
 def _file(path) -> Path:
     p = Path(path)
     if not p.is_file():
-        raise DataError(f"path: file not found: {path}")
+        raise DataError(f"path: file not found: {path}", arg="path")
     return p
 
 
@@ -124,8 +132,7 @@ def read_links_shard(cls, path, O, i: str = "i", j: str = "j", same: str = "same
             data = cls.from_frame(df, O, i=i, j=j, same=same, worker=worker, item_ids=item_ids,
                                        labels=labels, worker_ids=worker_ids)
     except DataError as err:
-        raise DataError(f"{path}, rank {rank}'s data rows {lo}..{hi - 1} (index = the file's data row): "
-                        f"{err}") from None
+        raise _in_file(err, path, rank, lo, hi) from None
     return dataclasses.replace(data, annotation_range=(lo, hi, n_rows))
 
 
@@ -153,7 +160,8 @@ def read_shard(cls, path, items: pd.DataFrame | None = None, users: pd.DataFrame
         if user and users is None:
             user_ids.update(pd.unique(chunk[user].to_numpy()))
     if n_rows < world:
-        raise DataError(f"path: {path} has {n_rows} data rows for {world} ranks (each needs at least one)")
+        raise DataError(f"path: {path} has {n_rows} data rows for {world} ranks (each needs at least one)",
+                        arg="path")
     if items is None:
         items = pd.DataFrame(index=_sorted(x for x in item_ids if not pd.isna(x)))
     kw = dict(a=a, b=b, y=y, tie=tie, ties=ties)
@@ -166,8 +174,7 @@ def read_shard(cls, path, items: pd.DataFrame | None = None, users: pd.DataFrame
     try:
         data = cls.from_frame(df, items, **kw)
     except DataError as err:
-        raise DataError(f"{path}, rank {rank}'s data rows {lo_row}..{hi_row - 1} (index = the file's data "
-                        f"row): {err}") from None
+        raise _in_file(err, path, rank, lo_row, hi_row) from None
     counts = _gather_counts(data.n_pairs, rank, world)
     lo = sum(counts[:rank])
     if user and users is None:  # no user table: users carry no features, as from_frame would give them

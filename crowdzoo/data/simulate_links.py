@@ -46,7 +46,7 @@ def pinwheel(n_arms: int = 5, n_per_arm: int = 100, radial_sd: float = 0.3, tang
     """
     if n_arms < 1 or n_per_arm < 1:
         raise DataError(f"n_arms, n_per_arm: need at least one arm and one point per arm, got {n_arms}, "
-                        f"{n_per_arm}")
+                        f"{n_per_arm}", arg="n_arms, n_per_arm")
     rng = np.random.default_rng(seed)
     labels = np.repeat(np.arange(n_arms), n_per_arm)
     eps = rng.standard_normal((labels.size, 2))
@@ -62,10 +62,10 @@ def _classes(labels) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size == 0:
         raise DataError(f"labels: expected a non-empty 1-D array (one class per item), got shape "
-                        f"{labels.shape}")
+                        f"{labels.shape}", arg="labels")
     codes, _ = pd.factorize(labels)
     if (codes < 0).any():
-        raise DataError(f"labels: row {int(np.flatnonzero(codes < 0)[0])}: missing label")
+        raise DataError(f"labels: row {int(np.flatnonzero(codes < 0)[0])}: missing label", arg="labels")
     return codes
 
 
@@ -75,13 +75,15 @@ def _annotated(annotated, n: int) -> np.ndarray:
     arr = np.asarray(annotated)
     if arr.dtype == bool:
         if arr.shape != (n,):
-            raise DataError(f"annotated: boolean mask of shape {arr.shape} for {n} items")
+            raise DataError(f"annotated: boolean mask of shape {arr.shape} for {n} items", arg="annotated")
         return np.flatnonzero(arr)
     if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-        raise DataError("annotated: expected item positions (a 1-D integer array) or a boolean mask")
+        raise DataError("annotated: expected item positions (a 1-D integer array) or a boolean mask",
+                        arg="annotated")
     bad = np.flatnonzero((arr < 0) | (arr >= n))
     if bad.size:
-        raise DataError(f"annotated: row {bad[0]}: position {arr[bad[0]]} is out of range [0, {n})")
+        raise DataError(f"annotated: row {bad[0]}: position {arr[bad[0]]} is out of range [0, {n})",
+                        arg="annotated")
     arr = np.unique(arr)
     return arr.astype(np.int64)
 
@@ -92,10 +94,10 @@ def _coins(name: str, x, n_workers: int) -> np.ndarray:
         arr = np.full(n_workers, float(arr))
     if arr.shape != (n_workers,):
         raise DataError(f"{name}: expected a scalar or one value per worker ({n_workers}), got shape "
-                        f"{arr.shape}")
+                        f"{arr.shape}", arg=name)
     bad = np.flatnonzero(~((arr >= 0) & (arr <= 1)))
     if bad.size:
-        raise DataError(f"{name}: worker {bad[0]}: {arr[bad[0]]} is not a probability in [0, 1]")
+        raise DataError(f"{name}: worker {bad[0]}: {arr[bad[0]]} is not a probability in [0, 1]", arg=name)
     return arr
 
 
@@ -129,11 +131,12 @@ def two_coin_workers(labels, n_workers: int, alpha=0.9, beta=0.9, window: int = 
     cls = _classes(labels)
     items = _annotated(annotated, cls.size)
     if window < 2:
-        raise DataError(f"window: need at least 2 items per window, got {window}")
+        raise DataError(f"window: need at least 2 items per window, got {window}", arg="window")
     if window > items.size:
-        raise DataError(f"window: {window} items per window but only {items.size} items may be annotated")
+        raise DataError(f"window: {window} items per window but only {items.size} items may be annotated",
+                        arg="window")
     if n_workers < 0:
-        raise DataError(f"n_workers: expected a non-negative count, got {n_workers}")
+        raise DataError(f"n_workers: expected a non-negative count, got {n_workers}", arg="n_workers")
     a = _coins("alpha", alpha, n_workers)
     b = _coins("beta", beta, n_workers)
     rng = np.random.default_rng(seed)
@@ -174,9 +177,9 @@ def mcvc_workers(labels, n_workers: int, alpha=0.9, beta=0.9, n_pairs: int = 200
     items = _annotated(annotated, cls.size)
     if n_pairs < 0 or n_pairs % 2:
         raise DataError(f"n_pairs: expected an even, non-negative number (half same-class, half "
-                        f"different-class pairs), got {n_pairs}")
+                        f"different-class pairs), got {n_pairs}", arg="n_pairs")
     if n_workers < 0:
-        raise DataError(f"n_workers: expected a non-negative count, got {n_workers}")
+        raise DataError(f"n_workers: expected a non-negative count, got {n_workers}", arg="n_workers")
     a = _coins("alpha", alpha, n_workers)
     b = _coins("beta", beta, n_workers)
     rng = np.random.default_rng(seed)
@@ -195,10 +198,11 @@ def mcvc_workers(labels, n_workers: int, alpha=0.9, beta=0.9, n_pairs: int = 200
     # different class: P(first item) ∝ (n − size of its class), second uniform among the other classes
     w_diff = (n - size[code_sorted]).astype(np.float64)
     if total and w_same.sum() == 0:
-        raise DataError("labels: no class has two annotatable items, so there are no same-class pairs")
+        raise DataError("labels: no class has two annotatable items, so there are no same-class pairs",
+                        arg="labels")
     if total and w_diff.sum() == 0:
         raise DataError("labels: every annotatable item is in one class, so there are no different-class "
-                        "pairs")
+                        "pairs", arg="labels")
     if total:
         f = rng.choice(n, size=total, p=w_same / w_same.sum())
         c = code_sorted[f]
@@ -226,12 +230,13 @@ def _subset(rng, n: int, annotated) -> np.ndarray:
     """``annotated``: "all", a count (a random subset of that size, sorted) or positions / a mask."""
     if isinstance(annotated, str):
         if annotated != "all":
-            raise DataError(f"annotated: expected 'all', a count or item positions, got {annotated!r}")
+            raise DataError(f"annotated: expected 'all', a count or item positions, got {annotated!r}",
+                            arg="annotated")
         return np.arange(n)
     if np.ndim(annotated) == 0:
         k = int(annotated)
         if not 0 <= k <= n:
-            raise DataError(f"annotated: {k} items to annotate but there are {n}")
+            raise DataError(f"annotated: {k} items to annotate but there are {n}", arg="annotated")
         return np.sort(rng.choice(n, size=k, replace=False))
     return _annotated(annotated, n)
 
@@ -282,7 +287,7 @@ def digits_links(n_workers: int = 5, alpha=(0.95, 0.9, 0.85, 0.8, 0.75), beta=No
     from sklearn.datasets import load_digits
 
     if protocol not in ("mcvc", "two_coin"):
-        raise DataError(f"protocol: expected 'mcvc' or 'two_coin', got {protocol!r}")
+        raise DataError(f"protocol: expected 'mcvc' or 'two_coin', got {protocol!r}", arg="protocol")
     digits = load_digits()
     O = digits.data.astype(np.float64) / 16.0
     labels = digits.target.astype(np.int64)

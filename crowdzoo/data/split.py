@@ -13,7 +13,7 @@ def split_pairs(data: PairwiseData, test_fraction: float = 0.2, seed: int = 0):
     same side, so that no tie is half trained on and half held out; ``test_fraction`` is then a share
     of the rows. Without ties (or without source rows) each label is its own row."""
     if not 0.0 < test_fraction < 1.0:
-        raise DataError(f"test_fraction: must be in (0, 1), got {test_fraction}")
+        raise DataError(f"test_fraction: must be in (0, 1), got {test_fraction}", arg="test_fraction")
     rows = np.arange(data.n_pairs) if data.source_rows is None else data.source_rows
     start = np.r_[True, rows[1:] != rows[:-1]]  # a row's labels are consecutive
     group = np.cumsum(start) - 1  # the row of each label, numbered 0..R-1
@@ -22,7 +22,8 @@ def split_pairs(data: PairwiseData, test_fraction: float = 0.2, seed: int = 0):
     perm = rng.permutation(n_rows)
     n_test = max(1, int(round(test_fraction * n_rows)))
     if n_test >= n_rows:
-        raise DataError(f"test_fraction: {test_fraction} leaves no training pairs out of {n_rows}")
+        raise DataError(f"test_fraction: {test_fraction} leaves no training pairs out of {n_rows}",
+                        arg="test_fraction")
     held = np.zeros(n_rows, dtype=bool)
     held[perm[:n_test]] = True
     return data.subset(~held[group]), data.subset(held[group])
@@ -31,12 +32,13 @@ def split_pairs(data: PairwiseData, test_fraction: float = 0.2, seed: int = 0):
 def split_users(data: PairwiseData, test_fraction: float = 0.2, seed: int = 0):
     """Hold out whole users: (train, test), test holding every label of the held-out users."""
     if data.users is None:
-        raise DataError("split_users: data has no users column")
+        raise DataError("split_users: data has no users column", arg="data", problem="no user per label")
     if not 0.0 < test_fraction < 1.0:
-        raise DataError(f"test_fraction: must be in (0, 1), got {test_fraction}")
+        raise DataError(f"test_fraction: must be in (0, 1), got {test_fraction}", arg="test_fraction")
     present = np.unique(data.users)
     if present.size < 2:
-        raise DataError("split_users: need at least two users with labels")
+        raise DataError("split_users: need at least two users with labels", arg="data",
+                        problem="need at least two users with labels")
     rng = np.random.default_rng(seed)
     n_test = min(present.size - 1, max(1, int(round(test_fraction * present.size))))
     test_users = rng.choice(present, size=n_test, replace=False)
@@ -50,10 +52,10 @@ def split_each_user(data: PairwiseData, sizes, seed: int = 0) -> list[np.ndarray
     size may be None for "the rest". Returns one sorted row-index array per part; a user with
     fewer labels fills the parts in order."""
     if data.users is None:
-        raise DataError("split_each_user: data has no users column")
+        raise DataError("split_each_user: data has no users column", arg="data", problem="no user per label")
     sizes = list(sizes)
     if any(s is not None and s < 0 for s in sizes) or any(s is None for s in sizes[:-1]):
-        raise DataError(f"sizes: non-negative counts (only the last may be None), got {sizes}")
+        raise DataError(f"sizes: non-negative counts (only the last may be None), got {sizes}", arg="sizes")
     rng = np.random.default_rng(seed)
     order = np.lexsort((rng.random(data.n_pairs), data.users))  # by user, random within user
     u = data.users[order]

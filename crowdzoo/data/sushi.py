@@ -56,7 +56,8 @@ def _file(data_dir, key) -> Path:
     if not path.is_file():
         raise DataError(f"data_dir: {path} not found. The Sushi data is not redistributable: download "
                         "sushi3-2016.zip from http://www.kamishima.net/sushi/, unzip it and pass the "
-                        "folder that holds the four files (or write_sushi_fixture() for a synthetic one)")
+                        "folder that holds the four files (or write_sushi_fixture() for a synthetic one)",
+                        arg="data_dir")
     return path
 
 
@@ -65,27 +66,29 @@ def read_order(path) -> np.ndarray:
     path = Path(path)
     lines = path.read_text().splitlines()
     if not lines:
-        raise DataError(f"{path}: empty file")
+        raise DataError(f"{path}: empty file", arg="path")
     try:
         n_items = int(lines[0].split()[0])
     except (ValueError, IndexError):
-        raise DataError(f"{path}: line 1: expected the header '<n_items> 1', got {lines[0]!r}") from None
+        raise DataError(f"{path}: line 1: expected the header '<n_items> 1', got {lines[0]!r}",
+                        arg="path") from None
     rows = [ln.split() for ln in lines[1:] if ln.strip()]
     for r, f in enumerate(rows, start=2):
         if len(f) != 12 or f[1] != "10":
             raise DataError(f"{path}: line {r}: expected '0 10' and 10 item ids (12 fields), got {len(f)} "
-                            f"fields: {' '.join(f)!r}")
+                            f"fields: {' '.join(f)!r}", arg="path")
     try:
         orders = np.array([[int(x) for x in f[2:]] for f in rows], dtype=np.int64)
     except ValueError as e:
-        raise DataError(f"{path}: non-integer item id ({e})") from None
+        raise DataError(f"{path}: non-integer item id ({e})", arg="path") from None
     bad = np.argwhere((orders < 0) | (orders >= n_items))
     if bad.size:
         r, k = bad[0]
-        raise DataError(f"{path}: line {r + 2}: item id {orders[r, k]} is outside 0..{n_items - 1}")
+        raise DataError(f"{path}: line {r + 2}: item id {orders[r, k]} is outside 0..{n_items - 1}",
+                        arg="path")
     repeated = np.flatnonzero((np.diff(np.sort(orders, axis=1), axis=1) == 0).any(axis=1))
     if repeated.size:
-        raise DataError(f"{path}: line {repeated[0] + 2}: an item appears twice in one ranking")
+        raise DataError(f"{path}: line {repeated[0] + 2}: an item appears twice in one ranking", arg="path")
     return orders
 
 
@@ -94,14 +97,14 @@ def _table(path, columns, what) -> pd.DataFrame:
     n_num = len(columns)
     if df.shape[1] != n_num + 1 + (what == "items"):
         raise DataError(f"{path}: expected {n_num + 1 + (what == 'items')} tab-separated columns per "
-                        f"line, found {df.shape[1]}")
+                        f"line, found {df.shape[1]}", arg="path")
     ids = df.iloc[:, 0]
     num = df.iloc[:, -n_num:].apply(pd.to_numeric, errors="coerce")
     bad = np.argwhere(~np.isfinite(num.to_numpy(np.float64)))
     if bad.size:
         r, k = bad[0]
         raise DataError(f"{path}: line {r + 1}: column {columns[k]!r} is not a finite number "
-                        f"({df.iloc[r, k + df.shape[1] - n_num]!r})")
+                        f"({df.iloc[r, k + df.shape[1] - n_num]!r})", arg="path")
     out = pd.DataFrame(num.to_numpy(np.float64), columns=list(columns), index=ids.to_numpy())
     out.index.name = "id"
     if what == "items":
@@ -113,20 +116,22 @@ def load_sushi(data_dir, variant: str = "a") -> Sushi:
     """Read Sushi set ``variant`` ("a": 10 items, "b": 100) from ``data_dir``; Set A's item ids
     are mapped to the master ids of ``sushi3.idata``."""
     if variant not in ("a", "b"):
-        raise DataError(f"variant: expected 'a' or 'b', got {variant!r}")
+        raise DataError(f"variant: expected 'a' or 'b', got {variant!r}", arg="variant")
     orders = read_order(_file(data_dir, variant))
     if variant == "a":
         if orders.max() >= len(SET_A_ITEMS):
-            raise DataError(f"{FILES['a']}: Set A has 10 items (ids 0..9), found id {orders.max()}")
+            raise DataError(f"{FILES['a']}: Set A has 10 items (ids 0..9), found id {orders.max()}",
+                            arg="data_dir")
         orders = SET_A_ITEMS[orders]
     items = _table(_file(data_dir, "items"), ITEM_COLUMNS, "items")
     users = _table(_file(data_dir, "users"), USER_COLUMNS, "users")
     missing = np.setdiff1d(np.unique(orders), items.index.to_numpy())
     if missing.size:
-        raise DataError(f"{FILES['items']}: item id {missing[0]} of the rankings has no features")
+        raise DataError(f"{FILES['items']}: item id {missing[0]} of the rankings has no features",
+                        arg="data_dir")
     if len(users) != len(orders):
         raise DataError(f"{FILES['users']}: {len(users)} users for {len(orders)} rankings "
-                        f"in {FILES[variant]} (one line per user, in the same order)")
+                        f"in {FILES[variant]} (one line per user, in the same order)", arg="data_dir")
     return Sushi(orders=orders, items=items, users=users)
 
 
@@ -137,7 +142,8 @@ def sample_pairs(sushi: Sushi, n_users: int | None, n_train: int, n_test: int, s
     their ranking. Returns (train, test, orders) — two :class:`PairwiseData` over every item of
     the set and the chosen users, and those users' rankings (for Kendall τ)."""
     if n_train + n_test > 45:
-        raise DataError(f"n_train + n_test: a ranking of 10 items has 45 pairs, asked for {n_train + n_test}")
+        raise DataError(f"n_train + n_test: a ranking of 10 items has 45 pairs, asked for {n_train + n_test}",
+                        arg="n_test")
     rng = np.random.default_rng(seed)
     U = len(sushi.orders)
     chosen = np.sort(rng.choice(U, size=U if n_users is None else min(n_users, U), replace=False))

@@ -52,13 +52,14 @@ def _read_pairs(path: Path, fold: str) -> tuple[pd.DataFrame, dict, int]:
     bad = ~df["id"].str.contains("_", regex=False)
     if bad.any():
         r = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataError(f"{path}: row {r + 2}: column '#id' should be 'argA_argB', got {df['id'].iloc[r]!r}")
+        raise DataError(f"{path}: row {r + 2}: column '#id' should be 'argA_argB', got {df['id'].iloc[r]!r}",
+                        arg="path")
     ids = df["id"].str.split("_", n=1, expand=True)
     bad = ~df["label"].isin(["a1", "a2", "equal"])
     if bad.any():
         r = int(np.flatnonzero(bad.to_numpy())[0])
         raise DataError(f"{path}: row {r + 2}: column 'label' must be a1, a2 or equal, "
-                        f"got {df['label'].iloc[r]!r}")
+                        f"got {df['label'].iloc[r]!r}", arg="path")
     texts = dict(zip(ids[0], df["a1"], strict=True)) | dict(zip(ids[1], df["a2"], strict=True))
     keep = df["label"] != "equal"
     out = pd.DataFrame({"fold": fold, "a": ids[0][keep].to_numpy(), "b": ids[1][keep].to_numpy(),
@@ -74,10 +75,11 @@ def load_ukpconvarg(data_dir) -> UKPConvArg:
     crowd_dir = root / CROWD
     if not crowd_dir.is_dir():
         raise DataError(f"data_dir: {crowd_dir} not found; pass the folder that holds {CROWD}/, "
-                        f"{GOLD_PAIRS}/ and {GOLD_RANKS}/ (../shared/data/ukpconvarg in this project)")
+                        f"{GOLD_PAIRS}/ and {GOLD_RANKS}/ (../shared/data/ukpconvarg in this project)",
+                        arg="data_dir")
     folds = sorted(p.stem for p in crowd_dir.glob("*.csv"))
     if not folds:
-        raise DataError(f"data_dir: no .csv files in {crowd_dir}")
+        raise DataError(f"data_dir: no .csv files in {crowd_dir}", arg="data_dir")
     crowd, gold, scores, wscores, texts, eq = [], [], [], [], {}, [0, 0]
     for fold in folds:
         c, t, n = _read_pairs(crowd_dir / f"{fold}.csv", fold)
@@ -119,11 +121,11 @@ def _read_worker_scores(path: Path, fold: str) -> pd.DataFrame:
         f = line.split("\t")
         if len(f) != 4:
             raise DataError(f"{path}: row {r}: expected 4 tab-separated columns (#id, rank, argument, "
-                            f"turkID), found {len(f)}")
+                            f"turkID), found {len(f)}", arg="path")
         try:
             rows.append((f[0], float(f[1]), f[3].strip()))
         except ValueError:
-            raise DataError(f"{path}: row {r}: column 'rank' is not a number: {f[1]!r}") from None
+            raise DataError(f"{path}: row {r}: column 'rank' is not a number: {f[1]!r}", arg="path") from None
     ids, score, worker = zip(*rows, strict=True) if rows else ((), (), ())
     return pd.DataFrame({"fold": fold, "id": ids, "worker": worker, "score": score})
 

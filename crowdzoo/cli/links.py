@@ -14,15 +14,13 @@ cluster and its probability), workers.csv (each worker's two-coin reliabilities)
 run.json (the options, which ``crowdzoo predict`` reuses). A links file with a header but no rows is
 refused: clustering without a crowd is done from Python (``LinkData.without_annotations``).
 
-:mod:`crowdzoo.cli` calls in here for links models and links runs; both read their CSV tables and
-plan their fits with :mod:`crowdzoo.cli_common`, and this module imports nothing of :mod:`crowdzoo.cli`.
-Nothing here imports torch until a fit or a prediction runs, so ``crowdzoo fit --help`` stays quick.
+Their options are in :mod:`crowdzoo.cli.parser`, their prediction of new items' clusters in
+:mod:`crowdzoo.cli.predict`. Nothing here imports torch until a fit runs, so ``crowdzoo fit --help``
+stays quick.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -30,19 +28,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import cli_common as common
-from . import zoo
-from .errors import DataError
+from .. import zoo
+from ..errors import DataError
+from .flags import route_signature_static
+from .messages import _setting_message, cli_message
+from .plan import plan_fit
+from .reading import ITEMS, _names, _need_columns, _read_csv, _table_features
+from .runs import _check_out, _prepare_out, _remove_empty, _resume_file
 
 #: the model settings the links options fill: {CLI option: model setting}
 LINK_MODEL_OPTIONS = {"components": "n_clusters", "latent_dim": "latent_dim", "hidden": "hidden"}
+
+
 #: options of a links fit that belong to preference pairs: {dest: flag}
 PAIRS_ONLY = {"pairs": "--pairs", "tie_col": "--tie-col", "ties": "--ties", "users": "--users",
               "user_col": "--user-col", "user_id_col": "--user-id-col", "test_fraction": "--test-fraction"}
+
+
 #: options that belong to links models: {dest: flag}
 LINKS_ONLY = {"links": "--links", "worker_col": "--worker-col", "same_col": "--same-col",
               "latent_dim": "--latent-dim", "hidden": "--hidden"}
-SAME_HELP = "1, true or yes: the two items are in the same cluster; 0, false or no: in different clusters"
 
 
 def is_links(model: str) -> bool:
@@ -51,45 +56,6 @@ def is_links(model: str) -> bool:
 
 def links_models() -> list:
     return [e.name for e in zoo.ZOO if e.data == "links"]
-
-
-# ------------------------------------------------------------------------------------------ options
-def _widths(value: str) -> tuple:
-    """``--hidden``'s value: positive whole numbers separated by commas."""
-    parts = [p.strip() for p in value.split(",")]
-    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise argparse.ArgumentTypeError(f"expected layer widths such as 64,64, got {value!r}")
-    return tuple(int(p) for p in parts)
-
-
-def _positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value!r}")
-    return int(value)
-
-
-def add_fit_options(fit) -> None:
-    """The links group of ``crowdzoo fit``'s options."""
-    defaults = "; ".join(
-        f"{e.name}: --components {d['n_clusters']}, --latent-dim {d['latent_dim']}, --hidden "
-        f"{','.join(map(str, d['hidden']))}"
-        for e in zoo.ZOO if e.data == "links" for d in [zoo.model_defaults_static(e)])
-    g = fit.add_argument_group(
-        f"links models ({', '.join(links_models())})",
-        "clusters of items from their features (--items, required, read with --id-col, --features, "
-        "--one-hot and --sep as above) and the crowd's same/different labels on pairs of them (--links, "
-        "whose item columns are --a-col and --b-col); --components is K, the number of clusters. "
-        f"Writes clusters.csv, workers.csv, metrics.json, run.json and posterior.pt. Defaults: {defaults}")
-    g.add_argument("--links", default=None,
-                   help="CSV with one row per label: columns --a-col, --b-col (item ids of --items), "
-                        f"--worker-col and --same-col ({SAME_HELP}); a header with no rows is refused")
-    g.add_argument("--worker-col", default=None,
-                   help="the worker-id column of --links (default: worker; '' for labels of one worker)")
-    g.add_argument("--same-col", default=None, help="the label column of --links (default: same)")
-    g.add_argument("--latent-dim", type=_positive, default=None, metavar="D",
-                   help="the dimension of the latent points (default: the model's)")
-    g.add_argument("--hidden", type=_widths, default=None, metavar="W,...",
-                   help="the hidden layers' widths of the networks, e.g. 64,64 (default: the model's)")
 
 
 def need_pairs(args) -> None:
@@ -106,7 +72,7 @@ def need_pairs(args) -> None:
 def _refuse_distributed(args, e) -> None:
     """--distributed for a model whose Python route takes it: say how to launch that fit (a model
     without such a route is refused by the route check, naming the settings it takes)."""
-    parallel = any("distributed" in zoo.route_signature_static(e, m) for m in e.routes)
+    parallel = any("distributed" in route_signature_static(e, m) for m in e.routes)
     if getattr(args, "route_distributed", None) and parallel:
         raise DataError(f"--distributed: {args.model} from the command line runs in one process; to spread a "
                         f"fit over ranks, fit from Python: crowdzoo.fit(crowdzoo.{e.model.split(':')[1]}(), "
@@ -150,7 +116,7 @@ def _plan(args) -> dict:
     for opt in hidden:
         setattr(args, opt, None)  # cli's plan knows only the pairs models' options
     try:
-        plan = common._plan(args)
+        plan = plan_fit(args)
     finally:
         for opt, value in hidden.items():
             setattr(args, opt, value)
@@ -159,49 +125,45 @@ def _plan(args) -> dict:
             plan["model_kw"][name] = hidden[opt]
     try:
         plan["model"] = plan["entry"].model_class()(**plan["model_kw"])
-    except DataError as err:
+    except DataError as err:  # a model setting out of its range: named by its option
         flags = {name: "--" + opt.replace("_", "-") for opt, name in LINK_MODEL_OPTIONS.items()}
         flags["n_clusters"] = "--components"
-        m = re.match(r"^(\w+): ", str(err))
+        arg = err.arg or str(err).partition(": ")[0]
         msg = str(err)
-        if m and m.group(1) in flags:
-            msg = flags[m.group(1)] + msg[len(m.group(1)):]
-        raise DataError(msg) from None
+        if arg in flags and msg.startswith(f"{arg}: "):
+            msg = flags[arg] + msg[len(arg):]
+        raise DataError(msg, arg=flags.get(arg)) from None
     return plan
 
 
-# ------------------------------------------------------------------------------------------ reading
-def _data_message(msg: str, cols: dict, id_col: str) -> str:
-    """A DataError of LinkData.from_frame rewritten to name the CLI's file, flags and columns."""
-    if msg.startswith("column "):
-        for col, flag in (c for c in cols.values() if c):
-            msg = re.sub(rf"(column {re.escape(repr(col))})(?!\s\()", rf"\1 ({flag})", msg, count=1)
-        return "--links, " + msg
-    if msg.startswith("O: "):
-        return "--items: " + msg[3:]
-    if msg.startswith("item_ids: "):
-        return f"--items, column {id_col!r} (--id-col): " + msg[len("item_ids: "):]
-    return msg
+def _places(cols: dict, id_col: str) -> dict:
+    """Where the arguments of :meth:`~crowdzoo.LinkData.from_frame` live on the command line."""
+    places = {"df": "--links", "O": "--items", "item_ids": f"--items, column {id_col!r} (--id-col)"}
+    for arg, role in (("i", "a"), ("j", "b"), ("same", "same"), ("worker", "worker")):
+        if cols[role]:
+            places[arg] = f"--links, column {cols[role][0]!r} ({cols[role][1]})"
+    (a, fa), (b, fb) = cols["a"], cols["b"]
+    places["i, j"] = f"--links, columns {a!r} ({fa}) and {b!r} ({fb})"
+    return places
 
 
 def load_links(args):
     """LinkData from --links and --items: the item ids in --id-col, features by --features/--one-hot.
     The user's files are only read."""
-    from .data import LinkData
+    from ..data import LinkData
 
     sep = args.sep
     cols = _columns(args)
-    links = common._read_csv(args.links, "--links", sep)
-    common._need_columns(links, args.links, "--links", {c: f for c, f in (v for v in cols.values() if v)})
+    links = _read_csv(args.links, "--links", sep)
+    _need_columns(links, args.links, "--links", {c: f for c, f in (v for v in cols.values() if v)})
     if len(links) == 0:
         raise DataError(f"--links: {args.links} has a header but no rows (no links); give the crowd's "
                         "labels, or cluster the items from their features alone from Python "
                         "(crowdzoo.LinkData.from_frame(df, O).without_annotations())")
-    raw = common._read_csv(args.items, "--items", sep)
+    raw = _read_csv(args.items, "--items", sep)
     id_col = args.id_col or "id"
-    common._need_columns(raw, args.items, "--items", {id_col: "--id-col"})
-    features = common._table_features(raw.set_index(id_col), args.items, common.ITEMS, args.features,
-                                      args.one_hot)
+    _need_columns(raw, args.items, "--items", {id_col: "--id-col"})
+    features = _table_features(raw.set_index(id_col), args.items, ITEMS, args.features, args.one_hot)
     item_columns = _item_columns(args, [str(c) for c in raw.columns if c != id_col])
     if features.shape[1] == 0:
         raise DataError(f"--items: {args.items} has no feature column besides the id column {id_col!r}; the "
@@ -211,7 +173,8 @@ def load_links(args):
         data = LinkData.from_frame(links, features, i=cols["a"][0], j=cols["b"][0], same=cols["same"][0],
                                    worker=worker)
     except DataError as err:
-        raise DataError(_data_message(str(err), cols, id_col)) from None
+        raise DataError(cli_message(err, _places(cols, id_col), default="--links"), arg="--links",
+                        row=err.row, ids=err.ids) from None
     return data, features, item_columns
 
 
@@ -219,11 +182,10 @@ def _item_columns(args, columns: list) -> list:
     """The columns of --items a fit reads (before one-hot encoding), for predict to read the same."""
     if args.features is None:
         return columns
-    chosen = common._names(args.features)
-    return chosen + [c for c in common._names(args.one_hot or "") if c not in chosen]
+    chosen = _names(args.features)
+    return chosen + [c for c in _names(args.one_hot or "") if c not in chosen]
 
 
-# ------------------------------------------------------------------------------------------ fit
 def cluster_table(probs: np.ndarray, ids, id_name: str) -> pd.DataFrame:
     """One row per item: its id, its most probable cluster and that cluster's probability."""
     k = probs.argmax(1)
@@ -246,7 +208,7 @@ def cmd_fit(args) -> int:
     _check_options(args, e)
     out = Path(args.out)
     plan = _plan(args)
-    common._check_out(out, args.overwrite, keep=common._resume_file(args, out))
+    _check_out(out, args.overwrite, keep=_resume_file(args, out))
     data, features, item_columns = load_links(args)
     metrics = run_fit(data, features, item_columns, args, out, plan)
     print(json.dumps(metrics, indent=2))
@@ -257,7 +219,7 @@ def cmd_fit(args) -> int:
 def _settled(trace) -> bool:
     """The routes' rule (they warn otherwise): the bound rose by at most 1 % over the last tenth of
     the epochs (:func:`~crowdzoo.models.scdc.svi.epoch_rise`)."""
-    from .models.scdc.svi import epoch_rise
+    from ..models.scdc.svi import epoch_rise
 
     rise = epoch_rise(trace)
     return rise is not None and rise <= 1.0
@@ -268,7 +230,7 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
     import crowdzoo as cz
 
     e, settings = plan["entry"], dict(plan["settings"])
-    made = common._prepare_out(out, keep=common._resume_file(args, out))
+    made = _prepare_out(out, keep=_resume_file(args, out))
     ckpt = out / "checkpoint.pt"
     if "checkpoint" in plan["static"]:  # Ctrl-C keeps the fit so far; --resume continues it
         settings["checkpoint"] = str(ckpt)
@@ -277,10 +239,10 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
     try:
         post = cz.fit(plan["model"], data, method=args.method, seed=args.seed, **settings)
     except DataError as err:
-        common._remove_empty(made)
-        raise DataError(common._setting_message(str(err))) from None
+        _remove_empty(made)
+        raise DataError(_setting_message(err)) from None
     except BaseException:
-        common._remove_empty(made)
+        _remove_empty(made)
         raise
     seconds = time.perf_counter() - t0
     post.save(out / "posterior.pt")  # first: whatever happens while writing the tables, the fit is kept
@@ -307,58 +269,3 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
     (out / "run.json").write_text(json.dumps(run, indent=2))
     args.written = ["posterior.pt", "clusters.csv", "workers.csv", "metrics.json", "run.json"]
     return metrics
-
-
-# ------------------------------------------------------------------------------------------ predict
-def cmd_predict(args, run_dir: Path, run: dict) -> int:
-    """``crowdzoo predict RUN --items NEW.csv`` for a links run: each new item's most probable cluster
-    and its probability, from the run's networks (without links: new items have none). Also refuses
-    --items for a pairs run and a missing --pairs."""
-    from .errors import _show
-
-    model = run.get("model", "gppl")
-    if not is_links(model):
-        if args.items is not None:
-            raise DataError(f"--items: {run_dir} is a {model} run, which predicts preferences: give --pairs "
-                            f"NEW.csv (--items is for runs of the links models, {', '.join(links_models())})")
-        raise DataError(f"--pairs: {run_dir} is a {model} run: give --pairs NEW.csv, with the run's --a-col "
-                        "and --b-col columns")
-    if args.pairs is not None:
-        raise DataError(f"--pairs: {run_dir} is a {model} run, which clusters items: give --items NEW.csv, "
-                        "with the run's id and feature columns")
-    if args.items is None:
-        raise DataError(f"--items: {run_dir} is a {model} run: give --items NEW.csv, with the run's id and "
-                        "feature columns")
-    if args.consensus:
-        raise DataError(f"--consensus: {model} has no users; drop it")
-    sep = args.sep or run.get("sep") or ","
-    common.check_out_file(args)
-    raw = common._read_csv(args.items, "--items", sep)
-    id_col = run.get("id_col") or "id"
-    wanted = {id_col: "the run's --id-col"}
-    wanted.update({c: "a feature column of the run" for c in run.get("item_columns", [])})
-    for col, what in wanted.items():
-        if col not in raw.columns:
-            raise DataError(f"--items: column {col!r} ({what}) not found in {args.items} (columns: "
-                            f"{list(raw.columns)}){common._sep_hint(raw)}")
-    if len(raw) == 0:
-        raise DataError(f"--items: {args.items} has a header but no rows (no items to cluster)")
-    feats = common._table_features(raw.set_index(id_col), args.items, common.ITEMS,
-                                ",".join(run.get("item_columns", [])) or None, run.get("one_hot"))
-    known = run.get("feature_columns") or list(feats.columns)
-    for c in feats.columns:
-        if c not in known:  # a one-hot category the run never saw
-            col, _, value = str(c).partition("=")
-            r = int(np.flatnonzero(feats[c].to_numpy() == 1)[0])
-            raise DataError(f"--items: column {col!r}, row {r} (item {_show(feats.index[r])}): category "
-                            f"{value!r} was not in the run's items, so the run has no feature for it")
-    X = feats.reindex(columns=known, fill_value=0.0).to_numpy(dtype=np.float64)
-    bad = np.argwhere(~np.isfinite(X))
-    if bad.size:
-        r, c = bad[0]
-        raise DataError(f"--items: row {r} (item {_show(feats.index[r])}), column {known[c]!r}: value "
-                        f"{X[r, c]} is not finite (missing, NaN or inf)")
-    post = common._load_run(run_dir, "run_dir")
-    probs = post.cluster_proba(X).to_numpy(dtype=np.float64)
-    common.write_result(cluster_table(probs, feats.index, id_col), args.out, sep, "clusters of {n} items")
-    return 0

@@ -1,0 +1,101 @@
+"""``crowdzoo report``: the posterior diagnostic report of a run folder, with held-out labels from the
+run's own split or from a file laid out as the run's ``--pairs`` (``--test``)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import zoo
+from ..errors import DataError
+from .messages import unseen_message
+from .reading import load_csvs
+from .runs import _load_run, _run_settings
+
+
+def _decided_labels(frame: pd.DataFrame, run: dict) -> np.ndarray:
+    """The label of each row of a pairs frame read with the run's columns: 1.0 where the first item
+    won (every row of a winner-first file), 0.0 where the second did, NaN for a tie (y = 0.5, or the
+    run's --tie-col true)."""
+    from ..data.pairwise import _flags
+
+    y_col = None if run.get("winner_first") or run.get("y_col", "y") == "" else run.get("y_col", "y")
+    y = (np.ones(len(frame)) if y_col is None
+         else pd.to_numeric(frame[y_col], errors="coerce").to_numpy(dtype=float, na_value=np.nan))
+    tie_col = run.get("tie_col")
+    tie = y == 0.5
+    if tie_col and tie_col in frame:
+        tie |= _flags(tie_col, frame[tie_col], lambda r: f"row {r}")
+    return np.where(tie, np.nan, y)
+
+
+def _held_out_rows(run_dir: Path, run: dict):
+    """(p, y) of the decided ``split == test`` rows of a run's predictions.csv, or None."""
+    pred = run_dir / "predictions.csv"
+    if not pred.is_file():
+        return None
+    frame = pd.read_csv(pred, sep=run.get("sep") or ",")
+    p_col, split = (_ours(name, frame.columns) for name in ("p", "split"))
+    if split not in frame:
+        return None
+    test = frame[frame[split] == "test"]
+    y = _decided_labels(test, run)
+    keep = ~np.isnan(y)
+    return (test[p_col].to_numpy(float)[keep], y[keep]) if keep.any() else None
+
+
+def _ours(name: str, columns) -> str:
+    """The column ``name`` that fit added to predictions.csv (:func:`_fresh`)."""
+    return f"{name}_crowdzoo" if f"{name}_crowdzoo" in columns else name
+
+
+def _test_pairs(path, run: dict):
+    """Held-out labels from a CSV laid out as the run's --pairs (its separator and columns); ties are
+    left out (there is no tie likelihood to score them by)."""
+    e = zoo.entry(run.get("model", "gppl"))
+    layout = argparse.Namespace(**{**{"a_col": "a", "b_col": "b", "y_col": "y", "sep": ","}, **run,
+                                   "ties": "drop", "users": None})
+    if e.data != "crowd pairs":
+        layout.user_col = None
+    return load_csvs(path, None, layout, flag="--test", layout="the run's ")[1]
+
+
+def write_report(run_dir: Path, out: Path, reference: Path | None = None, draws: int = 500, test=None):
+    """The diagnostic report of a run folder: its posterior, held-out labels (the file ``test``,
+    laid out as the run's --pairs; else the decided ``split == test`` rows of predictions.csv) and
+    its run.json settings."""
+    from ..diagnostics.report import report
+
+    run = _run_settings(run_dir)
+    post = _load_run(run_dir, "run_dir")
+    held_out = None if test is not None else _held_out_rows(run_dir, run)
+    test_data = _test_pairs(test, run) if test is not None else None
+    settings = {"run": str(run_dir)}
+    settings.update({f"cli.{k}": v for k, v in run.items() if v is not None and k != "func"})
+    if test is not None:
+        settings["held-out labels"] = f"{test} ({test_data.n_pairs} decided labels)"
+    ref = _load_run(reference, "--reference") if reference else None
+    try:
+        return report(post, out, test=test_data, held_out=held_out, reference=ref, settings=settings,
+                      n_draws=draws)
+    except DataError as err:  # an id of the held-out file the fit does not know
+        cols = {"a": (run.get("a_col", "a"), "the run's --a-col"),
+                "b": (run.get("b_col", "b"), "the run's --b-col"),
+                "users": (run.get("user_col") or "user", "the run's --user-col")}
+        remedy = "the report scores held-out labels of the run's own users and items; leave those rows out"
+        raise DataError(unseen_message(err, cols, "--test", remedy), arg="--test", row=err.row,
+                        ids=err.ids) from None
+
+
+def cmd_report(args) -> int:
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise DataError(f"run_dir: not a folder: {run_dir}")
+    out = Path(args.out) if args.out else run_dir / "diagnostics.html"
+    rep = write_report(run_dir, out, Path(args.reference) if args.reference else None, args.draws, args.test)
+    for c in rep.checks:
+        print(f"{c.verdict:>5}  {c.name}: {c.value}")
+    print(f"report: {rep.verdict} — written to {out}")
+    return 0
