@@ -1,14 +1,17 @@
 """crowdzoo: a Pyro model zoo of Bayesian models of what crowds say about pairs of things.
 
 Names are imported on first use (PEP 562), so ``import crowdzoo`` and the command line's ``--help``
-do not pay for torch and Pyro until a model or a fit is asked for.
+do not pay for torch and Pyro until a model or a fit is asked for. The models' names (``crowdzoo.GPPL``
+…) are those of the classes in the zoo's table (:data:`crowdzoo.zoo.ZOO`), a model registered with
+:func:`crowdzoo.register` included.
 """
+# ruff: noqa: F401  (the imports below are re-exports: __all__ is built on demand, from the zoo's table)
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
 
-from ._version import __version__  # noqa: F401  (crowdzoo.__version__)
+from ._version import __version__
 from .errors import (
     CollapseWarning,
     ConvergenceWarning,
@@ -31,33 +34,31 @@ if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and
         split_pairs,
         split_users,
     )
-    from .models import (
-        GPPL,
-        SCDC,
-        BayesSCDC,
-        BradleyTerry,
-        CollabGP,
-        CrowdBTGP,
-        CrowdGPPL,
-        DPMCommunities,
-        GPPLPerUser,
-    )
-    from .zoo import ZOO, fit, load
+    from .zoo import ZOO, Entry, Example, fit, load, register
 
 
 _LAZY = {
     "PairwiseData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",
     "simulate_gppl": ".data", "split_each_user": ".data", "split_pairs": ".data", "split_users": ".data",
-    "GPPL": ".models", "BradleyTerry": ".models", "CollabGP": ".models", "CrowdBTGP": ".models",
-    "CrowdGPPL": ".models", "GPPLPerUser": ".models", "DPMCommunities": ".models", "SCDC": ".models",
-    "BayesSCDC": ".models",
     "LinkData": ".data", "simulate_links": ".data", "digits_links": ".data",
-    "ZOO": ".zoo", "fit": ".zoo", "load": ".zoo",
+    "ZOO": ".zoo", "Entry": ".zoo", "Example": ".zoo", "fit": ".zoo", "load": ".zoo", "register": ".zoo",
 }
 
 
 _SUBPACKAGES = ("active", "cli", "cluster_metrics", "comparisons", "core", "data", "diagnostics", "gp",
                 "inference", "metrics", "models", "zoo")
+
+_NAMES = ["PairwiseData", "LinkData", "simulate_gppl", "simulate_crowd", "simulate_collab", "simulate_links",
+          "digits_links", "split_pairs", "split_users", "split_each_user", "DataError", "NumericalError",
+          "ConvergenceWarning", "CollapseWarning", "DataWarning", "OverconfidenceWarning", "fit", "load",
+          "report", "register", "Entry", "Example", "ZOO"]
+
+
+def _models() -> dict:
+    """{class name: "module:name"} of every model in the zoo's table."""
+    from .zoo import ZOO
+
+    return {e.model.rpartition(":")[2]: e.model for e in ZOO}
 
 
 def __getattr__(name):
@@ -67,11 +68,17 @@ def __getattr__(name):
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value
         return value
+    if name == "__all__":  # read afresh: a registered model joins it
+        return _NAMES + list(_models())
+    path = _models().get(name)
+    if path is not None:
+        module, _, attr = path.partition(":")
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'crowdzoo' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_models()))
 
 
 def report(posterior, path, **kwargs):
@@ -81,11 +88,3 @@ def report(posterior, path, **kwargs):
     from .diagnostics.report import report as _report
 
     return _report(posterior, path, **kwargs)
-
-
-__all__ = ["PairwiseData", "simulate_gppl", "simulate_crowd", "split_pairs", "split_users", "DataError",
-           "NumericalError", "ConvergenceWarning", "CollapseWarning", "DataWarning", "OverconfidenceWarning",
-           "fit", "load",
-           "GPPL", "CrowdGPPL", "GPPLPerUser", "CrowdBTGP", "CollabGP", "BradleyTerry", "ZOO",
-           "simulate_collab", "split_each_user", "report", "DPMCommunities", "SCDC", "BayesSCDC", "LinkData",
-           "simulate_links", "digits_links"]

@@ -1,8 +1,10 @@
-"""The zoo's one table: every model, the data it takes, its routes and its posterior.
+"""The zoo's one table: every model, the data it takes, its routes, its posterior and its example.
 
-``crowdzoo.fit``, ``crowdzoo.load``, the CLI (``crowdzoo fit``, ``crowdzoo models``) and the docs'
-route table read :data:`ZOO`; nothing else in the package names a model. Adding a model is its
-package under ``crowdzoo/models/`` plus one :class:`Entry` here (docs/guides/add-a-model.md).
+``crowdzoo.fit``, ``crowdzoo.load``, ``crowdzoo``'s model names, the CLI (``crowdzoo fit``,
+``crowdzoo models``), the docs' route table and API pages and the tests' round trips read
+:data:`ZOO`; nothing else names a model. Adding a model is its package plus one :class:`Entry`:
+here for a model of crowdzoo, or ``crowdzoo.register(Entry(...))`` in a module of one's own
+(docs/guides/add-a-model.md).
 
 Entries name their classes and functions by import path ("module:name"), so reading the table
 imports nothing heavy (the CLI answers ``--help`` without torch). Routes are either a model's own
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from .errors import DataError
 
@@ -40,14 +43,27 @@ def _load(path: str):
     return getattr(importlib.import_module(module), name)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One model of the zoo.
+class Example(NamedTuple):
+    """A model's tiny example: a small ``model`` and ``data`` it fits in about a second with
+    ``settings[route]`` (the keyword arguments of ``crowdzoo.fit`` for that route; the generic
+    engines' routes may be left out, their quick settings are the tests')."""
 
-    ``name`` (as the CLI and saved files spell it), ``model`` (its class), ``data`` (a key of
-    :data:`DATA_KINDS`), ``routes`` (method → fit function; the first is the default),
-    ``posterior`` (its posterior class), ``guide`` (default guide factory for :data:`SVI`),
-    ``n_draws`` (draws an svi fit keeps), ``paper`` and ``summary`` (for ``crowdzoo models``).
+    model: Any
+    data: Any
+    settings: dict = {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """One model of the zoo, written with keywords.
+
+    ``name``: as the CLI and saved files spell it. ``model``: its class. ``data``: a key of
+    :data:`DATA_KINDS`. ``routes``: method → fit function (the first is the default).
+    ``posterior``: its posterior class. ``example``: a function ``(seed=0) -> Example`` that makes a
+    tiny model and data set, from which the tests fit, save, load and predict every route.
+    ``guide``: the default guide factory for :data:`SVI`. ``n_draws``: the draws an svi fit keeps.
+    ``paper`` and ``summary``: for ``crowdzoo models`` and the docs. Classes and functions are named
+    by import path (``"package.module:name"``).
     """
 
     name: str
@@ -55,12 +71,30 @@ class Entry:
     data: str
     routes: dict
     posterior: str
+    example: str
     guide: str | None = None
     n_draws: int = 300
     paper: str = ""
     summary: str = ""
-    baseline: bool = False
-    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name or any(c.isspace() for c in self.name):
+            raise DataError(f"name: a model's name is a word without spaces, got {self.name!r}")
+        if self.data not in DATA_KINDS:
+            raise DataError(f"data: {self.name}'s data kind must be one of {list(DATA_KINDS)}, "
+                            f"got {self.data!r}")
+        if not isinstance(self.routes, dict) or not self.routes:
+            raise DataError(f"routes: {self.name} needs at least one route "
+                            f"{{method: 'module:fit_function'}}, got {self.routes!r}")
+        named = {"model": self.model, "posterior": self.posterior, "example": self.example,
+                 "guide": self.guide, **{f"routes[{m!r}]": p for m, p in self.routes.items()}}
+        for what, path in named.items():
+            if path is None and what == "guide":
+                continue
+            module, _, attr = path.partition(":") if isinstance(path, str) else ("", "", "")
+            if not module or not attr:
+                raise DataError(f"{what}: {self.name} names it by import path 'package.module:name', "
+                                f"got {path!r}")
 
     @property
     def default(self) -> str:
@@ -75,6 +109,10 @@ class Entry:
     def default_guide(self):
         return None if self.guide is None else _load(self.guide)
 
+    def make_example(self, seed: int = 0) -> Example:
+        """The model's tiny :class:`Example` (its model, data and quick settings per route)."""
+        return _load(self.example)(seed=seed)
+
     def route(self, method: str):
         """The fit function of ``method``, or a DataError naming the routes this model has."""
         if method not in self.routes:
@@ -85,54 +123,108 @@ class Entry:
     def is_generic(self, method: str) -> bool:
         return self.routes[method] in GENERIC
 
+    def paths(self) -> tuple:
+        """Every import path the entry names."""
+        return (self.model, self.posterior, self.example, *(() if self.guide is None else (self.guide,)),
+                *self.routes.values())
 
-ZOO: tuple[Entry, ...] = (
-    Entry("gppl", "crowdzoo.models.gppl.model:GPPL", "pairs",
-          {"natgrad": "crowdzoo.models.gppl.natgrad:fit_natgrad", "ep": "crowdzoo.models.gppl.ep:fit_ep",
-           "svi": SVI, "nuts": NUTS},
-          "crowdzoo.models.gppl.posterior:GPPLPosterior", n_draws=1000,
+
+_M = "crowdzoo.models"
+
+#: the table; :func:`register` adds a model of one's own (appending an Entry works too)
+ZOO: list[Entry] = [
+    Entry(name="gppl", model=f"{_M}.gppl.model:GPPL", data="pairs",
+          routes={"natgrad": f"{_M}.gppl.natgrad:fit_natgrad", "ep": f"{_M}.gppl.ep:fit_ep", "svi": SVI,
+                  "nuts": NUTS},
+          posterior=f"{_M}.gppl.posterior:GPPLPosterior", example=f"{_M}.gppl.examples:tiny", n_draws=1000,
           paper="Chu & Ghahramani 2005; Simpson & Gurevych 2020 §3.1",
           summary="GP preference learning for one user (or a pooled crowd)"),
-    Entry("crowdgppl", "crowdzoo.models.crowdgppl.model:CrowdGPPL", "crowd pairs",
-          {"natgrad": "crowdzoo.models.crowdgppl.natgrad:fit_natgrad", "svi": SVI, "nuts": NUTS},
-          "crowdzoo.models.crowdgppl.posterior:CrowdGPPLPosterior",
-          guide="crowdzoo.models.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
+    Entry(name="crowdgppl", model=f"{_M}.crowdgppl.model:CrowdGPPL", data="crowd pairs",
+          routes={"natgrad": f"{_M}.crowdgppl.natgrad:fit_natgrad", "svi": SVI, "nuts": NUTS},
+          posterior=f"{_M}.crowdgppl.posterior:CrowdGPPLPosterior", example=f"{_M}.crowdgppl.examples:tiny",
+          guide=f"{_M}.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
           summary="consensus and personal preferences: GP matrix factorisation"),
-    Entry("collabgp", "crowdzoo.models.collabgp.model:CollabGP", "crowd pairs",
-          {"ep": "crowdzoo.models.collabgp.ep_vb:fit_ep", "svi": SVI, "nuts": NUTS},
-          "crowdzoo.models.collabgp.posterior:CollabGPPosterior",
-          guide="crowdzoo.models.collabgp.guide:default_guide", paper="Houlsby et al. 2012",
+    Entry(name="collabgp", model=f"{_M}.collabgp.model:CollabGP", data="crowd pairs",
+          routes={"ep": f"{_M}.collabgp.ep_vb:fit_ep", "svi": SVI, "nuts": NUTS},
+          posterior=f"{_M}.collabgp.posterior:CollabGPPosterior", example=f"{_M}.collabgp.examples:tiny",
+          guide=f"{_M}.collabgp.guide:default_guide", paper="Houlsby et al. 2012",
           summary="collaborative GP preference learning over item pairs (EP + VB)"),
-    Entry("bradley-terry", "crowdzoo.models.bradley_terry.model:BradleyTerry", "pairs",
-          {"map": MAP, "svi": SVI, "nuts": NUTS},
-          "crowdzoo.models.bradley_terry.posterior:BradleyTerryPosterior", n_draws=1000,
+    Entry(name="bradley-terry", model=f"{_M}.bradley_terry.model:BradleyTerry", data="pairs",
+          routes={"map": MAP, "svi": SVI, "nuts": NUTS},
+          posterior=f"{_M}.bradley_terry.posterior:BradleyTerryPosterior",
+          example=f"{_M}.bradley_terry.examples:tiny", n_draws=1000,
           paper="Bradley & Terry 1952; Thurstone 1927",
           summary="independent utilities without features (logit or probit link); the worked "
                   "example of docs/guides/add-a-model.md"),
-    Entry("gppl-per-user", "crowdzoo.models.baselines.gppl_per_user:GPPLPerUser", "crowd pairs",
-          {"natgrad": "crowdzoo.models.baselines.gppl_per_user:fit_natgrad"},
-          "crowdzoo.models.baselines.gppl_per_user:PerUserPosterior", baseline=True,
+    Entry(name="gppl-per-user", model=f"{_M}.baselines.gppl_per_user:GPPLPerUser", data="crowd pairs",
+          routes={"natgrad": f"{_M}.baselines.gppl_per_user:fit_natgrad"},
+          posterior=f"{_M}.baselines.gppl_per_user:PerUserPosterior",
+          example=f"{_M}.baselines.examples:gppl_per_user",
           paper="Simpson & Gurevych 2020 §5", summary="an independent GPPL per user (baseline)"),
-    Entry("crowdbt-gp", "crowdzoo.models.baselines.crowdbt_gp:CrowdBTGP", "worker pairs",
-          {"map": "crowdzoo.models.baselines.crowdbt_gp:fit_map"},
-          "crowdzoo.models.baselines.crowdbt_gp:CrowdBTGPPosterior", baseline=True,
+    Entry(name="crowdbt-gp", model=f"{_M}.baselines.crowdbt_gp:CrowdBTGP", data="worker pairs",
+          routes={"map": f"{_M}.baselines.crowdbt_gp:fit_map"},
+          posterior=f"{_M}.baselines.crowdbt_gp:CrowdBTGPPosterior",
+          example=f"{_M}.baselines.examples:crowdbt_gp",
           paper="Chen et al. 2013; Simpson & Gurevych 2020 Table 3",
           summary="crowdBT scores regressed on features by a sparse GP (baseline)"),
-    Entry("dpm", "crowdzoo.models.dpm.model:DPMCommunities", "crowd pairs",
-          {"gibbs": "crowdzoo.models.dpm.gibbs:fit_gibbs", "svi": SVI, "nuts": NUTS},
-          "crowdzoo.models.dpm.posterior:DPMPosterior", guide="crowdzoo.models.dpm.guide:default_guide",
-          paper="Abbasnejad, Sanner, Bonilla & Poupart 2013",
+    Entry(name="dpm", model=f"{_M}.dpm.model:DPMCommunities", data="crowd pairs",
+          routes={"gibbs": f"{_M}.dpm.gibbs:fit_gibbs", "svi": SVI, "nuts": NUTS},
+          posterior=f"{_M}.dpm.posterior:DPMPosterior", example=f"{_M}.dpm.examples:tiny",
+          guide=f"{_M}.dpm.guide:default_guide", paper="Abbasnejad, Sanner, Bonilla & Poupart 2013",
           summary="communities of users (Dirichlet-process mixture), a GP utility per community"),
-    Entry("scdc", "crowdzoo.models.scdc.model:SCDC", "links", {"svi": "crowdzoo.models.scdc.svi:fit_svi"},
-          "crowdzoo.models.scdc.posterior:SCDCPosterior", paper="Luo, Tian, Shi, Zhu & Zhang 2018 §2",
+    Entry(name="scdc", model=f"{_M}.scdc.model:SCDC", data="links", routes={"svi": f"{_M}.scdc.svi:fit_svi"},
+          posterior=f"{_M}.scdc.posterior:SCDCPosterior", example=f"{_M}.scdc.examples:scdc",
+          paper="Luo, Tian, Shi, Zhu & Zhang 2018 §2",
           summary="clusters of items from observations and noisy crowd links (deep generative "
                   "model, two-coin workers)"),
-    Entry("bayesscdc", "crowdzoo.models.scdc.bayes:BayesSCDC", "links",
-          {"natgrad": "crowdzoo.models.scdc.natgrad:fit_natgrad"},
-          "crowdzoo.models.scdc.posterior:SCDCPosterior", paper="Luo, Tian, Shi, Zhu & Zhang 2018 §3",
+    Entry(name="bayesscdc", model=f"{_M}.scdc.bayes:BayesSCDC", data="links",
+          routes={"natgrad": f"{_M}.scdc.natgrad:fit_natgrad"},
+          posterior=f"{_M}.scdc.posterior:SCDCPosterior", example=f"{_M}.scdc.examples:bayesscdc",
+          paper="Luo, Tian, Shi, Zhu & Zhang 2018 §3",
           summary="SCDC with conjugate priors: structured VI, message passing with the crowd's links, "
                   "clusters switched off, Beta workers"),
-)
+]
+
+
+def register(e: Entry) -> Entry:
+    """Add a model of one's own to the table: ``crowdzoo.register(Entry(name=..., model="mypkg.model:MyModel",
+    ...))`` in any importable module. ``crowdzoo.fit``, ``load``, ``report`` and the tests' round trips
+    then take it like a model of crowdzoo; ``load`` resolves the classes a file names in the packages
+    of registered models only, so import the module that registers a model before loading its fits.
+    A DataError if the name or the model class is in the table already."""
+    if not isinstance(e, Entry):
+        raise DataError(f"entry: register takes a crowdzoo.zoo.Entry, got {type(e).__name__}")
+    for other in ZOO:
+        if other.name == e.name:
+            raise DataError(f"name: the zoo has a model called {e.name!r} already ({other.model})")
+        if other.model.rpartition(":")[2] == e.model.rpartition(":")[2]:
+            raise DataError(f"model: the zoo has a model class called {e.model.rpartition(':')[2]!r} "
+                            f"already ({other.model}, {other.name!r}); rename the class")
+    ZOO.append(e)
+    _trust_registered()
+    return e
+
+
+def outside_packages() -> set:
+    """The packages, outside crowdzoo, of the classes and functions the table names: for a module
+    ``a.b.c`` its package ``a.b``, for a top-level module itself."""
+    out = set()
+    for e in ZOO:
+        for path in e.paths():
+            module = path.partition(":")[0]
+            if module.split(".")[0] != "crowdzoo":
+                out.add(module.rpartition(".")[0] or module)
+    return out
+
+
+def _trust_registered() -> None:
+    """Let ``load`` (and a route resuming from a checkpoint) resolve classes in the registered models'
+    packages outside crowdzoo."""
+    packages = outside_packages()
+    if packages:
+        from .core import io
+
+        io.trust(packages)
 
 
 def entry(name: str) -> Entry:
@@ -151,7 +243,8 @@ def entry_for(model) -> Entry:
         if e is not None:
             return e
     raise DataError(f"model: {type(model).__name__} is not a model of the zoo; build one of "
-                    f"{[e.model.split(':')[1] for e in ZOO]} (crowdzoo.models)")
+                    f"{[e.model.split(':')[1] for e in ZOO]}, or add yours with "
+                    "crowdzoo.register(Entry(...))")
 
 
 def _check_data(e: Entry, data) -> None:
@@ -197,6 +290,7 @@ def fit(model, data, method: str | None = None, seed: int = 0, check_confidence:
     ``posterior.settings["confidence"]``.
     """
     e = entry_for(model)
+    _trust_registered()
     method = e.default if method is None else method
     fn = e.route(method)
     _check_data(e, data)
@@ -233,9 +327,12 @@ def _route_fit(e: Entry, method: str, fn, model, data, seed: int, settings: dict
 
 
 def load(path):
-    """Load any posterior written by ``posterior.save(path)``; predictions are identical."""
+    """Load any posterior written by ``posterior.save(path)``; predictions are identical. The classes
+    the file names are resolved in crowdzoo and in the packages of the models registered in
+    :data:`ZOO`."""
     from .core.io import load as _load_posterior
 
+    _trust_registered()
     return _load_posterior(path)
 
 

@@ -26,8 +26,8 @@ LAYERS = (
     ("core", ("crowdzoo.core",)),
     ("inference", ("crowdzoo.inference",)),
     ("diagnostics", ("crowdzoo.diagnostics", "crowdzoo.metrics", "crowdzoo.cluster_metrics")),
-    ("models", ("crowdzoo.models",)),
     ("zoo", ("crowdzoo.zoo",)),
+    ("models", ("crowdzoo.models",)),
     ("apps", ("crowdzoo", "crowdzoo.active", "crowdzoo.cli", "crowdzoo.comparisons")),
 )
 

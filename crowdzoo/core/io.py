@@ -3,9 +3,11 @@
 Everything is written with ``torch.save`` as nested dicts and lists of tensors, numbers and strings,
 and read back with ``torch.load(weights_only=True)``. A posterior, its model, setup and data are
 dataclasses; they are encoded field by field with the class's import path, which the loader
-resolves only inside ``crowdzoo`` (and ``torch``/``pyro`` distributions for priors). So a new model
-gets save and load with no code of its own; what cannot be stored (a kernel or prior written as a
-Python function) is refused with an error naming it.
+resolves only inside ``crowdzoo``, ``torch``/``pyro`` distributions (for priors) and the packages
+named by :func:`trust` (``crowdzoo.zoo`` names those of the models registered outside crowdzoo), and
+only to a dataclass, a NamedTuple or a distribution. So a new model gets save and load with no code
+of its own; what cannot be stored (a kernel or prior written as a Python function) is refused with
+an error naming it.
 """
 from __future__ import annotations
 
@@ -22,7 +24,19 @@ from ..errors import DataError
 
 FORMAT = "crowdzoo-posterior/2"
 CHECKPOINT = "crowdzoo-checkpoint/2"
-_ALLOWED = ("crowdzoo.", "pyro.distributions", "torch.distributions")
+_ALLOWED = ("crowdzoo", "pyro.distributions", "torch.distributions")
+#: packages outside crowdzoo whose classes a file may name (see :func:`trust`)
+_TRUSTED: set = set()
+
+
+def trust(packages) -> None:
+    """Let :func:`load` resolve classes in ``packages`` (and their subpackages) too: the packages of
+    models outside crowdzoo, which ``crowdzoo.zoo.register`` names."""
+    _TRUSTED.update(packages)
+
+
+def _inside(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
 
 
 def _path(obj_or_cls) -> str:
@@ -30,13 +44,27 @@ def _path(obj_or_cls) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _resolve(path: str):
+def _resolve(path: str, kind: str):
+    """The class at ``path`` ("module:Name"), if it is inside crowdzoo, a distribution, or in a trusted
+    package, and of ``kind`` ("dataclass", "namedtuple" or "distribution")."""
     module, _, name = path.partition(":")
-    if not module.startswith(_ALLOWED) or not name:
-        raise DataError(f"load: the file names class {path!r}, which crowdzoo does not load")
-    obj = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
+    if not name or not _inside(module, (*_ALLOWED, *_TRUSTED)):
+        raise DataError(f"load: the file names class {path!r}, outside crowdzoo and the packages of the "
+                        "models registered in its table; import the module that registers that model "
+                        "(crowdzoo.register(Entry(...))) before loading the file")
+    try:
+        obj = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        raise DataError(f"load: the file names class {path!r}, which cannot be found ({err}); was it "
+                        "renamed or moved since the file was written?") from None
+    ok = isinstance(obj, type) and (
+        (kind == "dataclass" and dataclasses.is_dataclass(obj))
+        or (kind == "namedtuple" and issubclass(obj, tuple) and hasattr(obj, "_fields"))
+        or (kind == "distribution" and issubclass(obj, torch.distributions.Distribution)))
+    if not ok:
+        raise DataError(f"load: the file names {path!r} as a {kind}, which it is not")
     return obj
 
 
@@ -108,15 +136,15 @@ def decode(x):
         return pd.Series(decode(x["__series__"]), index=pd.Index(decode(x["index"]), name=x["index_name"]),
                          name=x["name"])
     if "__dist__" in x:
-        return _resolve(x["__dist__"])(**{k: decode(v) for k, v in x["params"].items()})
+        return _resolve(x["__dist__"], "distribution")(**{k: decode(v) for k, v in x["params"].items()})
     if "__dataclass__" in x:
-        cls = _resolve(x["__dataclass__"])
+        cls = _resolve(x["__dataclass__"], "dataclass")
         obj = object.__new__(cls)
         for k, v in x["fields"].items():
             object.__setattr__(obj, k, decode(v))
         return obj
     if "__namedtuple__" in x:
-        return _resolve(x["__namedtuple__"])(*[decode(v) for v in x["fields"]])
+        return _resolve(x["__namedtuple__"], "namedtuple")(*[decode(v) for v in x["fields"]])
     if "__tuple__" in x:
         return tuple(decode(v) for v in x["__tuple__"])
     if "__dict__" in x:

@@ -1,16 +1,35 @@
 """The zoo's models, one package each: ``<name>/model.py`` holds the generative story, beside it its
-posterior, its own routes and its ArviZ converter. ``crowdzoo.zoo`` is the table that ties them to
-``crowdzoo.fit``."""
-from .baselines.crowdbt_gp import CrowdBTGP
-from .baselines.gppl_per_user import GPPLPerUser
-from .bradley_terry.model import BradleyTerry
-from .collabgp.model import CollabGP, collabgp_model
-from .crowdgppl.model import CrowdGPPL, CrowdSetup, crowdgppl_model
-from .dpm.model import DPMCommunities
-from .gppl.model import GPPL, GPPLSetup, gppl_model
-from .scdc.bayes import BayesSCDC
-from .scdc.model import SCDC
+posterior, its own routes, its ArviZ converter and its tiny example. ``crowdzoo.zoo`` is the table
+that ties them to ``crowdzoo.fit``.
 
-__all__ = ["BradleyTerry", "CollabGP", "collabgp_model", "CrowdBTGP", "GPPL", "GPPLPerUser", "GPPLSetup",
-           "gppl_model", "CrowdGPPL", "CrowdSetup", "crowdgppl_model", "DPMCommunities",
-           "SCDC", "BayesSCDC"]
+The models' classes are importable from here by name (``from crowdzoo.models import GPPL``): the
+names are those of the table's models that live in this package, imported on first use."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+
+def _models() -> dict:
+    """{class name: "module:name"} of the table's models inside this package."""
+    from ..zoo import ZOO
+
+    return {e.model.rpartition(":")[2]: e.model for e in ZOO if e.model.startswith(__name__ + ".")}
+
+
+def __getattr__(name):
+    if name == "__all__":
+        return list(_models())
+    path = _models().get(name)
+    if path is not None:
+        module, _, attr = path.partition(":")
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # a model's package
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_models()))

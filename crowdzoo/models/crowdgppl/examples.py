@@ -1,0 +1,13 @@
+"""crowdGPPL's tiny example: a crowd of 3 users, 7 items and 40 pairs drawn from crowdGPPL itself, two
+components and 5 inducing items, fitted by every route in about a second."""
+from __future__ import annotations
+
+from ...data.simulate import simulate_crowd
+from ...zoo import Example
+from .model import CrowdGPPL
+
+
+def tiny(seed: int = 0) -> Example:
+    data, _ = simulate_crowd(n_items=7, n_users=3, n_pairs=40, n_components=2, n_user_features=0, seed=seed)
+    return Example(CrowdGPPL(n_components=2, n_inducing=5, n_inducing_users=None), data,
+                   {"natgrad": dict(max_iter=8, tol=0, progress_bar=False)})
