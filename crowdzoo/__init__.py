@@ -2,8 +2,7 @@
 
 Names are imported on first use (PEP 562), so ``import crowdzoo`` and the command line's ``--help``
 do not pay for torch and Pyro until a model or a fit is asked for. The models' names (``crowdzoo.GPPL``
-…) are those of the classes in the zoo's table (:data:`crowdzoo.zoo.ZOO`), a model registered with
-:func:`crowdzoo.register` included.
+…) are those of the classes of crowdzoo's models in the zoo's table (:data:`crowdzoo.zoo.ZOO`).
 """
 # ruff: noqa: F401  (the imports below are re-exports: __all__ is built on demand, from the zoo's table)
 from __future__ import annotations
@@ -55,10 +54,11 @@ _NAMES = ["PairwiseData", "LinkData", "simulate_gppl", "simulate_crowd", "simula
 
 
 def _models() -> dict:
-    """{class name: "module:name"} of every model in the zoo's table."""
+    """{class name: "module:name"} of the models of crowdzoo in the zoo's table (a model registered
+    from a package of one's own is imported from there)."""
     from .zoo import ZOO
 
-    return {e.model.rpartition(":")[2]: e.model for e in ZOO}
+    return {e.model.rpartition(":")[2]: e.model for e in ZOO if e.model.startswith(__name__ + ".")}
 
 
 def __getattr__(name):

@@ -191,15 +191,14 @@ def register(e: Entry) -> Entry:
     ...))`` in any importable module. ``crowdzoo.fit``, ``load``, ``report`` and the tests' round trips
     then take it like a model of crowdzoo; ``load`` resolves the classes a file names in the packages
     of registered models only, so import the module that registers a model before loading its fits.
-    A DataError if the name or the model class is in the table already."""
+    A DataError if the name or the model class is in the table already. Returns the entry."""
     if not isinstance(e, Entry):
         raise DataError(f"entry: register takes a crowdzoo.zoo.Entry, got {type(e).__name__}")
     for other in ZOO:
         if other.name == e.name:
             raise DataError(f"name: the zoo has a model called {e.name!r} already ({other.model})")
-        if other.model.rpartition(":")[2] == e.model.rpartition(":")[2]:
-            raise DataError(f"model: the zoo has a model class called {e.model.rpartition(':')[2]!r} "
-                            f"already ({other.model}, {other.name!r}); rename the class")
+        if other.model == e.model:
+            raise DataError(f"model: {e.model} is in the zoo already, as {other.name!r}")
     ZOO.append(e)
     _trust_registered()
     return e
