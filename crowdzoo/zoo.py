@@ -125,8 +125,8 @@ class Entry:
 
     def paths(self) -> tuple:
         """Every import path the entry names."""
-        return (self.model, self.posterior, self.example, *(() if self.guide is None else (self.guide,)),
-                *self.routes.values())
+        return (self.model, self.posterior, *self.routes.values(),
+                *(() if self.guide is None else (self.guide,)), self.example)
 
 
 _M = "crowdzoo.models"

@@ -7,8 +7,8 @@ Generative story, for N items and P labelled pairs:
 
 With the probit link this is GPPL with the identity kernel and a fixed scale s = 1/σ². It is the
 zoo's worked example of adding a model (docs/guides/add-a-model.md): this file, a posterior, an
-ArviZ converter and one line in ``crowdzoo/zoo.py``; its routes (map, svi, nuts) are the generic
-engines.
+ArviZ converter, a tiny example and one entry in ``crowdzoo/zoo.py``; its routes (map, svi, nuts)
+are the generic engines.
 """
 from __future__ import annotations
 
