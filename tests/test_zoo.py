@@ -1,7 +1,9 @@
 """The zoo's architecture (one model, one home): one table drives fit, load, the CLI and the
-docs; every posterior saves and loads; every route is reproducible from its seed without touching
-the caller's random state; natgrad fits resume after an interrupt; priors and kernels are objects;
-a Bradley–Terry model added through the table matches an independent fit."""
+docs; every (model, route) of the table, fitted on the model's own tiny example, is reproducible
+from its seed without touching the caller's random state and saves and loads to the same
+predictions (no list of models here: a new entry is tested as it is added); natgrad fits resume
+after an interrupt; priors and kernels are objects; a Bradley–Terry model added through the table
+matches an independent fit."""
 from __future__ import annotations
 
 import re
