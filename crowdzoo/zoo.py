@@ -199,8 +199,7 @@ def register(e: Entry) -> Entry:
             raise DataError(f"name: the zoo has a model called {e.name!r} already ({other.model})")
         if other.model == e.model:
             raise DataError(f"model: {e.model} is in the zoo already, as {other.name!r}")
-    ZOO.append(e)
-    _trust_registered()
+    ZOO.append(e)  # fit and load trust its packages when they run (register stays free of torch)
     return e
 
 
