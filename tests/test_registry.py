@@ -146,3 +146,20 @@ def test_an_entry_is_checked_when_written_and_registered():
     with pytest.raises(cz.DataError, match="is in the zoo already, as 'gppl'"):
         cz.register(zoo.Entry(**{**good, "model": zoo.entry("gppl").model}))
     assert "x" not in [e.name for e in zoo.ZOO]
+
+
+def test_crowdzoos_model_names_are_the_tables_and_cost_no_torch():
+    """``crowdzoo.X`` and ``crowdzoo.models.X`` are the table's classes; listing them (``__all__``,
+    ``dir``) imports no torch, so ``import crowdzoo`` and the CLI's ``--help`` stay light."""
+    import crowdzoo.models
+
+    for e in zoo.ZOO:
+        name = e.model.rpartition(":")[2]
+        assert getattr(cz, name) is getattr(crowdzoo.models, name) is e.model_class()
+        assert name in cz.__all__ and name in dir(cz) and name in crowdzoo.models.__all__
+    script = ("import sys, crowdzoo, crowdzoo.models; crowdzoo.__all__; dir(crowdzoo); "
+              "crowdzoo.models.__all__; print('torch' in sys.modules)")
+    root = Path(cz.__file__).parents[1]
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "False", out.stderr
