@@ -70,6 +70,8 @@ class CrowdGPPLPosterior(Posterior):
     prior (else None: the setup's kernels).
     """
 
+    query_users = "personal"  # a query asks one user about her own utilities (active learning)
+
     t_m: torch.Tensor | None
     v_m: torch.Tensor
     w_m: torch.Tensor

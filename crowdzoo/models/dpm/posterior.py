@@ -53,6 +53,8 @@ class DPMPosterior(Posterior):
     (S, D) per draw when the item length-scales were inferred under a prior (None: the setup's kernel).
     """
 
+    query_users = "personal"  # a query asks one user about her own utilities (active learning)
+
     z: torch.Tensor
     means: torch.Tensor
     covs: torch.Tensor
