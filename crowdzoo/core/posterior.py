@@ -107,8 +107,9 @@ class Posterior:
         return self.data.item_ids, users
 
     def _queries(self, a, b, u):
-        """The candidates (positions a, b, users u or None) as :class:`~crowdzoo.core.suggest.GaussianQueries`:
-        their differences' joint Gaussian from :meth:`utility_gaussian`, one per user for personal models."""
+        """The candidates (positions a, b, users u or None) as
+        :class:`~crowdzoo.core.suggest.GaussianQueries`: their differences' joint Gaussian from
+        :meth:`utility_gaussian`, one per user for personal models."""
         import numpy as np
 
         from .suggest import gaussian_queries

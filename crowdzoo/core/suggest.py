@@ -67,7 +67,8 @@ def binary_entropy(p: torch.Tensor) -> torch.Tensor:
 
 
 def bald_score(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
-    """BALD of a probit label for g ~ N(mean, var) (module docstring; main paper Eq. 10, supplement a Eq. 4)."""
+    """BALD of a probit label for g ~ N(mean, var) (module docstring; main paper Eq. 10 with
+    supplement a Eq. 4)."""
     marginal = binary_entropy(ndtr(mean / torch.sqrt(var + 1.0)))
     expected = math.sqrt(C2) / torch.sqrt(var + C2) * torch.exp(-mean * mean / (2.0 * (var + C2)))
     return marginal - expected
@@ -239,7 +240,8 @@ def _lookup(column: str, values, ids, index) -> np.ndarray:
         where = f"row {_show(index[r])}" if index is not None else f"position {r}"
         raise DataError(f"{'candidates: column ' + repr(column) if index is not None else column}: "
                         f"{where}: unknown {what} id {_show(np.asarray(values)[r])} "
-                        f"({bad.size} unknown in all)")
+                        f"({bad.size} unknown in all)", arg=column, row=r,
+                        ids=list(np.asarray(values)[bad]), problem=f"unknown {what}")
     return pos
 
 
@@ -259,15 +261,16 @@ def candidates(item_ids, user_ids, frame=None, users=None):
         P = N * (N - 1) // 2
         total = P * (1 if u_sel is None else len(u_sel))
         if total > MAX_CANDIDATES:
-            raise DataError(f"candidates: all pairs of {N} items{'' if u_sel is None else f' for {len(u_sel)} users'} "
-                            f"make {total} queries (more than {MAX_CANDIDATES}); pass candidates= (or users=)")
+            who = "" if u_sel is None else f" for {len(u_sel)} users"
+            raise DataError(f"candidates: all pairs of {N} items{who} make {total} queries (more than "
+                            f"{MAX_CANDIDATES}); pass candidates= (or users=)")
         a, b = np.triu_indices(N, 1)
         if u_sel is None:
             return a, b, None
         return np.tile(a, len(u_sel)), np.tile(b, len(u_sel)), np.repeat(u_sel, P)
     if not isinstance(frame, pd.DataFrame):
-        raise DataError(f"candidates: expected a DataFrame with columns a, b{', user' if user_ids is not None else ''}, "
-                        f"got {type(frame).__name__}")
+        cols = "a, b" if user_ids is None else "a, b, user"
+        raise DataError(f"candidates: expected a DataFrame with columns {cols}, got {type(frame).__name__}")
     missing = [c for c in ("a", "b") if c not in frame.columns]
     if missing:
         raise DataError(f"candidates: missing column(s) {missing}; need a, b"
