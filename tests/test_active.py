@@ -27,14 +27,16 @@ from crowdzoo.core.suggest import (
 )
 from crowdzoo.errors import DataError
 
-FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False, n_epochs=3), "ep": dict(max_iter=4, vb_sweeps=5),
+FAST = {"natgrad": dict(max_iter=8, tol=0, progress_bar=False, n_epochs=3),
+        "ep": dict(max_iter=4, vb_sweeps=5),
         "map": dict(max_iter=50), "gibbs": dict(n_sweeps=6, burn_in=2, progress_bar=False),
         "svi": dict(num_steps=15, n_draws=12, n_epochs=3)}
 MODELS = {"gppl": lambda: cz.GPPL(),
           "crowdgppl": lambda: cz.CrowdGPPL(n_components=2, n_inducing=5, n_inducing_users=None),
           "collabgp": lambda: cz.CollabGP(n_latent=2), "bradley-terry": lambda: cz.BradleyTerry(),
-          "gppl-per-user": lambda: cz.GPPLPerUser(n_inducing=5), "crowdbt-gp": lambda: cz.CrowdBTGP(n_inducing=5),
-          "dpm": lambda: cz.DPMCommunities(), "scdc": lambda: cz.SCDC(n_clusters=4, latent_dim=2, hidden=(8,)),
+          "gppl-per-user": lambda: cz.GPPLPerUser(n_inducing=5),
+          "crowdbt-gp": lambda: cz.CrowdBTGP(n_inducing=5), "dpm": lambda: cz.DPMCommunities(),
+          "scdc": lambda: cz.SCDC(n_clusters=4, latent_dim=2, hidden=(8,)),
           "bayesscdc": lambda: cz.BayesSCDC(n_clusters=4, latent_dim=2, hidden=(8,))}
 
 
@@ -121,7 +123,8 @@ def test_candidates_are_validated_by_column_row_and_id(posts):
 def test_seeds_reproduce(posts):
     post = posts["gppl"]
     for s in ("random", "thompson", "bald"):
-        pd.testing.assert_frame_equal(post.suggest(4, strategy=s, seed=3), post.suggest(4, strategy=s, seed=3))
+        pd.testing.assert_frame_equal(post.suggest(4, strategy=s, seed=3),
+                                      post.suggest(4, strategy=s, seed=3))
     a, b = post.suggest(8, strategy="random", seed=0), post.suggest(8, strategy="random", seed=1)
     assert not a[["a", "b"]].equals(b[["a", "b"]])
 
