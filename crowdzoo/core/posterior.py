@@ -95,6 +95,11 @@ class Posterior:
 
         return moment_gaussian(self.utility_draws(n_draws, seed, user))
 
+    def utility_gaussians(self, users, n_draws: int = 1000, seed: int = 0) -> list:
+        """:meth:`utility_gaussian` of each of ``users`` (ids); a model whose draws come for every user
+        at once draws them once."""
+        return [self.utility_gaussian(u, n_draws, seed) for u in users]
+
     def label_link(self, users=None):
         """P(y = 1 | g) as a function ``link(g, rows)`` of latent differences g (n, Q) of the candidates
         ``rows`` (a slice of the candidates, whose users are the positions ``users`` (C,) or None), or
@@ -117,7 +122,7 @@ class Posterior:
         _, user_ids = self._query_ids()
         if self.query_users == "personal" and u is not None:
             group_users, group = np.unique(u, return_inverse=True)
-            gaussians = [self.utility_gaussian(user_ids[j]) for j in group_users]
+            gaussians = self.utility_gaussians(user_ids[group_users])
         else:
             group, gaussians = np.zeros(len(a), dtype=np.int64), [self.utility_gaussian()]
         return gaussian_queries(gaussians, group, a, b, self.label_link(u))

@@ -55,7 +55,7 @@ from ..errors import DataError, _show
 C2 = math.pi * math.log(2.0) / 2.0
 STRATEGIES = ("bald", "entropy", "random", "thompson")
 MAX_CANDIDATES = 5_000_000
-_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(40)  # ∫ N(x; 0, 1) f(x) dx ≈ Σ w f(x) / √(2π)
+_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(20)  # ∫ N(x; 0, 1) f(x) dx ≈ Σ w f(x) / √(2π)
 _NODES = torch.as_tensor(_NODES, dtype=torch.float64)
 _WEIGHTS = torch.as_tensor(_WEIGHTS / math.sqrt(2 * math.pi), dtype=torch.float64)
 

@@ -331,6 +331,14 @@ class DPMPosterior(Posterior):
             f[sl], c[sl, 0] = f_m[sl] @ A.mT, c_g
         return f, c
 
+    def utility_gaussians(self, users, n_draws: int = 1000, seed: int = 0) -> list:
+        """Mean and covariance of each of ``users``' utilities (their communities' draws), drawn once."""
+        from ...core.suggest import moment_gaussian
+
+        f = self.sample(n_draws, seed)["f"]
+        j = positions("users", users, self.data.user_ids, what="user", hint=False)
+        return [moment_gaussian(f[:, int(k)]) for k in j]
+
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
         """(n, N) draws of ``user``'s utilities (user=None: the average over users)."""
         f = self.sample(n, seed)["f"]
