@@ -24,8 +24,8 @@ from . import (
     ukpconvarg_diagnostics,
 )
 
-REGISTRY = {"active": active, "calibration": calibration, "gppl-kernel": gppl_kernel,
-            "gppl-routes": gppl_routes,
+REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": calibration,
+            "gppl-kernel": gppl_kernel, "gppl-routes": gppl_routes,
             "crowdgppl-routes": crowd_routes,
             "crowdgppl-defaults": crowd_defaults,
             "crowdgppl-scale-prior": crowd_scale_prior, "crowdgppl-priors": crowd_priors,
