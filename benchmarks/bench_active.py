@@ -74,7 +74,8 @@ def main():
     lines = [HEAD, "", head, "",
              f"Machine: {machine()}; one torch thread; load average {os.getloadavg()[0]:.1f} when it "
              "started (other jobs on the cores slow it). Command: `.venv/bin/python "
-             "benchmarks/bench_active.py --out docs/benchmarks.md` (part of `make bench`). *Gaussian*: reading the candidates' joint "
+             "benchmarks/bench_active.py --out docs/benchmarks.md` (part of `make bench`). *Gaussian*: "
+             "reading the candidates' joint "
              "Gaussian from the posterior (GPPL: exact, Eq. 19; crowdGPPL: 1000 draws per user); *batch*: "
              "the greedy batch of 20, each step rescoring every candidate and conditioning on the chosen "
              "query's expected label (docs/active.md).", "",
