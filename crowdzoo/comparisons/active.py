@@ -243,8 +243,13 @@ def summarise(df: pd.DataFrame) -> str:
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {m['log_loss']:.3f} ± {s['log_loss']:.3f} | "
                      f"{m['accuracy']:.3f} ± {s['accuracy']:.3f} | {m['tau']:.3f} ± {s['tau']:.3f} |")
     reach = labels_to_reach(df)
-    lines += ["", "Labels to reach random's final mean log loss (share of random's budget):", "",
-              "| model | random's final log loss | bald | entropy | random |", "|---|---:|---:|---:|---:|"]
+    final = df[df["labels"] == df.groupby("model")["labels"].transform("max")]
+    wide = final.pivot_table(index=["model", "seed"], columns="strategy", values="log_loss")
+    gap = (wide["bald"] - wide["random"]).groupby("model")
+    lines += ["", "Labels to reach random's final mean log loss (share of random's budget), and BALD's final "
+              "log loss minus random's, seed by seed (mean ± sd over seeds; negative: BALD better):", "",
+              "| model | random's final log loss | bald | entropy | random | bald − random, final |",
+              "|---|---:|---:|---:|---:|---:|"]
     for model, r in reach.groupby("model", sort=False):
         cells = []
         for s in STRATEGIES:
@@ -252,6 +257,8 @@ def summarise(df: pd.DataFrame) -> str:
             n = None if row.empty else row["labels"].iloc[0]
             reached = n is not None and not pd.isna(n)
             cells.append(f"{int(n)} ({row['share'].iloc[0]:.0%})" if reached else "not reached")
+        d = gap.get_group(model)
+        cells.append(f"{d.mean():+.3f} ± {d.std() if len(d) > 1 else 0.0:.3f}")
         lines.append(f"| {model} | {r['target'].iloc[0]:.3f} | " + " | ".join(cells) + " |")
     lines += ["", f"{df['seed'].nunique()} seed(s); mean ± sd over seeds of the held-out scores after each "
               "round (crowdzoo.comparisons.active)."]
