@@ -260,8 +260,9 @@ def summarise(df: pd.DataFrame) -> str:
         d = gap.get_group(model)
         cells.append(f"{d.mean():+.3f} ± {d.std() if len(d) > 1 else 0.0:.3f}")
         lines.append(f"| {model} | {r['target'].iloc[0]:.3f} | " + " | ".join(cells) + " |")
-    lines += ["", f"{df['seed'].nunique()} seed(s); mean ± sd over seeds of the held-out scores after each "
-              "round (crowdzoo.comparisons.active)."]
+    seeds = ", ".join(f"{m} {n}" for m, n in df.groupby("model", sort=False)["seed"].nunique().items())
+    lines += ["", f"Seeds: {seeds}; mean ± sd over seeds of the held-out scores after each round "
+              "(crowdzoo.comparisons.active)."]
     return "\n".join(lines)
 
 
