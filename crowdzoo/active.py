@@ -8,49 +8,31 @@ supplement a §3 (Eq. 4; error below 3·10⁻³), both terms are closed-form (in
     BALD(μ, σ²) = h[Φ(μ/√(σ² + 1))] − C/√(σ² + C²) · exp(−μ² / (2(σ² + C²))),   C² = π ln 2 / 2.
 
 Maximum-entropy sampling (Sebastiani & Wynn 2000) keeps only the first term; random sampling
-scores uniformly. :func:`next_queries` picks the best candidate per user; :func:`active_learning`
+scores uniformly (the scores live in :mod:`crowdzoo.core.suggest`, which every posterior's
+``suggest`` uses). :func:`next_queries` picks the best candidate per user; :func:`active_learning`
 runs the paper's loop (§4.2): fit, score every user's pool, move each user's best pair into the
 training set, refit, for ``n_queries`` rounds, recording the test error after each fit.
+:func:`suggest_run` is ``post.suggest`` for a run folder written by ``crowdzoo fit``, in the run's
+own column names.
 """
 from __future__ import annotations
 
-import math
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-from torch.special import ndtr
 
+from .core.suggest import C2, STRATEGIES, bald_score, binary_entropy, check_strategy, entropy_score
 from .errors import DataError
-
-C2 = math.pi * math.log(2.0) / 2.0
-STRATEGIES = ("bald", "entropy", "random")
-
-
-def binary_entropy(p: torch.Tensor) -> torch.Tensor:
-    """h[p] = −p log₂ p − (1 − p) log₂(1 − p), 0 at p ∈ {0, 1}."""
-    p = p.clamp(0.0, 1.0)
-    return -(torch.special.xlogy(p, p) + torch.special.xlogy(1 - p, 1 - p)) / math.log(2.0)
-
-
-def bald_score(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
-    """BALD for g ~ N(mean, var) (module docstring; main paper Eq. 10 with supplement a Eq. 4)."""
-    marginal = binary_entropy(ndtr(mean / torch.sqrt(var + 1.0)))
-    expected = math.sqrt(C2) / torch.sqrt(var + C2) * torch.exp(-mean * mean / (2.0 * (var + C2)))
-    return marginal - expected
-
-
-def entropy_score(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
-    """Maximum-entropy sampling: h[P(y | D)] = h[Φ(mean/√(var + 1))]."""
-    return binary_entropy(ndtr(mean / torch.sqrt(var + 1.0)))
 
 
 def query_scores(posterior, a, b, users, strategy: str = "bald", seed: int = 0, **kw) -> np.ndarray:
     """Score candidate pairs (a, b) for ``users`` under a fitted posterior (higher = ask first).
     Mixture posteriors (NUTS/SVI draws) are moment-matched to one Gaussian per candidate."""
-    if strategy not in STRATEGIES:
-        raise DataError(f"strategy: unknown query strategy {strategy!r}; choose one of {list(STRATEGIES)}")
+    if check_strategy(strategy) == "thompson":
+        raise DataError("strategy: 'thompson' scores only through post.suggest (it draws per batch)")
     n = np.size(a)
     if strategy == "random":
         return np.random.default_rng(seed).random(n)
@@ -109,5 +91,55 @@ def active_learning(model, data, train, pool, test, strategy: str = "bald", n_qu
     return pd.DataFrame(rows)
 
 
+def _run_columns(run: dict, kind: str) -> tuple[str, str, str]:
+    """The run's names for the columns a, b and user (the worker, for links and worker pairs)."""
+    user = run.get("worker_col") if kind == "links" else run.get("user_col")
+    return run.get("a_col", "a"), run.get("b_col", "b"), user or ("worker" if kind == "links" else "user")
+
+
+def suggest_run(run_dir, n: int, users=None, candidates=None, strategy: str = "bald",
+                seed: int = 0) -> pd.DataFrame:
+    """``post.suggest`` for the run folder ``run_dir`` of ``crowdzoo fit`` (its posterior.pt, and its
+    run.json for the column names): the next ``n`` queries as a DataFrame in the run's own column names
+    (a, b and, for models that ask a particular user or worker, that column) with ``score``.
+    ``candidates``: a DataFrame or a CSV path (the run's separator) with those columns, or None for
+    every pair of the training items; ``users``: keep only these user (worker) ids."""
+    from . import zoo
+    from .core.io import load
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise DataError(f"run_dir: not a folder: {run_dir}")
+    if not (run_dir / "posterior.pt").is_file():
+        raise DataError(f"run_dir: {run_dir} has no posterior.pt (write one with `crowdzoo fit ... --out "
+                        f"{run_dir}`)")
+    run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    kind = zoo.entry(run.get("model", "gppl")).data
+    a_col, b_col, user_col = _run_columns(run, kind)
+    post = load(run_dir / "posterior.pt")
+    names = {a_col: "a", b_col: "b", user_col: "user"}
+    if candidates is not None:
+        if not isinstance(candidates, pd.DataFrame):
+            path = candidates
+            candidates = pd.read_csv(path, sep=run.get("sep") or ",")
+            where = f" of {path}"
+        else:
+            where = ""
+        for col in (a_col, b_col):
+            if col not in candidates.columns:
+                raise DataError(f"candidates: column {col!r} (the run's) not found{where} (columns: "
+                                f"{list(candidates.columns)})")
+        keep = [c for c in (user_col, a_col, b_col) if c in candidates.columns]
+        candidates = candidates[keep].rename(columns=names)
+    try:
+        out = post.suggest(n, candidates=candidates, users=users, strategy=strategy, seed=seed)
+    except DataError as err:  # the message in the run's column names
+        msg = str(err)
+        for col, role in names.items():
+            msg = msg.replace(f"column {role!r}", f"column {col!r}")
+        raise DataError(msg) from None
+    return out.rename(columns={v: k for k, v in names.items()})
+
+
 __all__ = ["bald_score", "entropy_score", "binary_entropy", "query_scores", "next_queries",
-           "active_learning", "STRATEGIES"]
+           "active_learning", "suggest_run", "STRATEGIES", "C2"]

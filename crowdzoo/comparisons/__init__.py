@@ -6,6 +6,7 @@ import concurrent.futures as cf
 import pandas as pd
 
 from . import (
+    active,
     calibration,
     collabgp,
     crowd_defaults,
@@ -23,7 +24,8 @@ from . import (
     ukpconvarg_diagnostics,
 )
 
-REGISTRY = {"calibration": calibration, "gppl-kernel": gppl_kernel, "gppl-routes": gppl_routes,
+REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": calibration,
+            "gppl-kernel": gppl_kernel, "gppl-routes": gppl_routes,
             "crowdgppl-routes": crowd_routes,
             "crowdgppl-defaults": crowd_defaults,
             "crowdgppl-scale-prior": crowd_scale_prior, "crowdgppl-priors": crowd_priors,

@@ -8,6 +8,7 @@ own (:mod:`crowdzoo.core.io` stores any dataclass of tensors, arrays and plain v
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 
@@ -53,6 +54,10 @@ class Posterior:
     checkpoint: dict | None = None
     model_name: str = ""
 
+    #: who a query asks besides the pair: None (one utility for everyone), "personal" (each user's own
+    #: utility) or "workers" (one shared utility, workers differ in how they answer)
+    query_users: ClassVar[str | None] = None
+
     # what a model's posterior implements
     def predict_proba(self, a, b, **kwargs):
         """P(a ≻ b) per pair."""
@@ -80,6 +85,62 @@ class Posterior:
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
         """(n, N) draws of the training items' utilities: the consensus, or ``user``'s own."""
         raise NotImplementedError(f"{type(self).__name__} has no utility draws to rank items by")
+
+    # what active learning reads (crowdzoo.core.suggest); a model overrides the smallest part it must
+    def utility_gaussian(self, user=None, n_draws: int = 1000, seed: int = 0):
+        """Mean (N,) and covariance (N, N) of the training items' utilities (``user``'s own for
+        personal models), one Gaussian moment-matched to the posterior; by default from
+        :meth:`utility_draws` (``n_draws`` Monte-Carlo draws)."""
+        from .suggest import moment_gaussian
+
+        return moment_gaussian(self.utility_draws(n_draws, seed, user))
+
+    def utility_gaussians(self, users, n_draws: int = 1000, seed: int = 0) -> list:
+        """:meth:`utility_gaussian` of each of ``users`` (ids); a model whose draws come for every user
+        at once draws them once."""
+        return [self.utility_gaussian(u, n_draws, seed) for u in users]
+
+    def label_link(self, users=None):
+        """P(y = 1 | g) as a function ``link(g, rows)`` of latent differences g (n, Q) of the candidates
+        ``rows`` (a slice of the candidates, whose users are the positions ``users`` (C,) or None), or
+        None for the probit Φ(g)."""
+        return None
+
+    def _query_ids(self):
+        """The item ids and the ids of the users a query can ask (None: no users)."""
+        users = getattr(self.data, "user_ids", None) if self.query_users else None
+        return self.data.item_ids, users
+
+    def _queries(self, a, b, u):
+        """The candidates (positions a, b, users u or None) as
+        :class:`~crowdzoo.core.suggest.GaussianQueries`: their differences' joint Gaussian from
+        :meth:`utility_gaussian`, one per user for personal models."""
+        import numpy as np
+
+        from .suggest import gaussian_queries
+
+        _, user_ids = self._query_ids()
+        if self.query_users == "personal" and u is not None:
+            group_users, group = np.unique(u, return_inverse=True)
+            gaussians = self.utility_gaussians(user_ids[group_users])
+        else:
+            group, gaussians = np.zeros(len(a), dtype=np.int64), [self.utility_gaussian()]
+        return gaussian_queries(gaussians, group, a, b, self.label_link(u))
+
+    def suggest(self, n: int = 1, candidates=None, users=None, strategy: str = "bald", seed: int = 0):
+        """The next ``n`` queries to ask, best first: a DataFrame with columns ``user`` (crowd models:
+        whom to ask), ``a``, ``b`` (item ids) and ``score``.
+
+        ``candidates``: a DataFrame of allowed queries (columns a, b and, for crowd models, user; without
+        a user column each pair is offered to every user), or None for every pair of the training items
+        (and every user). ``users``: keep only these users. ``strategy``: "bald" (the mutual information
+        between the label and the model), "entropy" (of the predicted label), "random" or "thompson".
+        A batch (n > 1) is chosen greedily, each choice followed by a fantasy step that updates the
+        posterior by its label's expected EP update without refitting, so a batch never repeats a
+        query and spreads over what it would learn (:mod:`crowdzoo.core.suggest`)."""
+        from .suggest import suggest
+
+        return suggest(self, n, candidates, users, strategy, seed)
 
     # shared
     def rank(self, k: int = 10, user=None, n_draws: int = 2000, seed: int = 0):

@@ -127,6 +127,21 @@ class CrowdBTGPPosterior(Posterior):
         return (pd.Series(mean.numpy(), index=index, name="mean"),
                 pd.Series(var.numpy(), index=index, name="variance"))
 
+    query_users = "workers"  # a query asks a worker, who answers the one consensus by her reliability
+
+    def utility_gaussian(self, user=None, n_draws: int = 1000, seed: int = 0):
+        """Mean σ_f Bᵀu (N,) and covariance σ_f² (Bᵀ S_u B + diag c) (N, N) of the training items' scores."""
+        B, c = self.project(item_inputs(self.data))
+        return (self.signal_var ** 0.5 * (B.T @ self.mu_u),
+                self.signal_var * (B.T @ self.S_u @ B + torch.diag(c)))
+
+    def label_link(self, users=None):
+        """P(y = 1 | g) = η σ(g) + (1 − η) σ(−g) for the asked worker's reliability η (1 without workers)."""
+        if users is None or self.reliability is None:
+            return lambda g, rows: torch.sigmoid(g)
+        eta = torch.as_tensor(self.reliability.to_numpy()[users], dtype=DTYPE)[:, None]
+        return lambda g, rows: eta[rows] * torch.sigmoid(g) + (1 - eta[rows]) * torch.sigmoid(-g)
+
     def predict_proba(self, a, b, item_features=None, users=None, new_users: str = "error") -> np.ndarray:
         """P(a ≻ b). Without ``users``, the consensus P(g_a > g_b) = E[σ(g_a − g_b)] ≈ Φ(μ / √(8/π + v))
         with the GP's mean μ and variance v of g_a − g_b. With ``users``, what crowdBT says each

@@ -180,6 +180,18 @@ class PerUserPosterior(Posterior):
         U = self.means.shape[0]
         return self.means.mean(0), self.covs.sum(0) / U**2, 1.0 / (self.s.reciprocal().mean())
 
+    query_users = "personal"  # a query asks one user about her own GPPL (active learning)
+
+    def utility_gaussian(self, user=None, n_draws: int = 1000, seed: int = 0):
+        """Mean A m_j (N,) and covariance A S_j Aᵀ + diag(c / s_j) (N, N) of user j's utilities at
+        the training items (Eq. 19), or of the consensus for user=None."""
+        A, c = self.setup.item_terms()
+        if user is None:
+            m, S, s = self._consensus()
+            return A @ m, A @ S @ A.T + torch.diag(c / s / self.means.shape[0])
+        j = int(self._users([user])[0])
+        return A @ self.means[j], A @ self.covs[j] @ A.T + torch.diag(c / self.s[j])
+
     def latent_moments(self, a, b, users=None):
         """Mean and variance (1, n) of f_a − f_b under each pair's user's GPPL (or the consensus
         for users=None): what :func:`predict_proba` and the query strategies of

@@ -33,6 +33,10 @@ class BradleyTerryPosterior(Posterior):
         p = torch.sigmoid(logits(self.setup, self.f[:, ia] - self.f[:, ib]))
         return (self.weights[:, None] * p).sum(0).numpy()
 
+    def label_link(self, users=None):
+        """P(a ≻ b | z) = σ(logit(z)) of the model's link, for active learning."""
+        return lambda z, rows: torch.sigmoid(logits(self.setup, z))
+
     def utilities(self):
         """Posterior mean and variance of each item's utility (Series by item id)."""
         w = self.weights[:, None]

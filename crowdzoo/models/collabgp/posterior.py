@@ -184,6 +184,20 @@ class CollabGPPosterior(Posterior):
             var[gs] = (mw * mw * vh + vw * mh * mh + vw * vh).sum(-1)
         return mean, var
 
+    query_users = "personal"  # a query asks one user about her own preferences (active learning)
+
+    def _queries(self, a, b, u):
+        """Active learning's candidates: each one's moments of g_u(a, b) (Eq. 12–13, the mixture
+        moment-matched); collabGP's latent lives on pairs, so no covariance between candidates is formed
+        and a batch's fantasy step updates only its own query."""
+        from ...core.suggest import GaussianQueries
+
+        ids, uids = self.data.item_ids, self.data.user_ids
+        mean, var = self.latent_moments(ids[a], ids[b], uids[u])
+        w = self.weights[:, None]
+        m = (w * mean).sum(0)
+        return GaussianQueries(m, (w * (var + mean * mean)).sum(0) - m * m)
+
     # ------------------------------------------------------------------ predictions
     def predict_proba(self, a, b, users=None, item_features=None, user_features=None,
                       new_users: str = "error") -> np.ndarray:

@@ -70,6 +70,8 @@ class CrowdGPPLPosterior(Posterior):
     prior (else None: the setup's kernels).
     """
 
+    query_users = "personal"  # a query asks one user about her own utilities (active learning)
+
     t_m: torch.Tensor | None
     v_m: torch.Tensor
     w_m: torch.Tensor
@@ -424,6 +426,17 @@ class CrowdGPPLPosterior(Posterior):
         j = int(positions("user", [user], self.data.user_ids, what="user")[0])
         f = (dr["V"] * dr["W"][:, :, j:j + 1]).sum(1)
         return f + dr["t"] if "t" in dr else f
+
+    def utility_gaussians(self, users, n_draws: int = 1000, seed: int = 0) -> list:
+        """Mean and covariance of each of ``users``' utilities t + Σ_c v_c w_c,j from one set of draws."""
+        from ...core.suggest import moment_gaussian
+
+        dr = self.sample(n_draws, seed=seed)
+        j = torch.as_tensor(positions("users", users, self.data.user_ids, what="user"))
+        f = torch.einsum("ncN,ncu->unN", dr["V"], dr["W"][:, :, j])
+        if "t" in dr:
+            f = f + dr["t"][None]
+        return [moment_gaussian(fu) for fu in f]
 
     def _scale_draws(self, comp, n, g):
         if not self.gamma:

@@ -53,6 +53,8 @@ class DPMPosterior(Posterior):
     (S, D) per draw when the item length-scales were inferred under a prior (None: the setup's kernel).
     """
 
+    query_users = "personal"  # a query asks one user about her own utilities (active learning)
+
     z: torch.Tensor
     means: torch.Tensor
     covs: torch.Tensor
@@ -328,6 +330,14 @@ class DPMPosterior(Posterior):
             A, c_g, _ = self._item_rows(None, comp[sl])
             f[sl], c[sl, 0] = f_m[sl] @ A.mT, c_g
         return f, c
+
+    def utility_gaussians(self, users, n_draws: int = 1000, seed: int = 0) -> list:
+        """Mean and covariance of each of ``users``' utilities (their communities' draws), drawn once."""
+        from ...core.suggest import moment_gaussian
+
+        f = self.sample(n_draws, seed)["f"]
+        j = positions("users", users, self.data.user_ids, what="user", hint=False)
+        return [moment_gaussian(f[:, int(k)]) for k in j]
 
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
         """(n, N) draws of ``user``'s utilities (user=None: the average over users)."""

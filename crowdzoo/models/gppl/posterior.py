@@ -185,6 +185,23 @@ class GPPLPosterior(Posterior):
             out[sl] = mixture_prob(self.weights, mu, var)
         return out.numpy()
 
+    def utility_gaussian(self, user=None, n_draws: int = 1000, seed: int = 0):
+        """Mean (N,) and covariance (N, N) of the training items' utilities, the mixture moment-matched:
+        A m̄ and A (Σ_g w_g (S_g + m_g m_gᵀ) − m̄ m̄ᵀ) Aᵀ + diag(Σ_g w_g c / s_g) (Eq. 19)."""
+        if user is not None:
+            raise DataError("user: this model has one utility per item (no personal utilities)")
+        if self.lengthscales is not None:  # each draw its own basis: from draws
+            return super().utility_gaussian(None, n_draws, seed)
+        A, c = self.setup.item_terms()
+        w = self.weights
+        m = w @ self.means
+        second = torch.einsum("g,gm,gn->mn", w, self.means, self.means)
+        if self.covs is not None:
+            second = second + torch.einsum("g,gmn->mn", w, self.covs)
+        S = second - torch.outer(m, m)
+        cov = A @ S @ A.T + torch.diag(c * (w / self.s).sum())
+        return A @ m, cov
+
     # ------------------------------------------------------------------ draws
     def sample(self, n: int = 1000, seed: int = 0) -> dict:
         """Posterior draws: {"f": (n, N) utilities of the training items, "s": (n,)}, and

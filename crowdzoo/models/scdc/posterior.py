@@ -113,6 +113,20 @@ class SCDCPosterior(Posterior):
         order = np.argsort(-n, kind="stable")
         return pd.Series(n[order], index=pd.Index(vals[order], name="cluster"), name="items")
 
+    # ------------------------------------------------------------------ active learning
+    query_users = "workers"  # a query asks a worker whether two items share a cluster
+
+    def _query_ids(self):
+        if not self.data.n_workers:
+            raise DataError("data: this fit has no workers, so there is no one to ask for a link")
+        return self.data.item_ids, np.asarray(self.data.worker_ids)[:self.alpha.shape[0]]
+
+    def _queries(self, a, b, u):
+        """Item pairs and workers as :class:`~crowdzoo.core.suggest.LinkQueries` (two-coin workers)."""
+        from ...core.suggest import LinkQueries
+
+        return LinkQueries(self.cluster_probs, a, b, self.alpha[u], self.beta[u])
+
     # ------------------------------------------------------------------ workers
     def workers(self, level: float = 0.9) -> pd.DataFrame:
         """One row per worker: α_m (sensitivity), β_m (specificity), the weight logit α + logit β
