@@ -1,4 +1,5 @@
-"""The ``crowdzoo`` command line: ``models``, ``fit``, ``predict``, ``report``, ``demo``, ``compare``.
+"""The ``crowdzoo`` command line: ``models``, ``fit``, ``predict``, ``suggest``, ``report``, ``demo``,
+``compare``.
 
     crowdzoo models                       the zoo's models, their data and routes (from crowdzoo.zoo)
     crowdzoo fit gppl --pairs PAIRS.csv --items ITEMS.csv --method natgrad --out DIR
@@ -8,6 +9,7 @@
     crowdzoo predict RUN_DIR --pairs NEW.csv -o NEW_P.csv    P(a ≻ b) for new pairs
     crowdzoo fit scdc --links LINKS.csv --items ITEMS.csv --out DIR   links models: crowdzoo.cli.links
     crowdzoo predict RUN_DIR --items NEW.csv -o NEW_Z.csv    clusters of new items (a links run)
+    crowdzoo suggest RUN_DIR --n 20 [--users u1,u2] [--candidates C.csv] -o next.csv   pairs to ask next
     crowdzoo demo --out runs/demo
     crowdzoo compare gppl-routes --repeats 3 --jobs 2 --out docs/gppl-routes.md
     crowdzoo report RUN_DIR -o report.html [--reference NUTS_RUN_DIR]
@@ -23,7 +25,8 @@ The package, one module per job: :mod:`~crowdzoo.cli.parser` (commands and optio
 (errors and warnings in the command line's words), :mod:`~crowdzoo.cli.runs` (run folders),
 :mod:`~crowdzoo.cli.outputs` (a fit's tables), and a module per command: :mod:`~crowdzoo.cli.fit`,
 :mod:`~crowdzoo.cli.links` (fits of the links models), :mod:`~crowdzoo.cli.predict`,
-:mod:`~crowdzoo.cli.report`, :mod:`~crowdzoo.cli.demo`, :mod:`~crowdzoo.cli.compare`.
+:mod:`~crowdzoo.cli.suggest`, :mod:`~crowdzoo.cli.report`, :mod:`~crowdzoo.cli.demo`,
+:mod:`~crowdzoo.cli.compare`.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ from .parser import make_parser as _parser
 from .plan import plan_fit as _plan
 from .predict import cmd_predict
 from .report import cmd_report
+from .suggest import cmd_suggest
 
 __all__ = ["main", "entry", "MODELS", "METHODS", "route_flags", "_parser", "_plan", "_interrupted"]
 
@@ -55,7 +59,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = _parser().parse_args(argv)
     handler = {"fit": cmd_fit, "demo": cmd_demo, "compare": cmd_compare, "report": cmd_report,
-               "models": cmd_models, "predict": cmd_predict}[args.command]
+               "models": cmd_models, "predict": cmd_predict, "suggest": cmd_suggest}[args.command]
     with warnings.catch_warnings():
         warnings.simplefilter("default", UserWarning)  # each once per command, as a line on stderr
         warnings.showwarning = _show_warning

@@ -10,6 +10,7 @@ from .. import zoo
 from .flags import ALL, MODEL_OPTIONS, model_defaults_static, route_flags
 from .links import links_models
 from .reading import ITEMS, ONE_HOT_HELP, USERS
+from .suggest import add_parser as add_suggest
 
 MODELS = tuple(e.name for e in zoo.ZOO)
 METHODS = tuple(sorted({m for e in zoo.ZOO for m in e.routes}))
@@ -99,6 +100,7 @@ def make_parser() -> argparse.ArgumentParser:
                       help="crowd models, rows whose user the run was not fitted on: refuse the file "
                            "(error), predict the population's preference (consensus), the model's prior "
                            "predictive of a new user (prior: DPM, crowdGPPL), or leave the rows out (drop)")
+    add_suggest(sub, fmt)
     cmp_ = sub.add_parser("compare", help="run a comparison of the zoo (tables beside the papers')", **fmt)
     cmp_.add_argument("name", help="a comparison of the zoo, or one's own as module:object (an object with "
                       "run_one(seed, quick=...) → tidy DataFrame and summarise(df) → Markdown; a module file "

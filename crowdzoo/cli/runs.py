@@ -33,12 +33,12 @@ def check_out_file(args) -> None:
     _check_out(out.absolute().parent, overwrite=True)
 
 
-def write_result(result: pd.DataFrame, out, sep: str, what: str) -> None:
-    """``predict``'s table to the file ``out`` (saying ``what`` — with ``{n}`` for its rows — on
+def write_result(result: pd.DataFrame, out, sep: str, what: str, command: str = "predict") -> None:
+    """A command's table to the file ``out`` (saying ``what`` — with ``{n}`` for its rows — on
     stderr) or to standard output."""
     if out:
         result.to_csv(out, sep=sep, index=False)
-        print(f"predict: {what.format(n=len(result))} written to {out}", file=sys.stderr)
+        print(f"{command}: {what.format(n=len(result))} written to {out}", file=sys.stderr)
     else:
         result.to_csv(sys.stdout, sep=sep, index=False)
 
