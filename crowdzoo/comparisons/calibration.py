@@ -309,3 +309,40 @@ INDEPENDENT = ("gppl-per-user fits every user alone — Simpson & Gurevych's (20
 def describe() -> pd.DataFrame:
     """The battery's crowds as a table (their :class:`Panel` fields and how each is read)."""
     return pd.DataFrame([dict(crowd=k, read=r, **dataclasses.asdict(p)) for k, (p, r) in CROWDS.items()])
+
+
+def update(models: list[str], md_path, repeats: int = 2) -> str:
+    """Rerun the default rows of zoo ``models`` on every crowd (seeds 0 … ``repeats`` − 1) and put them
+    in place of those models' rows in the battery's CSV beside ``md_path``; rewrite the Markdown. For a
+    change to some models, without refitting the others (whose rows stay as their last full run)."""
+    from pathlib import Path
+
+    md_path = Path(md_path)
+    csv = md_path.with_suffix(".csv")
+    old = pd.read_csv(csv)
+    fresh = pd.concat([score_models({m: (m, None, {}) for m in models}, seed=s) for s in range(repeats)],
+                      ignore_index=True)
+    df = pd.concat([old[~old["model"].isin(models)], fresh], ignore_index=True)
+    order = {m: i for i, m in enumerate(old["model"].drop_duplicates())}
+    df = df.sort_values(["seed", "model"], key=lambda c: c.map(order) if c.name == "model" else c,
+                        kind="stable")
+    crowds = {c: i for i, c in enumerate(CROWDS)}
+    df = df.sort_values("crowd", key=lambda c: c.map(crowds), kind="stable").reset_index(drop=True)
+    df.to_csv(csv, index=False)
+    first = md_path.read_text().splitlines()[0].split(" Rows of")[0]
+    made = first if first.startswith("Made by") else "Made by `crowdzoo compare calibration`."
+    cmd = f"python -m crowdzoo.comparisons.calibration --update {md_path} --models {' '.join(models)}"
+    text = f"{made} Rows of {', '.join(models)} rerun by `{cmd} --repeats {repeats}`.\n\n{summarise(df)}\n"
+    md_path.write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="rerun some models' rows of the calibration battery")
+    ap.add_argument("--update", required=True, help="the battery's Markdown (its CSV lies beside it)")
+    ap.add_argument("--models", nargs="+", required=True)
+    ap.add_argument("--repeats", type=int, default=2)
+    a = ap.parse_args()
+    update(a.models, a.update, a.repeats)
