@@ -139,7 +139,8 @@ def test_ep_evidence_tracks_monte_carlo(user_features):
     ep, ep_paper, exact = [], [], []
     for y in labels.values():
         data = cz.PairwiseData.from_arrays(a, b, y.astype(float), X, users=users, user_features=Uf)
-        m = cz.CollabGP(n_latent=1, user_features=user_features)
+        m = cz.CollabGP(n_latent=1, user_features=user_features, lengthscale="median distance",
+                        user_lengthscale="median distance")
         post = cz.fit(m, data, method="ep", tol=1e-8, max_iter=500, progress_bar=False)
         ep.append(post.log_evidence + math.log(2.0))
         ep_paper.append(cz.fit(m, data, method="ep", tol=1e-8, max_iter=500, progress_bar=False,
@@ -195,8 +196,9 @@ def test_ep_with_many_pairs_and_few_labels_each():
     bayes = float(np.mean((g > 0) != (test.y > 0.5)))
     ev = {}
     for D in (5, 20):
-        post = cz.fit(cz.CollabGP(n_latent=D, n_pseudo_pairs=25, n_pseudo_users=25), train, method="ep",
-                      progress_bar=False)
+        paper = cz.CollabGP(n_latent=D, n_pseudo_pairs=25, n_pseudo_users=25, lengthscale="median distance",
+                            user_lengthscale="median distance")
+        post = cz.fit(paper, train, method="ep", progress_bar=False)
         assert post.trace["converged"] and post.trace["n_iter"] < 60
         assert _error(post, test) < bayes + 0.07
         ev[D] = post.log_evidence
@@ -362,7 +364,8 @@ def test_ep_learns_the_length_scales_by_the_evidence():
     train, test = data.subset(tr), data.subset(te)
     errs, posts = {}, {}
     for learn in (False, True):
-        post = cz.fit(cz.CollabGP(n_latent=5), train, method="ep", learn_kernel=learn, progress_bar=False)
+        model = cz.CollabGP(n_latent=5, lengthscale="median distance", user_lengthscale="median distance")
+        post = cz.fit(model, train, method="ep", learn_kernel=learn, progress_bar=False)
         p = post.predict_proba(test.item_ids[test.a], test.item_ids[test.b], users=test.user_ids[test.users])
         errs[learn], posts[learn] = float(((p > .5) != (test.y == 1)).mean()), post
     s = posts[True].settings
@@ -377,3 +380,25 @@ def test_ep_learns_the_length_scales_by_the_evidence():
     assert posts[True].log_evidence > posts[False].log_evidence + 5
     assert errs[True] <= errs[False] + 0.01
     assert posts[True].model.lengthscale == pytest.approx(s["learned_lengthscale"])
+
+
+def test_default_lengthscales_per_dimension_keep_features_in_small_units():
+    """Items whose utility lies in a 0–1 feature beside an irrelevant one in metres: the paper's single
+    median distance is set by the metres and smooths the utility away; the per-dimension median
+    heuristic (the default) keeps it, and predicts held-out labels far better."""
+    rng = np.random.default_rng(0)
+    N, U, n = 24, 3, 240
+    X = np.c_[rng.uniform(0, 1, N), rng.normal(1500.0, 300.0, N)]
+    f = 4.0 * np.sin(2 * np.pi * X[:, 0])
+    a = rng.integers(0, N, n)
+    b = (a + rng.integers(1, N, n)) % N
+    y = (f[a] - f[b] + rng.normal(size=n) > 0).astype(float)
+    users = rng.integers(0, U, n)
+    data = cz.PairwiseData.from_arrays(a, b, y, X, users=users)
+    train, test = data.subset(np.arange(180)), data.subset(np.arange(180, n))
+    acc = {}
+    for name, ell in (("default", None), ("paper", "median distance")):
+        post = cz.fit(cz.CollabGP(n_latent=1, lengthscale=ell), train, method="ep", progress_bar=False)
+        p = post.predict_proba(test.a, test.b, users=test.users)
+        acc[name] = float(((p > 0.5) == (test.y == 1)).mean())
+    assert acc["default"] > 0.75 and acc["default"] > acc["paper"] + 0.15, acc

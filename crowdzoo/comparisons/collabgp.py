@@ -44,7 +44,8 @@ def models(quick: bool = False, factorised: bool = False):
     import crowdzoo as cz
 
     D = 5 if quick else 20
-    cpu = cz.CollabGP(n_latent=D, n_pseudo_pairs=25, n_pseudo_users=25)
+    cpu = cz.CollabGP(n_latent=D, n_pseudo_pairs=25, n_pseudo_users=25, lengthscale="median distance",
+                      user_lengthscale="median distance")  # the paper's kernels
     out = {"CPU": (cpu, "ep", {}), "CP": (cpu.variant("\\u"), "ep", {}),
            "SU": (cz.GPPLPerUser(kernel="se"), "natgrad", {"max_iter": 100 if quick else 300})}
     if factorised:

@@ -61,7 +61,8 @@ def methods(quick: bool = False):
         "GPPL pooled": (cz.GPPL(), {"method": "natgrad", "likelihood": "exact"}),
         "GPPL-per-user": (cz.GPPLPerUser(), {"method": "natgrad"}),
         "crowdGPPL": (cz.CrowdGPPL(n_components=C), {"method": "natgrad", "likelihood": "exact"}),
-        "collabGP\\u": (cz.CollabGP(n_latent=C, n_pseudo_pairs=25, user_features=False), {"method": "ep"}),
+        "collabGP\\u": (cz.CollabGP(n_latent=C, n_pseudo_pairs=25, user_features=False,
+                                    lengthscale="median distance"), {"method": "ep"}),
     }
 
 

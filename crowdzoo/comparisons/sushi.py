@@ -55,7 +55,8 @@ def methods(batch_size: int, n_inducing: int = 25, quick: bool = False):
                  shape_v0=1, rate_v0=10, shape_w0=1, rate_w0=10)
     ng = dict(batch_size=batch_size, max_iter=60 if quick else 500)
     gppl = dict(n_inducing=n_inducing, shape_s0=1.0, rate_s0=100.0)
-    collab = cz.CollabGP(n_latent=5 if quick else 20, n_pseudo_pairs=25, n_pseudo_users=25)
+    collab = cz.CollabGP(n_latent=5 if quick else 20, n_pseudo_pairs=25, n_pseudo_users=25,
+                         lengthscale="median distance", user_lengthscale="median distance")  # the paper's
     return {
         "crowdGPPL": (cz.CrowdGPPL(**crowd), ng),
         "crowdGPPL (exact natgrad)": (cz.CrowdGPPL(**crowd), {**ng, "likelihood": "exact"}),

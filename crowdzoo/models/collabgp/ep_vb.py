@@ -388,14 +388,19 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
                         "'matern32') on items with features; pass kernel='se' with item features, or "
                         "learn_kernel=False")
     base = model.setup(data, seed=seed)
-    ell0 = [float(base.items.kernel.lengthscale.reshape(-1)[0])]
+    # one log factor per side on the starting length-scales (isotropic or per-dimension): the
+    # evidence is searched along the start's direction, as the paper's grid searches one value
+    starts = [base.items.kernel.lengthscale.reshape(-1).clone()]
     if base.users is not None and isinstance(model.user_kernel, str):
-        ell0.append(float(base.users.kernel.lengthscale.reshape(-1)[0]))
+        starts.append(base.users.kernel.lengthscale.reshape(-1).clone())
 
-    def with_ell(log_ell):
-        kw = {"lengthscale": float(np.exp(log_ell[0]))}
-        if len(log_ell) > 1:
-            kw["user_lengthscale"] = float(np.exp(log_ell[1]))
+    def value(v):
+        return float(v[0]) if bool((v == v[0]).all()) else v.numpy()
+
+    def with_ell(log_f):
+        kw = {"lengthscale": value(starts[0] * float(np.exp(log_f[0])))}
+        if len(log_f) > 1:
+            kw["user_lengthscale"] = value(starts[1] * float(np.exp(log_f[1])))
         return dataclasses.replace(model, **kw)
 
     def neg_evidence(log_ell):
@@ -403,16 +408,21 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
         st, _ = run_ep(su, seed=seed, progress_bar=False, **ep_kw)
         return -log_evidence(su, st, ep_kw["gp_factors"])
 
-    x0 = np.log(ell0)
+    x0 = np.zeros(len(starts))
     res = minimize(neg_evidence, x0, method="Nelder-Mead",
                    options=dict(maxfev=kernel_iter, xatol=0.02, fatol=0.05,
                                 initial_simplex=np.vstack([x0, x0 + 0.5 * np.eye(len(x0))])))
-    ell = np.exp(res.x)
-    out = {"learned_lengthscale": float(ell[0]), "start_lengthscale": ell0[0],
+    learned = with_ell(res.x)
+
+    def shown(v):
+        return v if isinstance(v, float) else np.asarray(v).tolist()
+
+    out = {"learned_lengthscale": shown(learned.lengthscale), "start_lengthscale": shown(value(starts[0])),
            "kernel_evaluations": int(res.nfev), "kernel_converged": bool(res.success)}
-    if len(ell) > 1:
-        out.update(learned_user_lengthscale=float(ell[1]), start_user_lengthscale=ell0[1])
-    return with_ell(res.x), out
+    if len(starts) > 1:
+        out.update(learned_user_lengthscale=shown(learned.user_lengthscale),
+                   start_user_lengthscale=shown(value(starts[1])))
+    return learned, out
 
 
 __all__ = ["fit_ep", "run_ep", "gp_marginals", "vb_bilinear", "log_evidence", "EPState", "Site"]

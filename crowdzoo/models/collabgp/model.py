@@ -21,8 +21,11 @@ training *item* as pseudo-input: h(i, j) = f(x_i) − f(x_j) with f ~ GP(0, k), 
 preference GP over all N(N−1)/2 pairs exactly. ``n_pseudo_pairs`` switches to the paper's FITC
 with P₀ pseudo item *pairs*; ``n_pseudo_users`` to FITC with U₀ pseudo users. The pseudo-inputs are
 drawn at random from the training pairs and users, as the paper does (§4, "Experimental
-procedure"). Kernels have unit amplitude; length-scales default to the median distance between
-feature vectors (the paper's choice).
+procedure"). Kernels have unit amplitude; length-scales default to the per-dimension median
+heuristic (as GPPL's), the paper's single median distance between feature vectors one argument away
+(``lengthscale="median distance"``): with features in different units, the paper's choice lets the
+largest decide (on the calibration battery's coffee panel, metres beside one-hot origins, held-out
+log loss .64–.69 against .34–.37 per dimension).
 
 Length-scales under a prior (the paper picks them by a grid on the evidence, supplement a
 §9): with ``lengthscale_prior=`` (and ``user_lengthscale_prior=`` when there is a user GP) the svi and
@@ -62,9 +65,12 @@ class CollabGP:
     Parameters
     ----------
     n_latent : D shared latent functions (the paper uses 20).
-    kernel, lengthscale : item kernel ("se", the paper's, or "matern32") and its isotropic
-        length-scale (None: the median distance between item feature vectors), or ARD values (D,)
-        (what svi's ``learn_kernel=True`` leaves in the posterior's model).
+    kernel, lengthscale : item kernel ("se", the paper's, or "matern32") and its length-scales: None
+        (default) the per-dimension median heuristic ℓ_d = median |x_i,d − x_j,d| (Simpson & Gurevych
+        2020, Eq. 26; as GPPL), so that features in raw units (metres beside 0/1 columns) each count;
+        ``"median distance"`` the paper's single length-scale, the median distance between item
+        feature vectors, which lets the feature with the largest units decide; or a value, or ARD
+        values (D,) (what svi's ``learn_kernel=True`` leaves in the posterior's model).
     user_kernel, user_lengthscale : the same for the GP over user features.
     user_features : False ignores them (K_users = I): collabGP\\u, the paper's "CP".
     n_pseudo_pairs : P₀ pseudo item pairs for FITC on K_items (None: exact).
@@ -81,9 +87,9 @@ class CollabGP:
 
     n_latent: int = 20
     kernel: object = "se"
-    lengthscale: float | None = None
+    lengthscale: float | str | None = None
     user_kernel: object = "se"
-    user_lengthscale: float | None = None
+    user_lengthscale: float | str | None = None
     user_features: bool = True
     n_pseudo_pairs: int | None = None
     n_pseudo_users: int | None = None
@@ -267,6 +273,25 @@ def canonical_pairs(a: np.ndarray, b: np.ndarray, y: np.ndarray):
     return pairs, z.reshape(-1), t
 
 
+MEDIAN_DISTANCE = "median distance"
+
+
+def start_lengthscale(spec, X: torch.Tensor, what: str = "lengthscale"):
+    """The length-scales ``spec`` asks for on inputs X: None → the per-dimension median heuristic
+    (Eq. 26 of Simpson & Gurevych 2020), ``"median distance"`` → the paper's isotropic median distance
+    between feature vectors, anything else as given."""
+    if spec is None:
+        from ...gp.kernels import median_heuristic
+
+        return median_heuristic(X)
+    if isinstance(spec, str):
+        if spec != MEDIAN_DISTANCE:
+            raise DataError(f"{what}: expected None (per-dimension median heuristic), {MEDIAN_DISTANCE!r} or "
+                            f"length-scale values, got {spec!r}", arg=what)
+        return median_distance(X)
+    return spec
+
+
 def _ell_vector(ell, D: int, what: str) -> torch.Tensor:
     """A length-scale (isotropic, or ARD values (D,)) as a (D,) tensor."""
     v = torch.as_tensor(ell, dtype=DTYPE).detach().reshape(-1)
@@ -283,8 +308,8 @@ def build_setup(model: CollabGP, data, seed, pseudo_pairs, pseudo_users) -> Coll
         X = torch.arange(X.shape[0], dtype=DTYPE)[:, None]
         k = Kernel("identity", torch.ones(1, dtype=DTYPE))
     else:
-        ell = model.lengthscale if model.lengthscale is not None else median_distance(X)
-        k = as_kernel(model.kernel, _ell_vector(ell, X.shape[1], "lengthscale"))
+        k = as_kernel(model.kernel, _ell_vector(start_lengthscale(model.lengthscale, X), X.shape[1],
+                                                "lengthscale"))
     if pseudo_pairs is None and model.n_pseudo_pairs is not None and model.n_pseudo_pairs < len(pairs):
         pseudo_pairs = pairs[rng.choice(len(pairs), model.n_pseudo_pairs, replace=False)]
     if pseudo_pairs is not None:
@@ -305,7 +330,7 @@ def build_setup(model: CollabGP, data, seed, pseudo_pairs, pseudo_users) -> Coll
     users, user_X, Phi_w, delta_w = None, None, None, torch.ones(U_n, dtype=DTYPE)
     if model.user_features and data.user_features is not None and data.user_features.shape[1] > 0:
         user_X = torch.as_tensor(data.user_features, dtype=DTYPE)
-        ell_u = model.user_lengthscale if model.user_lengthscale is not None else median_distance(user_X)
+        ell_u = start_lengthscale(model.user_lengthscale, user_X, "user_lengthscale")
         ku = as_kernel(model.user_kernel, _ell_vector(ell_u, user_X.shape[1], "user_lengthscale"))
         if pseudo_users is None and model.n_pseudo_users is not None and model.n_pseudo_users < U_n:
             pseudo_users = rng.choice(U_n, model.n_pseudo_users, replace=False)
