@@ -278,9 +278,8 @@ def run(problem: Problem, settings: Settings, *, shard=None, **kw) -> Result:
     (a :class:`~crowdzoo.inference.distributed.Shard`): on a distributed fit's ranks other than 0 no
     progress bar, no checkpoint and no warnings — rank 0 speaks and writes for the fit; with more than
     one rank the C heap is trimmed after every iteration (:func:`trimming`)."""
-    given = {k: kw.pop(k) for k in ("progress_bar", "checkpoint", "checkpoint_every", "callback")
-             if kw.get(k) is not None}
-    settings = dataclasses.replace(settings, **given)
+    given = {k: kw.pop(k) for k in ("progress_bar", "checkpoint", "checkpoint_every", "callback") if k in kw}
+    settings = dataclasses.replace(settings, **{k: v for k, v in given.items() if v is not None})
     if shard is None:
         return run_loop(problem, settings, **kw)
     if not shard.lead:
