@@ -65,6 +65,13 @@ class Batch(NamedTuple):
     pi: float
 
 
+def is_every(idx: torch.Tensor, n: int) -> bool:
+    """Whether the label positions ``idx`` are 0, 1, …, n − 1: every label in order, which the loop
+    hands a full-batch step (and the bound when it evaluates every label), so that an algorithm can
+    reuse what it holds for all its labels."""
+    return idx.shape == (n,) and torch.equal(idx, torch.arange(n, dtype=idx.dtype))
+
+
 def algorithm(init: Callable, step: Callable, bound: Callable, problem, n_labels: int,
               gain: Callable | None = None) -> Problem:
     """The loop's :class:`Problem` for an algorithm written as module-level pure functions on the

@@ -322,6 +322,7 @@ class Problem(NamedTuple):
     space: CrowdKernels | None = None
     log_prior: Callable | None = None
     kernel_lr: float = 0.1
+    every: tuple | None = None  # (Batch, Q) of all this rank's labels at ``sides``, when θ is fixed
 
     @property
     def reduce(self):
@@ -359,7 +360,10 @@ def _blocks(state: State) -> dict:
 
 
 def _labels(p: Problem, idx, sides: Sides):
-    """The batch of this rank's labels ``idx`` at ``sides`` and its Q (Eq. 8)."""
+    """The batch of this rank's labels ``idx`` at ``sides`` and its Q (Eq. 8); the problem's own when
+    ``idx`` is every label (a full-batch step, or the bound on every label) and θ is fixed."""
+    if p.every is not None and loop.is_every(idx, p.a.shape[0]):
+        return p.every
     bt = _batch(*sides, p.a[idx], p.b[idx], p.j[idx], p.y[idx])
     return bt, beta_bernoulli_Q(torch.full_like(bt.y, p.prior_var_z), bt.y)
 
@@ -540,6 +544,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     problem = Problem(a, b, j, y, sh, pri, E0, prior_var_z, _sides(setup, space is not None), conditional,
                       likelihood, n_gh, init_var, space,
                       None if space is None else space.log_prior(model, counted=sh.lead), kernel_lr)
+    if space is None and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
+        problem = problem._replace(every=_labels(problem, torch.arange(a.shape[0]), problem.sides))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
                              max_iter=max_iter, min_iter=min_iter, tol=tol, eval_every=eval_every,
                              eval_size=eval_size,

@@ -104,6 +104,14 @@ class Problem(NamedTuple):
     space: KernelSpace | None = None
     log_prior: Callable | None = None
     kernel_lr: float = 0.3
+    every: tuple | None = None  # the pair rows and c of all this rank's labels, when θ is fixed
+
+    def rows(self, basis: Basis, idx):
+        """The pair rows and c of this rank's labels ``idx`` in ``basis`` (the problem's own for every
+        label, when it holds them)."""
+        if self.every is not None and loop.is_every(idx, self.a.shape[0]):
+            return self.every
+        return basis.rows(self.a[idx], self.b[idx])
 
 
 class State(NamedTuple):
@@ -154,7 +162,7 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
 
 def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem) -> State:
     K_inv = basis.K_inv
-    A_d, c = basis.rows(p.a[idx], p.b[idx])
+    A_d, c = p.rows(basis, idx)
     yb = p.y[idx]
     Es = state.shape / state.rate
     q = state.q
@@ -195,7 +203,7 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
     p, q = problem, state.q
     basis = _basis(state, p)
     idx = p.shard.local(idx)
-    A_d, c = basis.rows(p.a[idx], p.b[idx])
+    A_d, c = p.rows(basis, idx)
     Es, Elog_s = gamma_moments(state.shape, state.rate)
     ell, _, _ = expected_log_probit(p.y[idx], *_marginals(A_d, c, q.m, q.S, Es), p.n_gh)
     kl_f = natural.kl(q, basis.K_inv, basis.logdet_K, Es, Elog_s, WHAT)
@@ -253,6 +261,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                                                                 data.item_features.shape[1], counted=sh.lead)
     problem = Problem(a, b, y, sh, alpha0, beta0, basis_of(setup, whitened=learning), likelihood, inner_iter,
                       n_gh, space, log_prior, kernel_lr)
+    if not learning and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
+        problem = problem._replace(every=problem.basis.rows(a, b))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
                              max_iter=max_iter, min_iter=min_iter, tol=tol, eval_every=eval_every,
                              eval_size=eval_size,
