@@ -18,12 +18,16 @@ owns everything else, once for every model:
   interrupted (KeyboardInterrupt); ``resume=`` continues it and ends at the same posterior, bit for
   bit, as an uninterrupted fit with the same seed.
 
-BlackJAX style: state and the problem are NamedTuples of tensors and functions, and the loop knows
-no model.
+BlackJAX style: a route is an algorithm of module-level pure functions (``init(problem, gen) ->
+State``, ``step(state, batch, problem) -> (State, Info)``, ``bound(state, idx, scale, problem)``, with
+State and Info NamedTuples and ``problem`` what the fit holds fixed), which :func:`algorithm` turns
+into the loop's :class:`Problem`; the loop knows no model. Every setting of the loop is one
+:class:`Settings`.
 """
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -52,8 +56,39 @@ class Problem(NamedTuple):
     gain: Callable[[Any, Any], float] | None = None
 
 
-class Settings(NamedTuple):
-    """The loop's settings (see the module docstring); every natgrad route takes them by name."""
+class Batch(NamedTuple):
+    """What one iteration hands an algorithm's ``step``: the label positions ``idx`` of its mini-batch,
+    the step size ``rho`` ρ_i (Eq. 18) and the batch's scale ``pi`` π_i = P / P_i."""
+
+    idx: torch.Tensor
+    rho: float
+    pi: float
+
+
+def is_every(idx: torch.Tensor, n: int) -> bool:
+    """Whether the label positions ``idx`` are 0, 1, …, n − 1: every label in order, which the loop
+    hands a full-batch step (and the bound when it evaluates every label), so that an algorithm can
+    reuse what it holds for all its labels."""
+    return idx.shape == (n,) and torch.equal(idx, torch.arange(n, dtype=idx.dtype))
+
+
+def algorithm(init: Callable, step: Callable, bound: Callable, problem, n_labels: int,
+              gain: Callable | None = None) -> Problem:
+    """The loop's :class:`Problem` for an algorithm written as module-level pure functions on the
+    fixed ``problem``: ``init(problem, gen) -> State``, ``step(state, batch, problem) -> (State,
+    Info)`` on a :class:`Batch`, ``bound(state, idx, scale, problem) -> float`` (the loop keeps the
+    state; the step's Info is for callers that run the algorithm themselves)."""
+    return Problem(lambda gen: init(problem, gen),
+                   lambda state, idx, rho, pi: step(state, Batch(idx, rho, pi), problem)[0],
+                   lambda state, idx, scale: bound(state, idx, scale, problem), n_labels, gain)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of the loop (the module docstring), the one object a route hands it: the step
+    size, mini-batches, evaluation and stop rule, and how the run reports and keeps itself —
+    ``progress_bar``, ``checkpoint`` (a file written every ``checkpoint_every`` iterations and on
+    KeyboardInterrupt) and ``callback(i, state)`` after each iteration."""
 
     batch_size: int = 1000
     delay: float = 1.0
@@ -66,6 +101,10 @@ class Settings(NamedTuple):
     rho_min: float = 0.0  # a floor under ρ_i (routes that learn hyper-parameters keep q moving with them)
     patience: int = 3  # evaluations of a falling bound before ρ is halved (StopRule)
     warmup: int = 0  # iterations before q moves (other parts train first): ρ_i counts from after them
+    progress_bar: bool | str | None = None
+    checkpoint: Any = None
+    checkpoint_every: int = 0
+    callback: Callable | None = None
 
 
 class Result(NamedTuple):
@@ -222,25 +261,6 @@ def eval_subset(P: int, k: int, gen: torch.Generator, permute_upto: int = 10**6)
     return got[torch.randperm(got.numel(), generator=gen)[:k]]
 
 
-def kept_batches(build: Callable, keep: int = 2) -> Callable:
-    """``get(idx, key)`` = ``build(idx, key)`` for label positions ``idx``, kept for the last ``keep``
-    batches seen. The loop passes the full batch and the bound's subset again and again (the same
-    tensor, or on a distributed fit's rank an equal one), whose rows would otherwise be rebuilt every
-    iteration; ``key`` is what else the rows depend on (the kernels at the state's length-scales),
-    compared by identity. A batch held is O(P_i), so memory stays independent of P."""
-    kept: list = []
-
-    def get(idx: torch.Tensor, key=None):
-        for k, ix, out in kept:
-            if k is key and (ix is idx or (ix.shape == idx.shape and torch.equal(ix, idx))):
-                return out
-        out = build(idx, key)
-        kept[:] = (kept + [(key, idx, out)])[-keep:]
-        return out
-
-    return get
-
-
 def trimming(callback=None):
     """``callback`` preceded by glibc's ``malloc_trim(0)`` after every iteration (unchanged where the C
     library has none). A distributed fit's ranks interleave the collectives' buffers with each
@@ -260,31 +280,34 @@ def trimming(callback=None):
 
 
 def run(problem: Problem, settings: Settings, *, shard=None, **kw) -> Result:
-    """Run the natural-gradient loop on ``problem`` (:func:`run_loop`'s arguments). ``shard`` (a
-    :class:`~crowdzoo.inference.distributed.Shard`): on a distributed fit's ranks other than 0 no
-    progress bar, no checkpoint and no warnings — rank 0 speaks and writes for the fit; with more than one
-    rank the C heap is trimmed after every iteration (:func:`trimming`)."""
+    """Run the natural-gradient loop on ``problem`` (:func:`run_loop`'s arguments; ``progress_bar``,
+    ``checkpoint``, ``checkpoint_every`` and ``callback`` given here replace the settings'). ``shard``
+    (a :class:`~crowdzoo.inference.distributed.Shard`): on a distributed fit's ranks other than 0 no
+    progress bar, no checkpoint and no warnings — rank 0 speaks and writes for the fit; with more than
+    one rank the C heap is trimmed after every iteration (:func:`trimming`)."""
+    given = {k: kw.pop(k) for k in ("progress_bar", "checkpoint", "checkpoint_every", "callback") if k in kw}
+    settings = dataclasses.replace(settings, **{k: v for k, v in given.items() if v is not None})
     if shard is None:
         return run_loop(problem, settings, **kw)
     if not shard.lead:
-        kw.update(progress_bar=False, checkpoint=None)
+        settings = dataclasses.replace(settings, progress_bar=False, checkpoint=None)
     if shard.world > 1:
-        kw["callback"] = trimming(kw.get("callback"))
+        settings = dataclasses.replace(settings, callback=trimming(settings.callback))
     with shard.quiet():
         return run_loop(problem, settings, **kw)
 
 
-def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advice: str,
-             progress_bar: bool | None = None, resume=None, checkpoint=None, checkpoint_every: int = 0,
-             meta: dict | None = None, callback=None, setup=None) -> Result:
+def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advice: str, resume=None,
+             meta: dict | None = None, setup=None) -> Result:
     """Run the natural-gradient loop on ``problem`` (module docstring).
 
     ``max_iter`` counts every iteration of the run, resumed or not: a fit interrupted at iteration
-    30 of 100 and resumed runs 70 more. ``callback(i, state)`` is called after each iteration.
-    ``setup`` (the model's fixed GP algebra) is kept in the checkpoint, so that a resumed fit uses
-    the same inducing points whatever seed it is given (see :func:`resume_setup`).
+    30 of 100 and resumed runs 70 more. ``settings.callback(i, state)`` is called after each
+    iteration. ``setup`` (the model's fixed GP algebra) is kept in the checkpoint, so that a resumed
+    fit uses the same inducing points whatever seed it is given (see :func:`resume_setup`).
     """
     st = settings
+    checkpoint, callback = st.checkpoint, st.callback
     P = problem.n_labels
     P_i = min(int(st.batch_size), P)
     pi = P / P_i
@@ -316,7 +339,7 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
                     setup=setup)
 
     i = start
-    with progress(st.max_iter, what, progress_bar) as bar:
+    with progress(st.max_iter, what, st.progress_bar) as bar:
         bar.update(start)
         try:
             for i in range(start + 1, st.max_iter + 1):
@@ -335,7 +358,7 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
                     halt = stop.update(i, bound, i, settled)
                     at_eval = state if problem.gain is not None else None
                 done = (i, state, gen.get_state())
-                if checkpoint is not None and checkpoint_every and not i % checkpoint_every:
+                if checkpoint is not None and st.checkpoint_every and not i % st.checkpoint_every:
                     write_checkpoint(checkpoint, snapshot(), meta or {})
                 if halt:
                     break

@@ -17,7 +17,8 @@ rank-one term to its own user's natural parameters (an ``index_add`` over labels
 one batched Cholesky solves every user. Steps are full-batch — each user's data are few, so no user
 is left out of an iteration — with the exact expected probit log-likelihood by Gauss–Hermite
 quadrature (the ``"exact"`` natgrad of GPPL), run by the shared loop of
-:mod:`crowdzoo.inference.natgrad`; the bound is Eq. 30 summed over users. Memory is O(U M²) plus a
+:mod:`crowdzoo.inference.natgrad` as the algorithm :func:`init`, :func:`step`, :func:`bound` on a
+:class:`Problem`; the bound is Eq. 30 summed over users. Memory is O(U M²) plus a
 chunk of labels.
 """
 from __future__ import annotations
@@ -32,21 +33,16 @@ import torch
 from ...core.ids import by_rows, distinct_pairs, positions, seen_users
 from ...core.posterior import Posterior
 from ...data.tensors import label_tensors, user_tensor
-from ...gp.conjugate import (
-    gamma_moments,
-    kl_gamma,
-    kl_gaussian,
-    q_s,
-    require_gamma,
-    scale_rate,
-    second_moment,
-)
+from ...gp import natural
+from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.linalg import DTYPE, cho_solve, cholesky, gamma_draws, logdet_from_chol
+from ...gp.natural import Gaussian
 from ...gp.probit import expected_log_probit, predictive_prob
 from ...inference import natgrad as loop
 from ..gppl.model import GPPL
 
 _CHUNK = 2**20
+WHAT = "S⁻¹ of a user"
 
 
 @dataclass
@@ -67,19 +63,77 @@ def _accumulate(U, j, rows, lam, nu):
     return Lam, eta
 
 
-class PerUserState(NamedTuple):
-    """Natural parameters of every user's q(f_m,j) and the Gammas q(s_j)."""
+class Problem(NamedTuple):
+    """What the fit holds fixed: every label's pair rows A_a − A_b (P, M), conditional variance c,
+    user position j and outcome y; K_mm⁻¹, ln|K_mm|; the Gamma prior (α₀, β₀) of every s_j."""
 
-    Lam: torch.Tensor  # (U, M, M)
-    eta: torch.Tensor  # (U, M)
-    shape: torch.Tensor  # (U,)
-    rate: torch.Tensor  # (U,)
+    rows: torch.Tensor
+    c: torch.Tensor
+    j: torch.Tensor
+    y: torch.Tensor
+    n_users: int
+    K_inv: torch.Tensor
+    logdet_K: torch.Tensor
+    alpha0: float
+    beta0: float
+    n_gh: int = 20
 
 
-def _moments(state):
-    L = cholesky(state.Lam, what="S⁻¹ of a user")
-    S = torch.cholesky_inverse(L)
-    return (S @ state.eta[..., None])[..., 0], S, L
+class State(NamedTuple):
+    """Every user's q(f_m,j) (one batched block, (U, M, M)) and the Gammas q(s_j) (U,)."""
+
+    q: Gaussian
+    shape: torch.Tensor
+    rate: torch.Tensor
+
+
+class Info(NamedTuple):
+    """What a step did: its step size ρ_i and every user's E[s_j] after it."""
+
+    rho: float
+    s: torch.Tensor
+
+
+def _marginals(state: State, p: Problem, idx):
+    """Mean and variance of f_j,a − f_j,b under the label's user's q (Eq. 14 per user)."""
+    Es = state.shape / state.rate
+    r, jj = p.rows[idx], p.j[idx]
+    mu = (r * state.q.m[jj]).sum(-1)
+    var = ((r[:, None, :] @ state.q.S[jj])[:, 0, :] * r).sum(-1) + p.c[idx] / Es[jj]
+    return mu, var
+
+
+def init(problem: Problem, gen: torch.Generator) -> State:
+    """Every user's q at the prior, E[s_j] = α₀/β₀."""
+    p = problem
+    U, M = p.n_users, p.K_inv.shape[0]
+    Lam = (p.alpha0 / p.beta0) * p.K_inv.expand(U, M, M).clone()
+    q = natural.gaussian(Lam, torch.zeros(U, M, dtype=DTYPE), WHAT)
+    return State(q, torch.full((U,), p.alpha0, dtype=DTYPE), torch.full((U,), p.beta0, dtype=DTYPE))
+
+
+def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info]:
+    """One natural-gradient step of every user's q(f_m,j) on every label (the exact likelihood by
+    Gauss–Hermite quadrature; Eq. 17–18 per user), then every q(s_j) (Eq. 15) with the likelihood's
+    pull through c / E[s_j] (g_v from this iteration's start, the same at the fixed point)."""
+    p, rho = problem, batch.rho
+    mu, var = _marginals(state, p, batch.idx)  # full batches: idx is every label
+    _, g_mu, g_v = expected_log_probit(p.y, mu, var, p.n_gh)
+    Es = state.shape / state.rate
+    Lam_lik, eta_lik = _accumulate(p.n_users, p.j, p.rows, -2.0 * g_v, g_mu - 2.0 * g_v * mu)
+    q = natural.step(state.q, Es[:, None, None] * p.K_inv, Lam_lik, eta_lik, rho, WHAT)
+    shape, rate = q_s(p.alpha0, p.beta0, p.K_inv.shape[0], natural.second(q, p.K_inv))  # Eq. 15 per user
+    rate = scale_rate(rate, shape, torch.zeros(p.n_users, dtype=DTYPE).index_add_(0, p.j, -g_v * p.c))
+    return State(q, shape, rate), Info(rho, shape / rate)
+
+
+def bound(state: State, idx, scale: float, problem: Problem) -> float:
+    """Eq. 30 summed over users, the likelihood term of the labels ``idx`` times ``scale``."""
+    p = problem
+    ell, _, _ = expected_log_probit(p.y[idx], *_marginals(state, p, idx), p.n_gh)
+    Es, Elog = gamma_moments(state.shape, state.rate)
+    kl_f = natural.kl(state.q, p.K_inv, p.logdet_K, Es, Elog, WHAT)
+    return float(scale * ell.sum() - kl_f.sum() - kl_gamma(state.shape, state.rate, p.alpha0, p.beta0).sum())
 
 
 def fit_natgrad(model, data, seed: int = 0, delay: float = 1.0, forgetting_rate: float = 0.9,
@@ -90,56 +144,21 @@ def fit_natgrad(model, data, seed: int = 0, delay: float = 1.0, forgetting_rate:
     alpha0, beta0 = require_gamma(model.prior_s(), "s_prior")
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
     a, b, y = label_tensors(data)
-    j = user_tensor(data)
-    U, M = data.n_users, setup.M
     rows, c = setup.pair_rows(a, b)
-    K_inv = cho_solve(setup.L_mm, torch.eye(M, dtype=DTYPE))
-    logdet_K = logdet_from_chol(setup.L_mm)
-
-    def marginals(state, m, S, idx):
-        Es = state.shape / state.rate
-        r, jj = rows[idx], j[idx]
-        mu = (r * m[jj]).sum(-1)
-        var = ((r[:, None, :] @ S[jj])[:, 0, :] * r).sum(-1) + c[idx] / Es[jj]
-        return mu, var
-
-    def init(gen):
-        return PerUserState(Lam=(alpha0 / beta0) * K_inv.expand(U, M, M).clone(),
-                            eta=torch.zeros(U, M, dtype=DTYPE), shape=torch.full((U,), alpha0, dtype=DTYPE),
-                            rate=torch.full((U,), beta0, dtype=DTYPE))
-
-    def step(state, idx, r_i, pi):  # full batches: idx is every label
-        m, S, _ = _moments(state)
-        mu, var = marginals(state, m, S, idx)
-        _, g_mu, g_v = expected_log_probit(y, mu, var, n_gh)
-        Es = state.shape / state.rate
-        Lam_lik, eta_lik = _accumulate(U, j, rows, -2.0 * g_v, g_mu - 2.0 * g_v * mu)
-        Lam = (1 - r_i) * state.Lam + r_i * (Es[:, None, None] * K_inv + Lam_lik)
-        Lam = 0.5 * (Lam + Lam.transpose(-1, -2))
-        eta = (1 - r_i) * state.eta + r_i * eta_lik
-        state = state._replace(Lam=Lam, eta=eta)
-        m, S, _ = _moments(state)
-        shape, rate = q_s(alpha0, beta0, M, second_moment(K_inv, m, S))  # Eq. 15 per user
-        # the likelihood's pull on q(s) through c / E[s] (g_v from this iteration's start, the same
-        # at the fixed point)
-        rate = scale_rate(rate, shape, torch.zeros(U, dtype=DTYPE).index_add_(0, j, -g_v * c))
-        return state._replace(shape=shape, rate=rate)
-
-    def bound(state, idx, scale):  # Eq. 30 summed over users
-        m, S, L = _moments(state)
-        ell, _, _ = expected_log_probit(y[idx], *marginals(state, m, S, idx), n_gh)
-        Es, Elog = gamma_moments(state.shape, state.rate)
-        kl_f = kl_gaussian(second_moment(K_inv, m, S), M, logdet_K, -logdet_from_chol(L), Es, Elog)
-        return float(scale * ell.sum() - kl_f.sum() - kl_gamma(state.shape, state.rate, alpha0, beta0).sum())
-
+    problem = Problem(rows, c, user_tensor(data), y, data.n_users,
+                      cho_solve(setup.L_mm, torch.eye(setup.M, dtype=DTYPE)), logdet_from_chol(setup.L_mm),
+                      alpha0, beta0, n_gh)
     P = a.shape[0]
-    settings = loop.Settings(P, delay, forgetting_rate, max_iter, min_iter, tol, eval_every, P)
-    res = loop.run(loop.Problem(init, step, bound, P), settings, seed=seed, what="natgrad GPPL-per-user",
-                   advice="a larger delay ε or forgetting rate r (smaller steps)", progress_bar=progress_bar,
-                   resume=resume, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                   callback=callback, meta=dict(model=model, method="natgrad"), setup=setup)
-    m, S, _ = _moments(res.state)
-    return PerUserPosterior(model=model, setup=setup, data=data, method="natgrad", means=m, covs=S,
+    settings = loop.Settings(batch_size=P, delay=delay, forgetting_rate=forgetting_rate, max_iter=max_iter,
+                             min_iter=min_iter, tol=tol, eval_every=eval_every, eval_size=P,
+                             progress_bar=progress_bar, checkpoint=checkpoint,
+                             checkpoint_every=checkpoint_every, callback=callback)
+    res = loop.run(loop.algorithm(init, step, bound, problem, P), settings, seed=seed,
+                   what="natgrad GPPL-per-user",
+                   advice="a larger delay ε or forgetting rate r (smaller steps)",
+                   resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
+    q = res.state.q
+    return PerUserPosterior(model=model, setup=setup, data=data, method="natgrad", means=q.m, covs=q.S,
                             s_shape=res.state.shape, s_rate=res.state.rate,
                             trace={"bound": np.asarray(res.stop.bounds),
                                    "bound_iteration": np.asarray(res.stop.iterations)},

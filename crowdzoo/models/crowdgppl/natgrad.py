@@ -29,11 +29,19 @@ changes by less than ``tol`` (relative) or after ``max_iter`` iterations.
 log length-scales (ARD) as GPPL's natgrad does (:mod:`crowdzoo.models.gppl.natgrad`): one Adam step
 up the mini-batch bound after each sweep, with q held fixed in the whitened basis u = L⁻¹ f (where the
 KL terms do not depend on the length-scales), a floor under ρ, and the exact likelihood by default.
+
+The algorithm is module-level and pure (BlackJAX style): :func:`init`, :func:`step` (one iteration on
+a :class:`~crowdzoo.inference.natgrad.Batch`: a :class:`State` and an :class:`Info`) and :func:`bound`
+on a :class:`Problem` that holds what the fit keeps fixed; every factor is a
+:class:`~crowdzoo.gp.natural.Gaussian` block. :func:`fit_natgrad` assembles the problem and one
+:class:`~crowdzoo.inference.natgrad.Settings` for the loop of :mod:`crowdzoo.inference.natgrad`, and
+builds the posterior.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -43,35 +51,16 @@ from torch.special import ndtr
 
 from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
-from ...gp.conjugate import kl_gamma, kl_gaussian, q_s, require_gamma, scale_rate, second_moment
+from ...gp import natural
+from ...gp.conjugate import kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.learn import KernelSpace, log_prior_of_theta
-from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
+from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
+from ...gp.natural import Gaussian
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit, probit_grads
 from ...inference import natgrad as loop
-from ...inference.distributed import shard
+from ...inference.distributed import Shard, shard
 from ...inference.hyper import Adam, adam_init, ascend, default_batch_size, rho_floor, state_gain
 from .posterior import CrowdGPPLPosterior
-
-
-class Block(NamedTuple):
-    """One Gaussian factor (or C of them): natural parameters and moments. For independent
-    users ``Lam`` and ``S`` are diagonals (C, U)."""
-
-    Lam: torch.Tensor
-    eta: torch.Tensor
-    m: torch.Tensor
-    S: torch.Tensor
-
-
-def _block(Lam, eta, what) -> Block:
-    if Lam.dim() == eta.dim():  # diagonal
-        S = 1.0 / Lam
-        return Block(Lam, eta, S * eta, S)
-    L, info = torch.linalg.cholesky_ex(Lam)
-    if info.any():  # fall back to escalating jitter, with a clear error if that fails too
-        L = cholesky(Lam, what=what)
-    S = torch.cholesky_inverse(L)
-    return Block(Lam, eta, (S @ eta[..., None])[..., 0], S)
 
 
 class Side(NamedTuple):
@@ -92,7 +81,20 @@ def _side(setup, whitened: bool = False) -> Side:
     return Side(cho_solve(setup.L_mm, eye), logdet_from_chol(setup.L_mm), A)
 
 
-def _to_f(blk: Block, side: Side | None, setup_side):
+class Sides(NamedTuple):
+    """The crowd's setup at one θ and its item and user :class:`Side` (None: independent users)."""
+
+    setup: object
+    items: Side
+    users: Side | None
+
+
+def _sides(setup, whitened: bool) -> Sides:
+    users = None if setup.users is None else _side(setup.users, whitened)
+    return Sides(setup, _side(setup.items, whitened), users)
+
+
+def _to_f(blk: Gaussian, side: Side | None, setup_side):
     """(mean, covariance) of q over the inducing values f from a block in ``side``'s basis."""
     if side is None or not side.whitened:
         return blk.m, blk.S
@@ -152,10 +154,11 @@ class CrowdKernels:
         return model, out
 
 
-def _step(blk: Block, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹", reduce=None,
-          present=None) -> Block:
-    """One natural-gradient step. rows (P, M) (or None with user positions j for a diagonal
-    block); lam, nu (P,). ``reduce`` sums the labels' statistics Σ λ AᵀA, Σ ν A over the ranks of a
+def _step(blk: Gaussian, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹", reduce=None,
+          present=None) -> Gaussian:
+    """One natural-gradient step (:func:`crowdzoo.gp.natural.step`) with the likelihood's natural
+    parameters π Σ λ AᵀA, π Σ ν A of the labels: rows (P, M) (or None with user positions j for a
+    diagonal block); lam, nu (P,). ``reduce`` sums the labels' statistics over the ranks of a
     distributed fit (:mod:`crowdzoo.inference.distributed`); None: this process holds every label.
     ``present`` (a diagonal block on several ranks): the sorted users of the whole batch, so that
     only their sums cross the ranks (at most P_i numbers, not U)."""
@@ -176,12 +179,7 @@ def _step(blk: Block, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻¹",
         lam_sum, nu_sum = (rows.T * lam) @ rows, rows.T @ nu
     if reduce is not None:
         lam_sum, nu_sum = reduce(lam_sum, nu_sum)
-    if r_i == 1.0:  # a full step (the exact likelihood on a full batch): the old state drops out
-        Lam, eta = prior_prec + pi * lam_sum, pi * nu_sum
-    else:
-        Lam = (1 - r_i) * blk.Lam + r_i * (prior_prec + pi * lam_sum)
-        eta = (1 - r_i) * blk.eta + r_i * pi * nu_sum
-    return _block(sym(Lam) if rows is not None else Lam, eta, what)
+    return natural.step(blk, prior_prec, pi * lam_sum, pi * nu_sum, r_i, what)
 
 
 def _weights(lik, bt, mu, var, kappa, e, own, Q, n_gh):
@@ -242,7 +240,7 @@ def _row_moments(A, m, S):
     return A @ m, ((A @ S) * A).sum(-1)
 
 
-def _per_component(A, blk: Block, batched: bool):
+def _per_component(A, blk: Gaussian, batched: bool):
     """(A m_c, row-wise A S_c Aᵀ) for every component, (P, C) each: component by component with
     :func:`_row_moments` (the sweep's very products, so that moments carried over from a sweep and
     moments computed afresh agree bit for bit and a resumed fit retraces an uninterrupted one), or
@@ -285,25 +283,171 @@ def _total(mo: Moments):
     return mean, var
 
 
-def _kl_gauss(blk: Block, side: Side | None, Es, Elog_s):
+def _kl_gauss(blk: Gaussian, side: Side | None, Es, Elog_s):
     """E_q[ln q(x)] − E_q(x)q(s)[ln p(x | s)] for prior N(0, K/s) (the Eq. 30/31 terms); batched
     over components; ``side`` None means K = I with diagonal q."""
-    n = blk.m.shape[-1]
     if side is None:
-        return kl_gaussian(second_moment(None, blk.m, blk.S), n, 0.0, blk.S.log().sum(-1), Es, Elog_s)
-    logdet_S = -logdet_from_chol(cholesky(blk.Lam, what="S⁻¹"))
-    return kl_gaussian(second_moment(side.K_inv, blk.m, blk.S), n, side.logdet, logdet_S, Es, Elog_s)
+        return natural.kl(blk, None, 0.0, Es, Elog_s)
+    return natural.kl(blk, side.K_inv, side.logdet, Es, Elog_s)
 
 
-class CrowdState(NamedTuple):
+class Carried(NamedTuple):
+    """The last sweep's :class:`Raw` moments of its batch ``idx`` (this rank's label positions) under
+    the q it left: the next step on the same labels (every iteration of a full-batch fit, and the
+    bound on them) starts from them instead of recomputing them."""
+
+    idx: torch.Tensor
+    raw: Raw
+
+
+class Problem(NamedTuple):
+    """What a crowdGPPL fit holds fixed: this rank's labels (a, b, user j, y), the Gamma priors
+    (α₀, β₀) of every scale and their means ``E0``, the prior variance of z that fixes Q (Eq. 8), the
+    :class:`Sides` at the model's kernels, whether labels carry conditional variance, the kernels'
+    space when θ learns (``space``, ``log_prior``, ``kernel_lr``) and the route's options."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    j: torch.Tensor
+    y: torch.Tensor
+    shard: Shard
+    pri: dict
+    E0: dict
+    prior_var_z: float
+    sides: Sides
+    conditional: bool
+    likelihood: str = "linearised"
+    n_gh: int = 20
+    init_var: float = 1.0
+    space: CrowdKernels | None = None
+    log_prior: Callable | None = None
+    kernel_lr: float = 0.1
+    every: tuple | None = None  # (Batch, Q) of all this rank's labels at ``sides``, when θ is fixed
+
+    @property
+    def reduce(self):
+        """Sums over the ranks of a distributed fit (None in one process)."""
+        return self.shard.sum if self.shard.world > 1 else None
+
+
+class State(NamedTuple):
     """Between iterations: the Gaussian blocks of t (or None), v_c and w_c, and the Gamma q(s)
-    (shape, rate) of every scale."""
+    (shape, rate) of every scale; θ and its Adam moments when the kernels learn, with the
+    :class:`Sides` at that θ; the last sweep's moments (:class:`Carried`)."""
 
-    t: Block | None
-    v: Block
-    w: Block
+    t: Gaussian | None
+    v: Gaussian
+    w: Gaussian
     gam: dict
-    hyper: Adam | None = None  # the kernels' log length-scales and their Adam moments, when learned
+    hyper: Adam | None = None
+    sides: Sides | None = None  # None: the problem's (θ fixed)
+    carried: Carried | None = None
+
+
+class Info(NamedTuple):
+    """What a step did: its step size ρ_i and E[s] of every scale after it."""
+
+    rho: float
+    s: dict
+
+
+def _sides_of(state: State, p: Problem) -> Sides:
+    return p.sides if state.sides is None else state.sides
+
+
+def _blocks(state: State) -> dict:
+    return {"t": state.t, "v": state.v, "w": state.w}
+
+
+def _labels(p: Problem, idx, sides: Sides):
+    """The batch of this rank's labels ``idx`` at ``sides`` and its Q (Eq. 8); the problem's own when
+    ``idx`` is every label (a full-batch step, or the bound on every label) and θ is fixed."""
+    if p.every is not None and loop.is_every(idx, p.a.shape[0]):
+        return p.every
+    bt = _batch(*sides, p.a[idx], p.b[idx], p.j[idx], p.y[idx])
+    return bt, beta_bernoulli_Q(torch.full_like(bt.y, p.prior_var_z), bt.y)
+
+
+def _raw_of(state: State, idx, bt: Batch) -> Raw:
+    """The state's raw moments on the labels ``idx``: the last sweep's if it ran on them."""
+    kept = state.carried
+    if kept is not None and kept.idx.shape == idx.shape and torch.equal(kept.idx, idx):
+        return kept.raw
+    return _raw(_blocks(state), bt)
+
+
+def init(problem: Problem, gen: torch.Generator) -> State:
+    """The prior for t; for v_c and w_c the prior's covariance times ``init_var``, with user-component
+    means drawn from that Gaussian to break the symmetry V = W = 0 (where every gradient of the
+    factorisation vanishes)."""
+    p, E0, init_var = problem, problem.E0, problem.init_var
+    setup, items, users = p.sides
+    M, C, M_u = setup.M, setup.C, setup.M_u
+    t = None
+    if setup.consensus:
+        t = natural.gaussian(E0["t"] * items.K_inv, torch.zeros(M, dtype=DTYPE), "S_t⁻¹")
+    v = natural.gaussian((E0["v"] / init_var * items.K_inv).expand(C, M, M).clone(),
+                         torch.zeros(C, M, dtype=DTYPE), "S_v⁻¹")
+    eps = torch.randn(C, M_u, generator=gen, dtype=DTYPE) * math.sqrt(init_var / E0["w"])
+    if users is None:
+        Lam_w = torch.full((C, M_u), E0["w"] / init_var, dtype=DTYPE)
+        w = natural.gaussian(Lam_w, Lam_w * eps, "Σ⁻¹")
+    else:
+        Lam_w = (E0["w"] / init_var * users.K_inv).expand(C, M_u, M_u).clone()
+        w0 = eps if users.whitened else eps @ setup.users.L_mm.T
+        w = natural.gaussian(Lam_w, (Lam_w @ w0[..., None])[..., 0], "Σ⁻¹")
+    gam = {k: (torch.full((1 if k == "t" else C,), s, dtype=DTYPE),
+               torch.full((1 if k == "t" else C,), r, dtype=DTYPE)) for k, (s, r) in p.pri.items()}
+    return State(t, v, w, gam, None if p.space is None else adam_init(p.space.theta0))
+
+
+def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info]:
+    """One iteration of Alg. 2 on the labels ``batch.idx``: every Gaussian factor in turn (Eq. 32–37,
+    :func:`_sweep`), every q(s) (Eq. 15), then, when θ learns, one Adam step up the batch's bound."""
+    p = problem
+    sides = _sides_of(state, p)
+    idx = p.shard.local(batch.idx)
+    bt, Q = _labels(p, idx, sides)
+    # the batch's users, on several ranks with independent users
+    present = p.shard.union(bt.j) if p.reduce is not None and sides.users is None else None
+    st, pull, raw = _sweep(_blocks(state), state.gam, bt, _raw_of(state, idx, bt), sides.items, sides.users,
+                           p.likelihood, Q, batch.rho, batch.pi, p.n_gh, p.reduce, present, p.conditional)
+    gam = _update_scales(st, state.gam, p.pri, sides.items, sides.users, pull)
+    new = State(st["t"], st["v"], st["w"], gam, state.hyper, state.sides,
+                Carried(idx, raw) if state.hyper is None else None)
+    if state.hyper is not None:
+        new = _kernel_step(new, idx, batch.pi, p)
+    return new, Info(batch.rho, {k: s / r for k, (s, r) in gam.items()})
+
+
+def _kernel_step(state: State, idx, pi, p: Problem) -> State:
+    """One Adam step of the kernels' log length-scales up the batch's expected log-likelihood (plus
+    log p(ℓ)) with q held in the whitened basis (where the KL terms do not depend on θ), and the
+    :class:`Sides` at the new θ."""
+    Es = {k: s / r for k, (s, r) in state.gam.items()}
+    st = _blocks(state)
+
+    def likelihood_term(theta):
+        s_th = p.space.build(theta)
+        b_th = _batch(*_sides(s_th, True), p.a[idx], p.b[idx], p.j[idx], p.y[idx])
+        mu, var = _total(_moments(_raw(st, b_th, batched=True), b_th, Es["t"], Es["v"], Es["w"]))
+        ell = pi * expected_log_probit(b_th.y, mu, var, p.n_gh)[0].sum()
+        return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
+
+    hyper = ascend(state.hyper, likelihood_term, p.kernel_lr, p.reduce)
+    with torch.no_grad():
+        sides = _sides(p.space.build(hyper.theta), True)
+    return state._replace(hyper=hyper, sides=sides)
+
+
+def bound(state: State, idx, scale: float, problem: Problem) -> float:
+    """Eq. 31 on the labels ``idx``, their likelihood term times ``scale`` (:func:`_bound`)."""
+    p = problem
+    sides = _sides_of(state, p)
+    idx = p.shard.local(idx)
+    bt, _ = _labels(p, idx, sides)
+    return _bound(_blocks(state), state.gam, p.pri, bt, _raw_of(state, idx, bt), sides.items, sides.users,
+                  scale, p.n_gh, p.reduce)
 
 
 def default_likelihood(learn_kernel: bool, batch_size: int, data) -> str:
@@ -389,112 +533,45 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     j = user_tensor(data)
     sh = shard(data, distributed)
     a, b, j, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, j, y))  # this rank's labels
-    P, M, C, M_u = sh.n_labels, setup.M, setup.C, setup.M_u
+    P = sh.n_labels
     if forgetting_rate is None:
         forgetting_rate = 0.0 if likelihood == "exact" and min(batch_size, P) == P else 0.9
     space = CrowdKernels.of(model, data, setup, seed) if learn_kernel else None
-    log_prior = None if space is None else space.log_prior(model, counted=sh.lead)
-    whiten = space is not None
-    items = _side(setup.items, whiten)
-    users = None if setup.users is None else _side(setup.users, whiten)
-    cache = {"theta": None, "sides": (setup, items, users)}
-
-    def sides_of(state):
-        """(setup, item side, user side) at the state's length-scales (rebuilt when they moved)."""
-        if state.hyper is not None and cache["theta"] is not state.hyper.theta:
-            with torch.no_grad():
-                new = space.build(state.hyper.theta)
-                cache.update(theta=state.hyper.theta, sides=(new, _side(new.items, True), None if
-                                                             new.users is None else _side(new.users, True)))
-        return cache["sides"]
     E0 = {k: s / r for k, (s, r) in pri.items()}
     # Q of Eq. 8 from the prior variance of z (independent items: 2/s per function, Eq. 6)
-    prior_var_z = 2.0 * C / (E0["v"] * E0["w"]) + (2.0 / E0["t"] if setup.consensus else 0.0)
-
-    def init(gen):
-        # the prior for t; for v_c and w_c the prior's covariance times ``init_var``, with
-        # user-component means drawn from that Gaussian to break the symmetry V = W = 0 (where
-        # every gradient of the factorisation vanishes)
-        t = None
-        if setup.consensus:
-            t = _block(E0["t"] * items.K_inv, torch.zeros(M, dtype=DTYPE), "S_t⁻¹")
-        v = _block((E0["v"] / init_var * items.K_inv).expand(C, M, M).clone(),
-                   torch.zeros(C, M, dtype=DTYPE), "S_v⁻¹")
-        eps = torch.randn(C, M_u, generator=gen, dtype=DTYPE) * math.sqrt(init_var / E0["w"])
-        if users is None:
-            Lam_w = torch.full((C, M_u), E0["w"] / init_var, dtype=DTYPE)
-            w = _block(Lam_w, Lam_w * eps, "Σ⁻¹")
-        else:
-            Lam_w = (E0["w"] / init_var * users.K_inv).expand(C, M_u, M_u).clone()
-            w0 = eps if users.whitened else eps @ setup.users.L_mm.T
-            w = _block(Lam_w, (Lam_w @ w0[..., None])[..., 0], "Σ⁻¹")
-        gam = {k: (torch.full((1 if k == "t" else C,), s, dtype=DTYPE),
-                   torch.full((1 if k == "t" else C,), r, dtype=DTYPE)) for k, (s, r) in pri.items()}
-        return CrowdState(t, v, w, gam, None if space is None else adam_init(space.theta0))
-
-    reduce = sh.sum if sh.world > 1 else None
+    prior_var_z = 2.0 * setup.C / (E0["v"] * E0["w"]) + (2.0 / E0["t"] if setup.consensus else 0.0)
     conditional = not setup.items.exact or (setup.users is not None and not setup.users.exact)
-
-    def labels(idx, sides):  # the batch of labels ``idx`` at ``sides`` and its Q (Eq. 8)
-        bt = _batch(*sides, a[idx], b[idx], j[idx], y[idx])
-        return bt, beta_bernoulli_Q(torch.full_like(bt.y, prior_var_z), bt.y)
-
-    batch_of = loop.kept_batches(labels)  # (idx, sides) -> (batch, Q), kept for the full batch
-    carried = {}  # the last sweep's raw moments, its state's q(v) and its batch
-
-    def raw_of(state, bt):
-        """The state's raw moments on ``bt``: the last sweep's if it left this state on this batch."""
-        if carried.get("v") is state.v and carried.get("batch") is bt:
-            return carried["raw"]
-        return _raw({"t": state.t, "v": state.v, "w": state.w}, bt)
-
-    def step(state, idx, r_i, pi):
-        su, it, us = sides = sides_of(state)
-        bt, Q = batch_of(sh.local(idx), sides)
-        present = sh.union(bt.j) if reduce is not None and us is None else None  # the batch's users
-        st, pull, raw = _sweep({"t": state.t, "v": state.v, "w": state.w}, state.gam, bt, raw_of(state, bt),
-                               it, us, likelihood, Q, r_i, pi, n_gh, reduce, present, conditional)
-        carried.update(v=st["v"], batch=bt, raw=raw)
-        gam = _update_scales(st, state.gam, pri, it, us, pull)
-        new = CrowdState(st["t"], st["v"], st["w"], gam, state.hyper)
-        if state.hyper is None:
-            return new
-        Es = {k: s / r for k, (s, r) in gam.items()}
-
-        def likelihood_term(theta):  # q held in the whitened basis: the KL terms do not depend on θ
-            s_th = space.build(theta)
-            u_th = None if s_th.users is None else _side(s_th.users, True)
-            b_th = _batch(s_th, _side(s_th.items, True), u_th, a[idx], b[idx], j[idx], y[idx])
-            mu, var = _total(_moments(_raw(st, b_th, batched=True), b_th, Es["t"], Es["v"], Es["w"]))
-            ell = pi * expected_log_probit(b_th.y, mu, var, n_gh)[0].sum()
-            return ell if log_prior is None else ell + log_prior(theta)  # type-II MAP under a prior
-
-        return new._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr, reduce))
-
-    def bound(state, idx, scale):
-        sides = sides_of(state)
-        bt, _ = batch_of(sh.local(idx), sides)
-        return _bound({"t": state.t, "v": state.v, "w": state.w}, state.gam, pri, bt, raw_of(state, bt),
-                      sides[1], sides[2], scale, n_gh, reduce)
-
-    settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
-                             eval_size, rho_floor(rho_min, space is not None, batch_size >= P))
-    res = loop.run(loop.Problem(init, step, bound, P, state_gain(space is not None)), settings,
+    problem = Problem(a, b, j, y, sh, pri, E0, prior_var_z, _sides(setup, space is not None), conditional,
+                      likelihood, n_gh, init_var, space,
+                      None if space is None else space.log_prior(model, counted=sh.lead), kernel_lr)
+    if space is None and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
+        problem = problem._replace(every=_labels(problem, torch.arange(a.shape[0]), problem.sides))
+    settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
+                             max_iter=max_iter, min_iter=min_iter, tol=tol, eval_every=eval_every,
+                             eval_size=eval_size,
+                             rho_min=rho_floor(rho_min, space is not None, batch_size >= P),
+                             progress_bar=progress_bar, checkpoint=checkpoint,
+                             checkpoint_every=checkpoint_every, callback=callback)
+    res = loop.run(loop.algorithm(init, step, bound, problem, P, state_gain(space is not None)), settings,
                    shard=sh, seed=seed, what=f"natgrad crowdGPPL ({likelihood})",
                    advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                           "likelihood='exact', or fewer components",
-                   progress_bar=progress_bar, resume=resume, checkpoint=checkpoint,
-                   checkpoint_every=checkpoint_every, callback=callback,
-                   meta=dict(model=model, method="natgrad"), setup=setup)
+                   resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
+    return _posterior(model, data, res, problem, dict(likelihood=likelihood, init_var=init_var,
+                                                       learn_kernel=learn_kernel, ranks=sh.world))
+
+
+def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) -> CrowdGPPLPosterior:
+    """The posterior of a finished run: every factor in f's coordinates, the q(s), the learned kernels."""
     st = res.state
     Es = {k: s / r for k, (s, r) in st.gam.items()}
-    setup, items, users = sides_of(st)
+    setup, items, users = _sides_of(st, problem)
     t_m, t_S = (None, None) if st.t is None else _to_f(st.t, items, setup.items)
     v_m, v_S = _to_f(st.v, items, setup.items)
     w_m, w_S = _to_f(st.w, users, setup.users)
     learned = {}
-    if space is not None:
-        model, learned = space.learned(model, st.hyper.theta)
+    if problem.space is not None:
+        model, learned = problem.space.learned(model, st.hyper.theta)
     return CrowdGPPLPosterior(
         model=model, setup=setup, data=data, method="natgrad", weights=torch.ones(1, dtype=DTYPE),
         t_m=None if t_m is None else t_m[None], v_m=v_m[None], w_m=w_m[None],
@@ -503,8 +580,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         gamma={k: (s if k != "t" else s[0], r if k != "t" else r[0]) for k, (s, r) in st.gam.items()
                if k != "t" or setup.consensus},
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
-        settings=dict(likelihood=likelihood, init_var=init_var, learn_kernel=learn_kernel, ranks=sh.world,
-                      **learned, **res.settings), checkpoint=res.checkpoint)
+        settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint)
 
 
 def _terms(dv, dv_var, w, w_var, Ew2=None):
@@ -543,32 +619,32 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
         e = w_c * w_c + wv_c  # E[w²_c,j]
         old_mu, old_var = _terms(dv[:, c], dv_var[:, c], w_c, wv_c, e)
         lam, nu = _weights(lik, bt, mu, var, w_c, e, dv[:, c], Q, n_gh)
-        blk = _step(Block(Lam_v[c], eta_v[c], m_v[c], S_v[c]), prior_v[c], bt.dA,
+        blk = _step(Gaussian(Lam_v[c], eta_v[c], m_v[c], S_v[c]), prior_v[c], bt.dA,
                     lam, nu, r_i, pi, what=f"S_v⁻¹ (component {c})", reduce=reduce)
         Lam_v[c], eta_v[c], m_v[c], S_v[c] = blk
         dv[:, c], dv_q[:, c] = _row_moments(bt.dA, blk.m, blk.S)
         dv_var[:, c] = dv_q[:, c] + c_v[:, c]
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], w_c, wv_c, e)
         mu, var = mu + (new_mu - old_mu), var + (new_var - old_var)
-    st["v"] = Block(Lam_v, eta_v, m_v, S_v)
+    st["v"] = Gaussian(Lam_v, eta_v, m_v, S_v)
     Lam_w, eta_w, m_w, S_w = (x.clone() for x in w)
     for c in range(w.m.shape[0]):  # Eq. 36–37
         old_mu, old_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         e = dv[:, c] ** 2 + dv_var[:, c]
         lam, nu = _weights(lik, bt, mu, var, dv[:, c], e, wm[:, c], Q, n_gh)
         if bt.Aw is None:
-            blk = _step(Block(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c], None, lam, nu, r_i,
+            blk = _step(Gaussian(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c], None, lam, nu, r_i,
                         pi, j=bt.j, reduce=reduce, present=present)
             wm[:, c], w_q[:, c] = blk.m[bt.j], blk.S[bt.j]
         else:
-            blk = _step(Block(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c] * users.K_inv, bt.Aw,
+            blk = _step(Gaussian(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c] * users.K_inv, bt.Aw,
                         lam, nu, r_i, pi, what=f"Σ⁻¹ (component {c})", reduce=reduce)
             wm[:, c], w_q[:, c] = _row_moments(bt.Aw, blk.m, blk.S)
         w_var[:, c] = w_q[:, c] + bt.d / Es["w"][c]
         Lam_w[c], eta_w[c], m_w[c], S_w[c] = blk
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         mu, var = mu + (new_mu - old_mu), var + (new_var - old_var)
-    st["w"] = Block(Lam_w, eta_w, m_w, S_w)
+    st["w"] = Gaussian(Lam_w, eta_w, m_w, S_w)
     raw = Raw(dt, dt_q, dv, dv_q, wm, w_q)
     if lik != "exact" or not conditional:  # no conditional variance: Eq. 15 as is
         return st, None, raw
@@ -595,8 +671,8 @@ def _update_scales(st, gam, pri, items, users, pull=None):
         if blk is None:
             continue
         a0, b0 = pri[k]
-        shape, rate = q_s(a0, b0, blk.m.shape[-1], second_moment(None if side is None else side.K_inv,
-                                                                  blk.m, blk.S).reshape(-1))
+        second = natural.second(blk, None if side is None else side.K_inv).reshape(-1)
+        shape, rate = q_s(a0, b0, blk.m.shape[-1], second)
         if pull is not None:
             rate = scale_rate(rate, shape, pull[k].reshape(-1))
         out[k] = (shape, rate)

@@ -18,6 +18,12 @@ Two likelihood treatments, chosen by ``likelihood=``:
 The bound of Eq. 30 (its likelihood term by Gauss–Hermite quadrature in both cases) decides
 convergence (:class:`~crowdzoo.inference.natgrad.StopRule`).
 
+The algorithm is module-level and pure (BlackJAX style): :func:`init` (q at the prior), :func:`step`
+(one iteration on a :class:`~crowdzoo.inference.natgrad.Batch`: a :class:`State` and an :class:`Info`)
+and :func:`bound`, each on a :class:`Problem` that holds what the fit keeps fixed; :func:`fit_natgrad`
+assembles the problem, hands the three to the loop of :mod:`crowdzoo.inference.natgrad` with one
+:class:`~crowdzoo.inference.natgrad.Settings`, and builds the posterior.
+
 ``learn_kernel=True`` (beyond the paper, which fixes ℓ by the median heuristic and names learning it
 as future work, §6): after each natural-gradient step the log length-scales (ARD), and with
 ``learn_inducing=True`` the inducing inputs Z, take one Adam step up the same mini-batch bound with
@@ -27,6 +33,7 @@ median heuristic is the starting point; the learned values are in the posterior'
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -35,32 +42,18 @@ from torch.special import ndtr
 
 from ...data.tensors import label_tensors
 from ...errors import DataError, NumericalError
-from ...gp.conjugate import (
-    gamma_moments,
-    kl_gamma,
-    kl_gaussian,
-    q_s,
-    require_gamma,
-    scale_rate,
-    second_moment,
-)
+from ...gp import natural
+from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.learn import KernelSpace, log_prior_of_theta
-from ...gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, sym
+from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
+from ...gp.natural import Gaussian
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
-from ...inference.distributed import shard
+from ...inference.distributed import Shard, shard
 from ...inference.hyper import Adam, adam_init, ascend, default_batch_size, rho_floor, state_gain
 from .posterior import GPPLPosterior
 
-
-class NatGradState(NamedTuple):
-    """Between iterations: natural parameters of q(f_m) and the Gamma q(s)."""
-
-    Lam: torch.Tensor  # S⁻¹ (M, M)
-    eta: torch.Tensor  # S⁻¹ m (M,)
-    shape: torch.Tensor  # α
-    rate: torch.Tensor  # β
-    hyper: Adam | None = None  # θ = (log ℓ, Z) and its Adam moments, when they are learned
+WHAT = "S⁻¹ (natural-gradient precision)"
 
 
 class Basis(NamedTuple):
@@ -86,23 +79,135 @@ class Basis(NamedTuple):
         return L @ m, sym(L @ S @ L.T)
 
 
-def _basis(setup, whitened: bool = False) -> Basis:
+def basis_of(setup, whitened: bool = False) -> Basis:
     if whitened:
         return Basis(setup, torch.eye(setup.M, dtype=DTYPE), torch.zeros((), dtype=DTYPE), True)
     return Basis(setup, cho_solve(setup.L_mm, torch.eye(setup.M, dtype=DTYPE)), logdet_from_chol(setup.L_mm),
                  False)
 
 
-def _moments(state: NatGradState):
-    L_Lam = cholesky(state.Lam, what="S⁻¹ (natural-gradient precision)")
-    S = cho_solve(L_Lam, torch.eye(state.Lam.shape[0], dtype=DTYPE))
-    return S @ state.eta, sym(S), L_Lam
+class Problem(NamedTuple):
+    """What a GPPL fit holds fixed: this rank's labels (a, b, y), the Gamma prior (α₀, β₀) of s, the
+    basis at the model's kernel, the kernel's space when θ learns (``space``, ``log_prior`` its prior
+    term, ``kernel_lr`` Adam's step) and the route's options."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    y: torch.Tensor
+    shard: Shard
+    alpha0: float
+    beta0: float
+    basis: Basis
+    likelihood: str = "linearised"
+    inner_iter: int = 3
+    n_gh: int = 20
+    space: KernelSpace | None = None
+    log_prior: Callable | None = None
+    kernel_lr: float = 0.3
+    every: tuple | None = None  # the pair rows and c of all this rank's labels, when θ is fixed
+
+    def rows(self, basis: Basis, idx):
+        """The pair rows and c of this rank's labels ``idx`` in ``basis`` (the problem's own for every
+        label, when it holds them)."""
+        if self.every is not None and loop.is_every(idx, self.a.shape[0]):
+            return self.every
+        return basis.rows(self.a[idx], self.b[idx])
+
+
+class State(NamedTuple):
+    """Between iterations: q(f_m) (q(u) in the whitened basis when θ learns), the Gamma q(s) (shape
+    α, rate β), θ = (log ℓ, Z) with its Adam moments when they learn, and the basis at that θ."""
+
+    q: Gaussian
+    shape: torch.Tensor
+    rate: torch.Tensor
+    hyper: Adam | None = None
+    basis: Basis | None = None  # None: the problem's (θ fixed)
+
+
+class Info(NamedTuple):
+    """What a step did: its step size ρ_i and E[s] after it."""
+
+    rho: float
+    s: torch.Tensor
+
+
+def _basis(state: State, problem: Problem) -> Basis:
+    return problem.basis if state.basis is None else state.basis
 
 
 def _marginals(rows, c, m, S, Es):
     """Mean and variance of f_a − f_b under q (Eq. 14 with the E[s] of Eq. 15); ``rows`` a
     :class:`~crowdzoo.gp.conditional.PairRows`."""
     return rows.mean(m), c / Es + rows.quad(S)
+
+
+def init(problem: Problem, gen: torch.Generator) -> State:
+    """q at the prior, E[s] = α₀/β₀; θ at the model's kernel."""
+    Es0 = problem.alpha0 / problem.beta0
+    q = natural.gaussian(Es0 * problem.basis.K_inv, torch.zeros(problem.basis.setup.M, dtype=DTYPE), WHAT)
+    return State(q, torch.tensor(problem.alpha0, dtype=DTYPE), torch.tensor(problem.beta0, dtype=DTYPE),
+                 None if problem.space is None else adam_init(problem.space.theta0))
+
+
+def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info]:
+    """One iteration of Alg. 1 on the labels ``batch.idx``: q(f_m) by a natural-gradient step (Eq.
+    17–18), q(s) by Eq. 15, then, when θ learns, one Adam step up the batch's bound with q held."""
+    idx = problem.shard.local(batch.idx)
+    state = _q_step(state, _basis(state, problem), idx, batch.rho, batch.pi, problem)
+    if state.hyper is not None:
+        state = _kernel_step(state, idx, batch.pi, problem)
+    return state, Info(batch.rho, state.shape / state.rate)
+
+
+def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem) -> State:
+    K_inv = basis.K_inv
+    A_d, c = p.rows(basis, idx)
+    yb = p.y[idx]
+    Es = state.shape / state.rate
+    q = state.q
+    if p.likelihood == "linearised":
+        q = _linearised_step(q, A_d, yb, Es, p.alpha0 / p.beta0, K_inv, r_i, pi, p.inner_iter, p.shard.sum)
+    else:
+        mu, v = _marginals(A_d, c, q.m, q.S, Es)
+        _, g_mu, g_v = expected_log_probit(yb, mu, v, p.n_gh)
+        Lam_lik, eta_lik = p.shard.sum(-2.0 * pi * A_d.gram(g_v), pi * A_d.tmul(g_mu - 2.0 * g_v * mu))
+        q = natural.step(q, Es * K_inv, Lam_lik, eta_lik, r_i, WHAT)
+    shape, rate = q_s(p.alpha0, p.beta0, basis.setup.M, natural.second(q, K_inv))  # Eq. 15
+    if p.likelihood == "exact" and not basis.setup.exact:  # the likelihood's pull through c / E[s]
+        _, _, g_v = expected_log_probit(yb, *_marginals(A_d, c, q.m, q.S, Es), p.n_gh)
+        rate = scale_rate(rate, shape, p.shard.sum(-pi * (g_v * c).sum()))
+    return state._replace(q=q, shape=shape, rate=rate)
+
+
+def _kernel_step(state: State, idx, pi, p: Problem) -> State:
+    """One Adam step of θ up the batch's expected log-likelihood (plus log p(ℓ)) with q(u) held (its
+    KL to N(0, I/s) does not depend on θ), and the basis at the new θ."""
+    m_u, S_u = state.q.m, state.q.S
+    Es = state.shape / state.rate
+
+    def likelihood_term(theta):
+        d, c = p.space.build(theta).pair_factors(p.a[idx], p.b[idx])
+        ell = pi * expected_log_probit(p.y[idx], *_marginals(d, c, m_u, S_u, Es), p.n_gh)[0].sum()
+        return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
+
+    hyper = ascend(state.hyper, likelihood_term, p.kernel_lr, p.shard.sum)
+    with torch.no_grad():
+        basis = basis_of(p.space.build(hyper.theta), True)
+    return state._replace(hyper=hyper, basis=basis)
+
+
+def bound(state: State, idx, scale: float, problem: Problem) -> float:
+    """Eq. 30 on the labels ``idx``, their likelihood term times ``scale``: likelihood term +
+    E_q(s)[ln p(f_m|s)] − E[ln q(f_m)] + E[ln p(s) − ln q(s)] (the KL is the same in either basis)."""
+    p, q = problem, state.q
+    basis = _basis(state, p)
+    idx = p.shard.local(idx)
+    A_d, c = p.rows(basis, idx)
+    Es, Elog_s = gamma_moments(state.shape, state.rate)
+    ell, _, _ = expected_log_probit(p.y[idx], *_marginals(A_d, c, q.m, q.S, Es), p.n_gh)
+    kl_f = natural.kl(q, basis.K_inv, basis.logdet_K, Es, Elog_s, WHAT)
+    return float(scale * p.shard.sum(ell.sum()) - kl_f - kl_gamma(state.shape, state.rate, p.alpha0, p.beta0))
 
 
 def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
@@ -149,106 +254,49 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     sh = shard(data, distributed)
     a, b, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, y))  # this rank's labels (a view)
     P = sh.n_labels
-    M = setup.M
-    Es0 = alpha0 / beta0
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
-    batch_size = default_batch_size(batch_size, space is not None, P)
+    learning = space is not None
+    batch_size = default_batch_size(batch_size, learning, P)
     log_prior = None if space is None else log_prior_of_theta(getattr(model, "lengthscale_prior", None),
                                                                 data.item_features.shape[1], counted=sh.lead)
-    cache = {"theta": None, "basis": _basis(setup, whitened=space is not None)}
-
-    def basis_of(state) -> Basis:
-        """The basis at the state's θ (rebuilt only when θ moved)."""
-        if state.hyper is None:
-            return cache["basis"]
-        if cache["theta"] is not state.hyper.theta:
-            with torch.no_grad():
-                cache.update(theta=state.hyper.theta, basis=_basis(space.build(state.hyper.theta), True))
-        return cache["basis"]
-
-    rows_of = loop.kept_batches(lambda idx, basis: basis.rows(a[idx], b[idx]))  # (idx, basis) -> rows
-
-    def init(gen):  # q: the prior at E[s] = α₀/β₀
-        return NatGradState(Lam=Es0 * cache["basis"].K_inv, eta=torch.zeros(M, dtype=DTYPE),
-                            shape=torch.tensor(alpha0, dtype=DTYPE), rate=torch.tensor(beta0, dtype=DTYPE),
-                            hyper=None if space is None else adam_init(space.theta0))
-
-    def step(state, idx, r_i, pi):
-        idx = sh.local(idx)
-        state = _q_step(state, basis_of(state), idx, r_i, pi)
-        if state.hyper is None:
-            return state
-        m_u, S_u, _ = _moments(state)
-        Es = state.shape / state.rate
-
-        def likelihood_term(theta):  # q(u) held; its KL to N(0, I/s) does not depend on θ
-            d, c = space.build(theta).pair_factors(a[idx], b[idx])
-            ell = pi * expected_log_probit(y[idx], *_marginals(d, c, m_u, S_u, Es), n_gh)[0].sum()
-            return ell if log_prior is None else ell + log_prior(theta)  # type-II MAP under a prior
-
-        return state._replace(hyper=ascend(state.hyper, likelihood_term, kernel_lr, sh.sum))
-
-    def _q_step(state, basis, idx, r_i, pi):
-        K_inv = basis.K_inv
-        A_d, c = rows_of(idx, basis)
-        yb = y[idx]
-        Es = state.shape / state.rate
-        m, S, _ = _moments(state)
-        if likelihood == "linearised":
-            state = _linearised_step(state, A_d, yb, m, Es, Es0, K_inv, r_i, pi, inner_iter, sh.sum)
-        else:
-            mu, v = _marginals(A_d, c, m, S, Es)
-            _, g_mu, g_v = expected_log_probit(yb, mu, v, n_gh)
-            Lam_lik, eta_lik = sh.sum(-2.0 * pi * A_d.gram(g_v), pi * A_d.tmul(g_mu - 2.0 * g_v * mu))
-            state = state._replace(Lam=sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + Lam_lik)),
-                                   eta=(1 - r_i) * state.eta + r_i * eta_lik)
-        m, S, _ = _moments(state)
-        shape, rate = q_s(alpha0, beta0, M, second_moment(K_inv, m, S))  # Eq. 15
-        if likelihood == "exact" and not basis.setup.exact:  # the likelihood's pull through c / E[s]
-            _, _, g_v = expected_log_probit(yb, *_marginals(A_d, c, m, S, Es), n_gh)
-            rate = scale_rate(rate, shape, sh.sum(-pi * (g_v * c).sum()))
-        return state._replace(shape=shape, rate=rate)
-
-    def bound(state, idx, scale):
-        """Eq. 30: likelihood term + E_q(s)[ln p(f_m|s)] − E[ln q(f_m)] + E[ln p(s) − ln q(s)] (the KL is
-        the same in either basis)."""
-        basis = basis_of(state)
-        m, S, L_Lam = _moments(state)
-        idx = sh.local(idx)
-        A_d, c = rows_of(idx, basis)
-        Es, Elog_s = gamma_moments(state.shape, state.rate)
-        ell, _, _ = expected_log_probit(y[idx], *_marginals(A_d, c, m, S, Es), n_gh)
-        kl_f = kl_gaussian(second_moment(basis.K_inv, m, S), M, basis.logdet_K, -logdet_from_chol(L_Lam),
-                           Es, Elog_s)
-        return float(scale * sh.sum(ell.sum()) - kl_f - kl_gamma(state.shape, state.rate, alpha0, beta0))
-
-    settings = loop.Settings(batch_size, delay, forgetting_rate, max_iter, min_iter, tol, eval_every,
-                             eval_size, rho_floor(rho_min, space is not None, batch_size >= P, full=0.8))
-    res = loop.run(loop.Problem(init, step, bound, P, state_gain(space is not None)), settings,
+    problem = Problem(a, b, y, sh, alpha0, beta0, basis_of(setup, whitened=learning), likelihood, inner_iter,
+                      n_gh, space, log_prior, kernel_lr)
+    if not learning and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
+        problem = problem._replace(every=problem.basis.rows(a, b))
+    settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
+                             max_iter=max_iter, min_iter=min_iter, tol=tol, eval_every=eval_every,
+                             eval_size=eval_size,
+                             rho_min=rho_floor(rho_min, learning, batch_size >= P, full=0.8),
+                             progress_bar=progress_bar, checkpoint=checkpoint,
+                             checkpoint_every=checkpoint_every, callback=callback)
+    res = loop.run(loop.algorithm(init, step, bound, problem, P, state_gain(learning)), settings,
                    shard=sh, seed=seed, what=f"natgrad GPPL ({likelihood})",
                    advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
                           "or fewer inducing points",
-                   progress_bar=progress_bar, resume=resume, checkpoint=checkpoint,
-                   checkpoint_every=checkpoint_every, callback=callback,
-                   meta=dict(model=model, method="natgrad"), setup=setup)
+                   resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
+    return _posterior(model, data, res, problem, dict(likelihood=likelihood, inner_iter=inner_iter,
+                                                       learn_kernel=learn_kernel, ranks=sh.world,
+                                                       learn_inducing=learn_inducing))
+
+
+def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) -> GPPLPosterior:
+    """The posterior of a finished run: q(f_m) in f's coordinates, q(s), the learned kernel."""
     state = res.state
-    basis = basis_of(state)
-    m, S = basis.to_f(*_moments(state)[:2])
-    learned = {}
-    if space is not None:
-        setup = basis.setup
-        model, learned = space.learned(state.hyper.theta, setup)
+    basis = _basis(state, problem)
+    m, S = basis.to_f(state.q.m, state.q.S)
+    setup, learned = basis.setup, {}
+    if problem.space is not None:
+        model, learned = problem.space.learned(state.hyper.theta, setup)
     return GPPLPosterior(
         model=model, setup=setup, data=data, method="natgrad", weights=torch.ones(1, dtype=DTYPE),
         means=m[None], covs=S[None], s=(state.shape / state.rate).reshape(1), s_shape=float(state.shape),
         s_rate=float(state.rate),
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
-        settings=dict(likelihood=likelihood, inner_iter=inner_iter, learn_kernel=learn_kernel, ranks=sh.world,
-                      learn_inducing=learn_inducing, **learned, **res.settings),
-        checkpoint=res.checkpoint)
+        settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint)
 
 
-def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter, reduce=lambda *t: t):
+def _linearised_step(q: Gaussian, A_d, y, Es, Es0, K_inv, r_i, pi, inner_iter,
+                     reduce=lambda *t: t) -> Gaussian:
     """Eq. 17–18 with the linearised probit (Eq. 9–10) and Q from Eq. 8; G re-linearised
     ``inner_iter`` times about the updated mean (Alg. 1, lines 4–6).
 
@@ -257,22 +305,17 @@ def _linearised_step(state, A_d, y, m, Es, Es0, K_inv, r_i, pi, inner_iter, redu
     that fixes Q treats f_a and f_b as independent with variance 1/E₀[s] (so Var z_p = 2/E₀[s]).
     """
     Q = beta_bernoulli_Q(torch.full_like(y, 2.0 / Es0), y)
-    new = state
-    mean = m
-    n_inner = max(1, inner_iter)
-    for k in range(n_inner):
+    mean, Lam, eta = q.m, q.Lam, q.eta
+    for k in range(max(1, inner_iter)):
         if k:  # the mean of the last update (Λ⁻¹η: one Cholesky, no inverse)
-            L = cholesky(new.Lam, what="S⁻¹ (natural-gradient precision)")
-            mean = torch.cholesky_solve(new.eta[:, None], L)[:, 0]
+            mean = natural.mean(Lam, eta, WHAT)
         mu = A_d.mean(mean)
         Phi = ndtr(mu)
         # G_p = dΦ(ẑ_p)/d(f_a − f_b) at the mean, Eq. 10
         G = torch.exp(-0.5 * mu ** 2) / math.sqrt(2 * math.pi)
         w = G * G / Q
         Lam_lik, eta_lik = reduce(pi * A_d.gram(w), pi * A_d.tmul(G / Q * (y - Phi + G * mu)))
-        Lam = sym((1 - r_i) * state.Lam + r_i * (Es * K_inv + Lam_lik))
-        eta = (1 - r_i) * state.eta + r_i * eta_lik
-        new = state._replace(Lam=Lam, eta=eta)
-    if not torch.isfinite(new.eta).all():
+        Lam, eta = natural.natural_params(q, Es * K_inv, Lam_lik, eta_lik, r_i)
+    if not torch.isfinite(eta).all():
         raise NumericalError("natgrad: the linearised update produced NaN. Try: a larger delay ε.")
-    return new
+    return natural.gaussian(Lam, eta, WHAT)
