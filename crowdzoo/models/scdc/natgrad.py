@@ -69,6 +69,7 @@ from .bayes import (
     sample_x,
     worker_stats,
 )
+from .defaults import resolve
 from .model import DTYPE, Batch
 from .posterior import SCDCPosterior
 from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
@@ -362,15 +363,17 @@ def bound(fx: Fixed, state: State, idx=None, scale: float = 1.0) -> float:
     return (state.total / fx.steps - float(kl_globals(state.q, fx.prior))) / fx.t.O.shape[0]
 
 
-def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 128,
+def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_size: int = 128,
                 annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float | None = None,
                 forgetting_rate: float | None = None, warmup: int | None = None, init: str = "kmeans",
-                pretrain: int = 0, n_init: int = 3, tol: float = 0.0, patience: int = 10, device: str = "cpu",
-                distributed: bool = False, progress_bar: bool | None = None, setup=None, resume=None,
-                checkpoint=None, checkpoint_every: int = 0, callback=None) -> SCDCPosterior:
+                pretrain: int | None = None, n_init: int = 3, tol: float = 0.0, patience: int = 10,
+                device: str = "cpu", distributed: bool = False, progress_bar: bool | None = None, setup=None,
+                resume=None, checkpoint=None, checkpoint_every: int = 0, callback=None) -> SCDCPosterior:
     """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items,
     on the shared natural-gradient loop (:mod:`crowdzoo.inference.natgrad`), whose iteration is one
-    step (one mini-batch): ``n_epochs`` × ⌈N / ``batch_size``⌉ steps.
+    step (one mini-batch): ``n_epochs`` × ⌈N / ``batch_size``⌉ steps. ``n_epochs``, ``pretrain`` and the
+    model's ``latent_dim`` and ``hidden`` left at None are set from the data by
+    :func:`~.defaults.default_sizes` (the posterior's ``model`` holds the sizes used).
 
     ``batch_size`` items and ``annotation_batch`` annotations per step (default: the annotations
     spread evenly over an epoch); Adam with ``lr`` for the networks; the globals' step size
@@ -379,11 +382,12 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
     starts from a fit that the larger early steps would undo: docs/scdc-digits-diagnosis.md, part 6);
     ``pretrain`` epochs of VaDE-style pretraining before the ``n_epochs`` (:func:`pretrain_natgrad`;
     the mixture then starts from a Gaussian mixture on the pretrained latent points, in place of the
-    warm-up and the k-means restart; 0, the default, is the paper's random start); ``warmup`` epochs
-    (default a quarter of ``n_epochs``, 0 after pretraining) in which only the networks learn, against
-    the initial mixture, before the globals move — without it the mixture collapses onto the untrained
-    recognition network's output (on the pinwheel: 2 clusters in use, accuracy 0.38; the paper's "bad
-    initialisation"); t counts the steps after the warm-up; ``init`` "kmeans" (after the warm-up the
+    warm-up and the k-means restart; 0 is the paper's random start; None, the default, the rule of
+    :mod:`~.defaults`); ``warmup`` epochs (default a quarter of ``n_epochs``, 0 after pretraining) in
+    which only the networks learn, against the initial mixture, before the globals move — without it the
+    mixture collapses onto the untrained recognition network's output (on the pinwheel: 2 clusters in use,
+    accuracy 0.38; the paper's "bad initialisation"); t counts the steps after the warm-up;
+    ``init`` "kmeans" (after the warm-up the
     mixture restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the
     authors' random q throughout); ``device`` "cpu" or "cuda".
 
@@ -419,6 +423,11 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int
     is broadcast; the final encoding of every item (:func:`encode_all`) runs on every rank with the
     messages summed over the ranks, so that each returns the whole posterior (its ``workers()`` counts
     every rank's annotations). Only rank 0 shows progress, warns and writes checkpoints."""
+    if int(batch_size) != batch_size or batch_size < 1:
+        raise DataError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}")
+    model, sizes = resolve(model, data, batch_size)
+    n_epochs = sizes.n_epochs if n_epochs is None else n_epochs
+    pretrain = sizes.pretrain if pretrain is None else pretrain
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size), ("patience", patience)):
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
