@@ -182,7 +182,7 @@ def test_beta_posteriors_with_known_clusters_are_the_prior_plus_the_counts():
 def pinwheel():
     data, truth = cz.simulate_links(seed=0)
     post = cz.fit(cz.BayesSCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), data, n_epochs=400,
-                  progress_bar=False, seed=0, n_init=1)
+                  pretrain=0, progress_bar=False, seed=0, n_init=1)
     return data, truth, post
 
 
@@ -212,7 +212,7 @@ def test_workers_reliabilities_recovered_with_clusters_unknown(blob_links):
     data, alpha, beta = blob_links
     labels = data.labels
     post = cz.fit(cz.BayesSCDC(n_clusters=6, latent_dim=2, hidden=(32, 32)), data, n_epochs=150,
-                  batch_size=50, progress_bar=False, seed=0, n_init=1)
+                  batch_size=50, pretrain=0, progress_bar=False, seed=0, n_init=1)
     acc = hungarian_accuracy(labels, post.predict().to_numpy())
     wk = post.workers(level=0.99)
     print(f"accuracy {acc:.3f}; |α̂ − α| max {np.abs(wk['alpha'] - alpha).max():.3f}, "

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 MODEL = dict(n_clusters=4, latent_dim=2, hidden=(8,))
 #: 80 items in batches of 30: 3 steps an epoch (the last of 20 items), 5 epochs, 2 of warm-up
-FIT = dict(n_epochs=5, warmup=2, batch_size=30, progress_bar=False, seed=0)
+FIT = dict(n_epochs=5, warmup=2, pretrain=0, batch_size=30, progress_bar=False, seed=0)
 STEPS = 15
 
 

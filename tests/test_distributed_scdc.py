@@ -40,7 +40,7 @@ MODEL = dict(n_clusters=5, latent_dim=2, hidden=(16, 16))
 #: k-means restart after 1 warm-up epoch, then 3 epochs of both steps; VaDE pretraining; and steps of
 #: 600 annotations (one component: rank 0 gets no annotation) whose epochs (pretraining's too) end
 #: with a single uniform row (120 = 119 + 1: rank 0 then holds no row at all)
-FITS = {"kmeans": dict(n_epochs=4, warmup=1, batch_size=30, seed=0, n_init=1),
+FITS = {"kmeans": dict(n_epochs=4, warmup=1, pretrain=0, batch_size=30, seed=0, n_init=1),
         "pretrain": dict(n_epochs=2, pretrain=2, batch_size=30, seed=0, n_init=1),
         "edges": dict(n_epochs=2, pretrain=1, batch_size=119, annotation_batch=600, seed=1, n_init=1)}
 

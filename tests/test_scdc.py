@@ -75,7 +75,7 @@ def blobs(blob_links):
     """The blobs of conftest's ``blob_links``, fitted by SCDC: (data, posterior, α, β)."""
     data, alpha, beta = blob_links
     post = cz.fit(cz.SCDC(n_clusters=6, latent_dim=2, hidden=(32, 32)), data, n_epochs=150, batch_size=50,
-                  progress_bar=False, seed=0, n_init=1)
+                  pretrain=0, progress_bar=False, seed=0, n_init=1)
     return data, post, alpha, beta
 
 
@@ -112,7 +112,7 @@ def test_pinwheel_with_annotations_is_clustered():
     networks: Hungarian accuracy ≥ 0.9 (the paper: BayesSCDC 96.6 %)."""
     data, truth = cz.simulate_links(seed=0)
     post = cz.fit(cz.SCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), data, n_epochs=300,
-                  progress_bar=False, seed=0, n_init=1)
+                  pretrain=0, progress_bar=False, seed=0, n_init=1)
     acc = hungarian_accuracy(truth["labels"], post.predict().to_numpy())
     print(f"pinwheel accuracy {acc:.3f}, clusters in use {len(post.clusters_in_use())}")
     assert acc >= 0.9

@@ -55,7 +55,8 @@ def test_a_collapsed_bayesscdc_fit_warns(blobs):
     """BayesSCDC without its warm-up and k-means restart (warmup=0, init="random"): the mixture falls
     onto the untrained recognition network's output and keeps fewer than its 3 clusters — it warns."""
     model = cz.BayesSCDC(n_clusters=3, latent_dim=2, hidden=(16,))
-    post, cats = _fit(model, blobs, n_epochs=20, batch_size=30, warmup=0, init="random", n_init=1, seed=1)
+    post, cats = _fit(model, blobs, n_epochs=20, batch_size=30, warmup=0, init="random", n_init=1,
+                      pretrain=0, seed=1)
     print(f"collapsed: {post.settings['clusters_used']} clusters in use, "
           f"effective {post.settings['clusters_effective']:.2f}")
     assert post.settings["clusters_used"] < 3 and CollapseWarning in cats
@@ -67,7 +68,7 @@ def test_a_well_separated_fit_does_not_warn(blobs, name):
     cluster in use, no warning of collapse."""
     if name == "scdc":
         post, cats = _fit(cz.SCDC(n_clusters=3, latent_dim=2, hidden=(16,)), blobs, n_epochs=40,
-                          batch_size=30, seed=0)
+                          batch_size=30, pretrain=0, seed=0)
     else:
         post, cats = _fit(cz.BayesSCDC(n_clusters=3, latent_dim=2, hidden=(16,)), blobs, n_epochs=60,
                           batch_size=30, pretrain=20, seed=0)
@@ -81,7 +82,7 @@ def test_n_init_keeps_the_best_bound_and_is_deterministic(blobs, name):
     """n_init=3 records three bounds, keeps the highest (its trace ends there), and is the single fit of
     the kept seed; the same seed gives the same fit, bit for bit."""
     model = (cz.SCDC if name == "scdc" else cz.BayesSCDC)(n_clusters=3, latent_dim=2, hidden=(8,))
-    kw = dict(n_epochs=8, batch_size=30, seed=5)
+    kw = dict(n_epochs=8, batch_size=30, pretrain=0, seed=5)
     post, _ = _fit(model, blobs, n_init=3, **kw)
     st = post.settings
     bounds = st["init_bounds"]

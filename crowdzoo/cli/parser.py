@@ -241,8 +241,8 @@ def _positive(value: str) -> int:
 def add_fit_options(fit) -> None:
     """The links group of ``crowdzoo fit``'s options."""
     defaults = "; ".join(
-        f"{e.name}: --components {d['n_clusters']}, --latent-dim {d['latent_dim']}, --hidden "
-        f"{','.join(map(str, d['hidden']))}"
+        f"{e.name}: --components {d['n_clusters']}, --latent-dim {d['latent_dim'] or 'from the data'}, "
+        f"--hidden {','.join(map(str, d['hidden'])) if d['hidden'] else 'from the data'}"
         for e in zoo.ZOO if e.data == "links" for d in [model_defaults_static(e)])
     g = fit.add_argument_group(
         f"links models ({', '.join(links_models())})",

@@ -17,6 +17,7 @@ from . import (
     gppl_kernel,
     gppl_routes,
     scdc,
+    scdc_crowd,
     simulation,
     sushi,
     synthetic_sushi,
@@ -39,7 +40,8 @@ REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": cal
             "collabgp-active-sushi": collabgp.active_sushi, "collabgp-evidence": collabgp.evidence,
             "collabgp-routes": collabgp.routes, "ukpconvarg-diagnostics": ukpconvarg_diagnostics,
             "dpm-simulation": dpm, "dpm-sushi-a": sushi.dpm_sushi_a,
-            "scdc-pinwheel": scdc.pinwheel, "scdc-digits": scdc.digits, "scdc-mnist": scdc.mnist}
+            "scdc-pinwheel": scdc.pinwheel, "scdc-digits": scdc.digits, "scdc-mnist": scdc.mnist,
+            "scdc-crowd": scdc_crowd}
 
 
 def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None, data_dir=None):

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ...errors import DataError
-from .model import SCDCSetup, check_architecture, mlp, observation_dist, observation_setup
+from .model import SCDCSetup, check_architecture, mlp, observation_dist, observation_setup, paper_model
 
 F64 = torch.float64
 
@@ -49,19 +49,21 @@ class BayesSCDC:
     ----------
     n_clusters : K, the initial number of clusters (the paper: 50); those that lose their mass are
         switched off by the Dirichlet.
-    latent_dim : d (8).
-    hidden : hidden layer widths of the recognition network and the decoder ((500, 500)).
+    latent_dim : d; None (the default): set from the data (:func:`~.defaults.default_sizes`; the paper: 8).
+    hidden : hidden layer widths of the recognition network and the decoder; None: set from the data
+        (the paper: (500, 500)).
     likelihood : "bernoulli", "gaussian" or "auto" (as :class:`~.model.SCDC`).
     dirichlet : a₀ of the symmetric Dirichlet on π (1.05).
     niw_kappa : κ₀ (0.5); ``niw_dof``: ν₀ (default d + 0.5); ``niw_scale``: S₀ = niw_scale · I (default
         d + 0.5); the NIW's mean m₀ is 0.
     worker_prior : (a, b) of the Beta priors on every α_m and β_m ((1, 1)).
     sweeps : message-passing sweeps of Eq. 12 and 14 per mini-batch (the authors' code: 4).
+    settings : "auto" or "paper", as :class:`~.model.SCDC`'s (:meth:`paper_mnist`).
     """
 
     n_clusters: int = 50
-    latent_dim: int = 8
-    hidden: tuple = (500, 500)
+    latent_dim: int | None = None
+    hidden: tuple | None = None
     likelihood: str = "auto"
     dirichlet: float = 1.05
     niw_kappa: float = 0.5
@@ -69,22 +71,30 @@ class BayesSCDC:
     niw_scale: float | None = None
     worker_prior: tuple = (1.0, 1.0)
     sweeps: int = 4
+    settings: str = "auto"
 
     def __post_init__(self):
         check_architecture(self)
         d = self.latent_dim
-        self.niw_dof = float(d + 0.5 if self.niw_dof is None else self.niw_dof)
-        self.niw_scale = float(d + 0.5 if self.niw_scale is None else self.niw_scale)
+        if d is not None:  # with d unset, ν₀ and S₀'s defaults wait for it (set from the data when fitted)
+            self.niw_dof = float(d + 0.5 if self.niw_dof is None else self.niw_dof)
+            self.niw_scale = float(d + 0.5 if self.niw_scale is None else self.niw_scale)
         for name in ("dirichlet", "niw_kappa", "niw_scale"):
-            if not float(getattr(self, name)) > 0:
+            if getattr(self, name) is not None and not float(getattr(self, name)) > 0:
                 raise DataError(f"{name}: expected a positive number, got {getattr(self, name)!r}")
-        if not self.niw_dof > d - 1:
+        if d is not None and not self.niw_dof > d - 1:
             raise DataError(f"niw_dof: the NIW needs ν₀ > d − 1 = {d - 1}, got {self.niw_dof!r}")
         self.worker_prior = tuple(float(v) for v in self.worker_prior)
         if len(self.worker_prior) != 2 or min(self.worker_prior) <= 0:
             raise DataError(f"worker_prior: expected two positive Beta parameters, got {self.worker_prior!r}")
         if int(self.sweeps) != self.sweeps or self.sweeps < 1:
             raise DataError(f"sweeps: expected an integer ≥ 1, got {self.sweeps!r}")
+
+    @classmethod
+    def paper_mnist(cls, **kw):
+        """The paper's MNIST settings (§5.3): K = 50, d = 8, two hidden layers of 500, and in the
+        route no pretraining and 200 epochs (``settings="paper"``); ``kw`` overrides any field."""
+        return paper_model(cls, kw)
 
     def setup(self, data, seed: int = 0) -> SCDCSetup:
         return observation_setup(self.likelihood, data.O)

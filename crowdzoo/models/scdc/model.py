@@ -52,23 +52,35 @@ class SCDC:
     Parameters
     ----------
     n_clusters : K, clusters in the mixture (the paper's experiments: 50).
-    latent_dim : d, dimension of the latent points x_n (8).
-    hidden : hidden layer widths of every network (encoder and decoder: two layers of 500).
+    latent_dim : d, dimension of the latent points x_n; None (the default): set from the data by
+        :func:`~.defaults.default_sizes` (min(D, 10); the paper: 8).
+    hidden : hidden layer widths of every network (encoder and decoder); None: set from the data (two
+        layers of 64–512 by D; the paper: two of 500).
     likelihood : "bernoulli" (observations in [0, 1], e.g. images), "gaussian", or "auto" (Bernoulli
         when every observation lies in [0, 1]).
     worker_init : starting α_m = β_m of every worker (a reliable-but-unsure 0.8).
+    settings : "auto" (what is left unset here and in the route — ``latent_dim``, ``hidden``,
+        ``pretrain``, ``n_epochs`` — follows the rule of :mod:`~.defaults`) or "paper" (the paper's MNIST
+        settings: d = 8, two layers of 500, no pretraining, 200 epochs; :meth:`paper_mnist`).
     """
 
     n_clusters: int = 50
-    latent_dim: int = 8
-    hidden: tuple = (500, 500)
+    latent_dim: int | None = None
+    hidden: tuple | None = None
     likelihood: str = "auto"
     worker_init: float = 0.8
+    settings: str = "auto"
 
     def __post_init__(self):
         check_architecture(self)
         if not 0.5 < float(self.worker_init) < 1.0:
             raise DataError(f"worker_init: expected a value in (0.5, 1), got {self.worker_init!r}")
+
+    @classmethod
+    def paper_mnist(cls, **kw):
+        """The paper's MNIST settings (§5.3): K = 50, d = 8, two hidden layers of 500, and in the
+        route no pretraining and 200 epochs (``settings="paper"``); ``kw`` overrides any field."""
+        return paper_model(cls, kw)
 
     def setup(self, data, seed: int = 0) -> SCDCSetup:
         """The observation likelihood and dimension for ``data`` (a LinkData)."""
@@ -123,15 +135,31 @@ def mlp(sizes):
     return nn.Sequential(*layers)
 
 
+def paper_model(cls, kw: dict):
+    """``cls`` (SCDC or BayesSCDC) at the paper's MNIST settings, ``kw`` overriding any field."""
+    from .defaults import PAPER_MNIST
+
+    return cls(**{"n_clusters": 50, "latent_dim": PAPER_MNIST.latent_dim, "hidden": PAPER_MNIST.hidden,
+                  "settings": "paper", **kw})
+
+
 def check_architecture(model) -> None:
-    """The checks SCDC and BayesSCDC share: K, d ≥ 1, layer widths ≥ 1, a known likelihood."""
+    """The checks SCDC and BayesSCDC share: K, d ≥ 1, layer widths ≥ 1 (d and the widths may be None:
+    set from the data when fitted), a known likelihood and ``settings``."""
+    from .defaults import SETTINGS
+
     for name in ("n_clusters", "latent_dim"):
         v = getattr(model, name)
+        if v is None and name == "latent_dim":
+            continue
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
-    model.hidden = tuple(int(h) for h in model.hidden)
-    if any(h < 1 for h in model.hidden):
-        raise DataError(f"hidden: layer widths must be ≥ 1, got {model.hidden}")
+    if model.hidden is not None:
+        model.hidden = tuple(int(h) for h in model.hidden)
+        if any(h < 1 for h in model.hidden):
+            raise DataError(f"hidden: layer widths must be ≥ 1, got {model.hidden}")
+    if model.settings not in SETTINGS:
+        raise DataError(f"settings: expected one of {SETTINGS}, got {model.settings!r}")
     if model.likelihood not in ("auto", "bernoulli", "gaussian"):
         raise DataError("likelihood: expected 'auto', 'bernoulli' or 'gaussian', got "
                         f"{model.likelihood!r}")

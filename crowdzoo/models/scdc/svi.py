@@ -26,6 +26,7 @@ from pyro.infer import Trace_ELBO
 from ...core.seeds import isolated
 from ...errors import ConvergenceWarning, DataError, NumericalError
 from ...inference.common import check_finite, progress, summary
+from .defaults import resolve
 from .model import DTYPE, Batch, Globals, elbo, init_globals, scdc_model
 from .posterior import SCDCPosterior, encode_items
 from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
@@ -73,11 +74,14 @@ def batches(t: LinkTensors, batch_size, annotation_batch, generator, device):
                     t.L[ann].to(device), N / n, A / b if b else 0.0)
 
 
-def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 128,
+def fit_svi(model, data, seed: int = 0, n_epochs: int | None = None, batch_size: int = 128,
             annotation_batch: int | None = None, lr: float = 1e-3, lr_globals: float = 1e-2, guide=None,
-            num_particles: int = 1, pretrain: int = 0, n_init: int = 3, device: str = "cpu",
+            num_particles: int = 1, pretrain: int | None = None, n_init: int = 3, device: str = "cpu",
             progress_bar: bool | None = None, setup=None) -> SCDCPosterior:
     """Fit SCDC by SVI (module docstring) for ``n_epochs`` passes over the items.
+
+    ``n_epochs``, ``pretrain`` and the model's ``latent_dim`` and ``hidden`` left at None are set from
+    the data by :func:`~.defaults.default_sizes` (the posterior's ``model`` holds the sizes used).
 
     ``batch_size`` items per step; ``annotation_batch`` annotations per step (default
     ceil(A / steps per epoch)); Adam with learning rate ``lr`` for the networks (the paper's 1e-3) and
@@ -97,6 +101,11 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int = 200, batch_size: int = 1
     Warns (ConvergenceWarning) when the last tenth of the epochs still improved the ELBO by more than
     1 %, and (CollapseWarning) when fewer than K clusters hold 1 % of the items or the ELBO fell from
     its best (:func:`~.starts.check_collapse`)."""
+    if int(batch_size) != batch_size or batch_size < 1:
+        raise DataError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}")
+    model, sizes = resolve(model, data, batch_size)
+    n_epochs = sizes.n_epochs if n_epochs is None else n_epochs
+    pretrain = sizes.pretrain if pretrain is None else pretrain
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
         if int(v) != v or v < 1:
             raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
