@@ -1,4 +1,4 @@
-"""Shared fixtures: one small simulated GPPL problem fitted once by every route."""
+"""Shared fixtures: one small simulated GPPL problem fitted once by every route, and a tiny crowd."""
 import os
 
 import numpy as np
@@ -67,3 +67,18 @@ def blob_links():
     alpha, beta = np.array([0.95, 0.9, 0.85, 0.8, 0.7]), np.array([0.9, 0.95, 0.75, 0.85, 0.8])
     df = cz.data.mcvc_workers(labels, 5, alpha, beta, n_pairs=2000, seed=0)
     return cz.LinkData.from_frame(df, X, labels=labels), alpha, beta
+
+
+@pytest.fixture(scope="module")
+def crowd():
+    """A tiny crowd: 7 items with 2-D features and string ids, 3 named users, 40 labels."""
+    rng = np.random.default_rng(0)
+    N, U, P = 7, 3, 40
+    X = rng.normal(size=(N, 2))
+    f = np.sin(X[:, 0]) + X[:, 1]
+    a = rng.integers(0, N, P)
+    b = (a + rng.integers(1, N, P)) % N
+    users = rng.integers(0, U, P)
+    y = (f[a] - f[b] + rng.normal(size=P) > 0).astype(float)
+    return cz.PairwiseData.from_arrays(a, b, y, X, users=users, item_ids=[f"item{i}" for i in range(N)],
+                                       user_ids=["ann", "bob", "cat"])

@@ -41,20 +41,6 @@ MODELS = {"gppl": lambda: cz.GPPL(),
 
 
 @pytest.fixture(scope="module")
-def crowd():
-    rng = np.random.default_rng(0)
-    N, U, P = 7, 3, 40
-    X = rng.normal(size=(N, 2))
-    f = np.sin(X[:, 0]) + X[:, 1]
-    a = rng.integers(0, N, P)
-    b = (a + rng.integers(1, N, P)) % N
-    users = rng.integers(0, U, P)
-    y = (f[a] - f[b] + rng.normal(size=P) > 0).astype(float)
-    return cz.PairwiseData.from_arrays(a, b, y, X, users=users, item_ids=[f"item{i}" for i in range(N)],
-                                       user_ids=["ann", "bob", "cat"])
-
-
-@pytest.fixture(scope="module")
 def posts(crowd):
     links, _ = cz.simulate_links(n_arms=3, n_per_arm=6, n_annotated=12, n_workers=3, window=6, seed=0)
     out = {}

@@ -23,20 +23,6 @@ from crowdzoo.gp.linalg import DTYPE
 PKG = Path(cz.__file__).parent
 
 
-@pytest.fixture(scope="module")
-def crowd():
-    rng = np.random.default_rng(0)
-    N, U, P = 7, 3, 40
-    X = rng.normal(size=(N, 2))
-    f = np.sin(X[:, 0]) + X[:, 1]
-    a = rng.integers(0, N, P)
-    b = (a + rng.integers(1, N, P)) % N
-    users = rng.integers(0, U, P)
-    y = (f[a] - f[b] + rng.normal(size=P) > 0).astype(float)
-    return cz.PairwiseData.from_arrays(a, b, y, X, users=users, item_ids=[f"item{i}" for i in range(N)],
-                                       user_ids=["ann", "bob", "cat"])
-
-
 #: quick settings of the generic engines (a model's example gives those of its own routes)
 QUICK = {zoo.SVI: dict(num_steps=15, n_draws=12), zoo.MAP: dict(max_iter=50),
          zoo.NUTS: dict(num_samples=8, warmup_steps=8, num_chains=1, jit_compile=False)}
