@@ -158,8 +158,7 @@ def load_links(args):
     _need_columns(links, args.links, "--links", {c: f for c, f in (v for v in cols.values() if v)})
     if len(links) == 0:
         raise DataError(f"--links: {args.links} has a header but no rows (no links); give the crowd's "
-                        "labels, or cluster the items from their features alone from Python "
-                        "(crowdzoo.LinkData.from_frame(df, O).without_annotations())")
+                        "labels, one row per same/different judgement")
     raw = _read_csv(args.items, "--items", sep)
     id_col = args.id_col or "id"
     _need_columns(raw, args.items, "--items", {id_col: "--id-col"})
