@@ -21,7 +21,9 @@ def test_rank0_resume_repeats_the_torchrun_launch(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
-    msg = _interrupted(_args(ckpt), ARGV, KeyboardInterrupt("after iteration 7"))
+    stopped = KeyboardInterrupt("gppl natgrad: interrupted after iteration 7")
+    stopped.iteration = 7  # as inference.natgrad.run raises it
+    msg = _interrupted(_args(ckpt), ARGV, stopped)
     assert "after iteration 7" in msg
     assert msg.endswith(f"torchrun --nproc-per-node 2 crowdzoo {' '.join(ARGV)} --resume {ckpt}")
     monkeypatch.setenv("WORLD_SIZE", "6")  # three machines of two processes

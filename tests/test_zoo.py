@@ -142,8 +142,9 @@ def test_an_interrupted_natgrad_fit_resumes_to_the_same_posterior(name, crowd, t
             raise KeyboardInterrupt
 
     ckpt = tmp_path / "fit.ckpt"
-    with pytest.raises(KeyboardInterrupt, match="resume="):
+    with pytest.raises(KeyboardInterrupt, match="resume=") as stopped:
         cz.fit(model, crowd, method="natgrad", seed=1, checkpoint=ckpt, callback=stop_at_17, **kw)
+    assert stopped.value.iteration == 16  # the last finished iteration, which the checkpoint holds
     resumed = cz.fit(model, crowd, method="natgrad", seed=1, resume=ckpt, **kw)
     assert resumed.settings["iterations"] == whole.settings["iterations"] == 30
     assert np.array_equal(_predict(resumed, crowd), _predict(whole, crowd))

@@ -141,8 +141,8 @@ def _launch() -> list:
 def _interrupted(args, argv: list, err: BaseException) -> str:
     """The one line for Ctrl-C: where the fit got to, its checkpoint, the command that continues it.
     Under torchrun only rank 0 keeps the checkpoint, so only rank 0 speaks of it."""
-    m = re.search(r"after iteration (\d+)", str(err))
-    at = f" after iteration {m.group(1)}" if m else ""
+    it = getattr(err, "iteration", None)
+    at = f" after iteration {it}" if it is not None else ""
     rank = int(os.environ.get("RANK", "0"))
     if rank:
         return f"crowdzoo: rank {rank} interrupted{at}; rank 0 says what was kept"

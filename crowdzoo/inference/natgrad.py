@@ -365,9 +365,11 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
         except KeyboardInterrupt:
             if checkpoint is not None:
                 write_checkpoint(checkpoint, snapshot(), meta or {})
-                raise KeyboardInterrupt(f"{what}: interrupted after iteration {done[0]}; the checkpoint "
-                                        f"{checkpoint} holds it: fit again with resume={str(checkpoint)!r} "
-                                        "to continue") from None
+                stopped = KeyboardInterrupt(f"{what}: interrupted after iteration {done[0]}; the checkpoint "
+                                            f"{checkpoint} holds it: fit again with resume="
+                                            f"{str(checkpoint)!r} to continue")
+                stopped.iteration = done[0]  # for callers that say it in their own words (the CLI)
+                raise stopped from None
             raise
     last = f"bound {stop.bounds[-1]:.6g}, " if stop.bounds else ""
     summary(bar, f"{what}: {i} iterations, {last}"
