@@ -203,6 +203,34 @@ def register(e: Entry) -> Entry:
     return e
 
 
+#: the entry-point group through which an installed package declares models of its own: each entry
+#: names a module that calls :func:`register` when imported, e.g. in its pyproject.toml
+#: ``[project.entry-points."crowdzoo.models"] my-model = "mypkg"``
+ENTRY_POINTS = "crowdzoo.models"
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Import, once per process, every module that an installed package names in the entry-point
+    group :data:`ENTRY_POINTS`, so that the models it registers are in the table (the command line,
+    ``entry`` and ``load`` call this before they read the table). A module that fails to import is a
+    DataError naming the entry and its package."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        try:
+            ep.load()
+        except Exception as err:  # a broken plugin is named, not a traceback from deep inside it
+            dist = getattr(ep, "dist", None)
+            raise DataError(f"{ENTRY_POINTS}: the entry {ep.name!r} = {ep.value!r} of the installed package "
+                            f"{getattr(dist, 'name', '?')!r} failed to import ({type(err).__name__}: {err}); "
+                            "fix or uninstall that package") from err
+
+
 def outside_packages() -> set:
     """The packages, outside crowdzoo, of the classes and functions the table names: for a module
     ``a.b.c`` its package ``a.b``, for a top-level module itself."""
@@ -218,6 +246,7 @@ def outside_packages() -> set:
 def _trust_registered() -> None:
     """Let ``load`` (and a route resuming from a checkpoint) resolve classes in the registered models'
     packages outside crowdzoo."""
+    load_plugins()
     packages = outside_packages()
     if packages:
         from .core import io
@@ -227,9 +256,12 @@ def _trust_registered() -> None:
 
 def entry(name: str) -> Entry:
     """The entry called ``name``."""
-    for e in ZOO:
-        if e.name == name:
-            return e
+    for attempt in range(2):
+        for e in ZOO:
+            if e.name == name:
+                return e
+        if attempt == 0:
+            load_plugins()
     raise DataError(f"model: unknown model {name!r}; the zoo has {[e.name for e in ZOO]}")
 
 

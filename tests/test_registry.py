@@ -5,12 +5,14 @@ classes a file names only in crowdzoo and the registered models' packages. Also:
 are checked when it is written."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from test_zoo import _predict, quick_settings, round_trip
@@ -106,6 +108,7 @@ def test_a_new_process_loads_a_registered_models_file_once_its_package_is_import
     script = f'''
 import sys
 import numpy as np
+import pandas as pd
 import crowdzoo as cz
 sys.path.insert(0, {str(Path(mybt.__file__).parents[1])!r})
 try:
@@ -163,3 +166,34 @@ def test_crowdzoos_model_names_are_the_tables_and_cost_no_torch():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_an_installed_package_declares_its_model_to_the_command_line(tmp_path):
+    """An installed package (here a dist-info folder on the path) whose entry point in the group
+    ``crowdzoo.models`` names its registering module: the command line lists the model, fits it from
+    CSV files and predicts from the run in a new process, with no import written by the user."""
+    src = tmp_path / "src"
+    write_copy(src)
+    info = src / "mybt-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mybt\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{zoo.ENTRY_POINTS}]\nmy-bt = mybt\n")
+    rng = np.random.default_rng(0)
+    items = [f"dish{i}" for i in range(6)]
+    pairs = pd.DataFrame([rng.choice(items, 2, replace=False) for _ in range(40)],
+                         columns=["winner", "loser"])
+    pairs.to_csv(tmp_path / "pairs.csv", index=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+
+    def cli(*argv):
+        cmd = [sys.executable, "-c", "from crowdzoo.cli import entry; entry()", *map(str, argv)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+
+    assert "my-bt" in cli("models").stdout
+    fit = cli("fit", "my-bt", "--pairs", "pairs.csv", "--a-col", "winner", "--b-col", "loser",
+              "--winner-first", "--out", "run")
+    assert fit.returncode == 0, fit.stderr
+    pred = cli("predict", "run", "--pairs", "pairs.csv", "-o", "p.csv")
+    assert pred.returncode == 0, pred.stderr
+    p = pd.read_csv(tmp_path / "p.csv")["p"].to_numpy()
+    assert len(p) == 40 and np.all((p > 0) & (p < 1)) and (p > 0.5).mean() > 0.6

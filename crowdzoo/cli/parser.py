@@ -12,6 +12,7 @@ from .links import links_models
 from .reading import ITEMS, ONE_HOT_HELP, USERS
 from .suggest import add_parser as add_suggest
 
+zoo.load_plugins()  # models that installed packages declare (entry-point group crowdzoo.models)
 MODELS = tuple(e.name for e in zoo.ZOO)
 METHODS = tuple(sorted({m for e in zoo.ZOO for m in e.routes}))
 #: the tables ``fit --outputs`` may choose
