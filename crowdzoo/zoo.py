@@ -256,12 +256,10 @@ def _trust_registered() -> None:
 
 def entry(name: str) -> Entry:
     """The entry called ``name``."""
-    for attempt in range(2):
-        for e in ZOO:
-            if e.name == name:
-                return e
-        if attempt == 0:
-            load_plugins()
+    load_plugins()  # once per process: the installed packages' models are in the table too
+    for e in ZOO:
+        if e.name == name:
+            return e
     raise DataError(f"model: unknown model {name!r}; the zoo has {[e.name for e in ZOO]}")
 
 

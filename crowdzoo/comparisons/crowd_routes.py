@@ -54,14 +54,10 @@ def _draws(post, seed):
     return dr["t"].numpy(), F.reshape(F.shape[0], -1).numpy()
 
 
-def _log_loss(p, y) -> float:
-    p = np.clip(p, 1e-12, 1 - 1e-12)
-    return float(-np.mean(np.where(y == 1, np.log(p), np.log1p(-p))))
-
-
 def run_one(seed: int, quick: bool = False) -> pd.DataFrame:
     import crowdzoo as cz
     from crowdzoo.diagnostics.checks import agreement_of
+    from crowdzoo.metrics import cross_entropy
 
     data, _ = cz.simulate_crowd(n_items=12, n_users=6, n_pairs=400, n_components=1, n_user_features=0,
                                 seed=seed)
@@ -94,7 +90,7 @@ def run_one(seed: int, quick: bool = False) -> pd.DataFrame:
                      "consensus cov90": float(at["cov90"].mean()),
                      "personal sd ratio": float(np.median(aF["ratio"])),
                      "personal cov90": float(aF["cov90"].mean()),
-                     "held-out log loss": _log_loss(p, test.y),
+                     "held-out log loss": cross_entropy(test.y, p),
                      "held-out acc": float(((p > 0.5) == (test.y == 1)).mean()),
                      "seconds": seconds})
     return pd.DataFrame(rows)
