@@ -53,6 +53,7 @@ from crowdzoo.data.links import same_cluster_counts
 FAST = os.environ.get("CROWDZOO_FAST") == "1"
 torch.set_num_threads(1)  # small networks and mini-batches: one thread is the fastest
 EPOCHS_SCDC, EPOCHS_BAYES = (60, 60) if FAST else (300, 400)
+N_INIT = 1 if FAST else 3  # initialisations per fit, the best kept by its ELBO
 print("fast mode: short fits, the numbers below are rough" if FAST else "full mode")
 
 # %% [markdown]
@@ -152,13 +153,13 @@ print(f"\nmean alpha_hat {empirical.alpha_hat.mean():.3f}, mean beta_hat {empiri
 # epochs (the fast mode's short fits do).
 #
 # A fit is the best of `n_init=3` initialisations by its final ELBO (three fits' time; `n_init=1`
-# for one), and it warns (`CollapseWarning`) when fewer than K clusters hold 1 % of the items. With
+# for one, as the fast mode does), and it warns (`CollapseWarning`) when fewer than K clusters hold 1 % of the items. With
 # K = 15 for five arms that warning is expected: it says that some clusters went unused, which is
 # a collapse only if the data have more clusters than the fit kept.
 
 # %%
 scdc = cz.fit(cz.SCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), data, n_epochs=EPOCHS_SCDC,
-              progress_bar=False, seed=0)
+              n_init=N_INIT, progress_bar=False, seed=0)
 print(scdc)
 print(scdc.predict().head())
 
@@ -179,7 +180,7 @@ print(scdc.predict().head())
 
 # %%
 bayes = cz.fit(cz.BayesSCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), data,
-               n_epochs=EPOCHS_BAYES, progress_bar=False, seed=0)
+               n_epochs=EPOCHS_BAYES, n_init=N_INIT, progress_bar=False, seed=0)
 print(bayes)
 
 fig, axes = plt.subplots(1, 2, figsize=(9, 3))
@@ -214,9 +215,9 @@ plt.show()
 alone = data.without_annotations()
 fits = {("SCDC", "980 annotations"): scdc, ("BayesSCDC", "980 annotations"): bayes}
 fits["SCDC", "none"] = cz.fit(cz.SCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), alone,
-                              n_epochs=EPOCHS_SCDC, progress_bar=False, seed=0)
+                              n_epochs=EPOCHS_SCDC, n_init=N_INIT, progress_bar=False, seed=0)
 fits["BayesSCDC", "none"] = cz.fit(cz.BayesSCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), alone,
-                                   n_epochs=EPOCHS_BAYES, progress_bar=False, seed=0)
+                                   n_epochs=EPOCHS_BAYES, n_init=N_INIT, progress_bar=False, seed=0)
 rows = []
 for (model, crowd), post in fits.items():
     z = post.predict().to_numpy()
