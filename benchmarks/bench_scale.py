@@ -37,8 +37,40 @@ def make_crowd(folder: Path) -> dict:
                   taste="low-rank", rank=3, personal=0.7, residual=1.0)
     train, test, items, _, truth = simulate_panel(panel, seed=0)
     train.drop(columns="p_winner").to_csv(folder / "train.csv", index=False)
+    test.to_csv(folder / "test.csv", index=False)
     items.to_csv(folder / "items.csv")
     return {"n_train": len(train), "n_test": len(test), "oracle": truth["oracle"]}
+
+
+def held_out(folder: Path, model: str | None) -> dict:
+    """Held-out accuracy and log loss of a run's ``crowdzoo predict`` on the decided test pairs (each
+    row winner first, so the label is 1); ``model`` None: the per-item win rate of the training labels
+    (P(a ≻ b) = w_a / (w_a + w_b), add-one smoothed), the baseline a GP model should beat."""
+    import numpy as np
+    import pandas as pd
+
+    test = pd.read_csv(folder / "test.csv")
+    test = test[test["tie"].astype(str).str.lower().isin(["no", "false", "0"])]
+    if model is None:
+        train = pd.read_csv(folder / "train.csv")
+        train = train[train["tie"].astype(str).str.lower().isin(["no", "false", "0"])]
+        wins = train["winner"].value_counts()
+        games = wins.add(train["loser"].value_counts(), fill_value=0)
+        rate = ((wins.reindex(games.index, fill_value=0) + 1) / (games + 2))
+        ra, rb = (rate.reindex(test[c]).fillna(0.5).to_numpy() for c in ("winner", "loser"))
+        p = ra / (ra + rb)
+    else:
+        exe = Path(sys.executable).with_name("crowdzoo")
+        test.drop(columns="p_winner").to_csv(folder / "decided.csv", index=False)
+        out = folder / f"pred-{model}.csv"
+        subprocess.run([str(exe), "predict", str(folder / f"run-{model}"), "--pairs",
+                        str(folder / "decided.csv"), "-o", str(out), "--overwrite"], check=True,
+                       capture_output=True)
+        p = pd.read_csv(out)["p"].to_numpy()
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    oracle = np.clip(test["p_winner"].to_numpy(), 1e-12, 1 - 1e-12)
+    return {"acc": float((p > 0.5).mean()), "log_loss": float(-np.log(p).mean()),
+            "oracle_acc": float((oracle > 0.5).mean()), "oracle_log_loss": float(-np.log(oracle).mean())}
 
 
 def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None) -> dict:
@@ -46,7 +78,9 @@ def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None)
     out = folder / f"run-{model}"
     cmd = [str(exe), "fit", model, "--pairs", str(folder / "train.csv"), "--a-col", "winner",
            "--b-col", "loser", "--winner-first", "--items", str(folder / "items.csv"), "--id-col", "id",
-           "--out", str(out), "--overwrite", "--no-progress", "--max-iter", str(max_iter)]
+           "--out", str(out), "--overwrite", "--no-progress"]
+    if max_iter:  # 0: the model's own stop rule and limits
+        cmd += ["--max-iter", str(max_iter)]
     if outputs:
         cmd += ["--outputs", outputs]
     if model != "gppl":
@@ -63,7 +97,8 @@ def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None)
     if res.returncode == 0:
         metrics = json.loads((out / "metrics.json").read_text())
         row.update(fit_s=metrics["seconds"], train_cee=metrics.get("train_cee"),
-                   converged=metrics.get("converged"), files=sorted(p.name for p in out.iterdir()))
+                   converged=metrics.get("converged"), iterations=metrics.get("iterations"),
+                   files=sorted(p.name for p in out.iterdir()))
     else:
         row["error"] = res.stderr.strip().splitlines()[-2:-1]
     return row
@@ -95,20 +130,61 @@ def render(info: dict, rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+HEAD_HELD_OUT = "<!-- bench_scale.py --held-out: this section is rewritten by it -->"
+
+
+def render_held_out(info: dict, rows: list, max_iter: int) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    limit = "each model's own stop rule" if not max_iter else f"`--max-iter {max_iter}`"
+    lines = [HEAD_HELD_OUT, "", "## A large crowd through the command line: fitted, and scored", "",
+             f"Machine: {machine()}. `python benchmarks/bench_scale.py --held-out --max-iter {max_iter}` "
+             f"({when}).", "",
+             f"The crowd above ({info['n_train']:,} training labels), {limit}: `crowdzoo fit MODEL` with the "
+             "model's defaults and every output, then `crowdzoo predict` on the held-out decided pairs. "
+             f"The oracle (the simulation's own probabilities) scores accuracy "
+             f"{rows[0].get('oracle_acc', float('nan')):.3f} and log loss "
+             f"{rows[0].get('oracle_log_loss', float('nan')):.3f}.", "",
+             "| model | command s | fit s | iterations | converged | peak MiB | held-out accuracy | "
+             "held-out log loss |",
+             "|---|---:|---:|---:|---|---:|---:|---:|"]
+    def f(r, k, fmt):
+        return format(r[k], fmt) if r.get(k) is not None else "—"
+
+    for r in rows:
+        lines.append(f"| {r['model']} | {f(r, 'wall_s', '.0f')} | {f(r, 'fit_s', '.0f')} | "
+                     f"{r.get('iterations', '—')} | {r.get('converged', '—')} | {f(r, 'peak_mib', '.0f')} | "
+                     f"{f(r, 'acc', '.3f')} | {f(r, 'log_loss', '.3f')} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=None, help="markdown file whose section to rewrite")
     ap.add_argument("--models", default="gppl,crowdgppl")
-    ap.add_argument("--max-iter", type=int, default=20)
+    ap.add_argument("--max-iter", type=int, default=20, help="0: each model's own stop rule")
+    ap.add_argument("--held-out", action="store_true",
+                    help="one fit per model with every output, scored on the held-out labels beside "
+                         "the per-item win rate (a section of its own)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         info = make_crowd(folder)
         rows = []
         for model in args.models.split(","):
-            for outputs in (None, "utilities"):
+            for outputs in ((None,) if args.held_out else (None, "utilities")):
                 rows.append(run_cli(model, folder, args.max_iter, outputs))
+                if args.held_out and rows[-1]["rc"] == 0:
+                    rows[-1].update(held_out(folder, model))
                 print(json.dumps(rows[-1]), flush=True)
+        if args.held_out:
+            rows.append({"model": "per-item win rate", **held_out(folder, None)})
+            print(json.dumps(rows[-1]), flush=True)
+    if args.held_out:
+        text = render_held_out(info, rows, args.max_iter)
+        print(text)
+        if args.out:
+            replace_section(args.out, HEAD_HELD_OUT, text)
+        return
     text = render(info, rows)
     print(text)
     if args.out:

@@ -79,3 +79,39 @@ def test_cli_refuses_to_write_over_what_is_not_its_own(tmp_path, capsys):
     frame.to_csv(tmp_path / "semi.csv", index=False, sep=";")
     assert main(["predict", str(tmp_path / "run"), "--pairs", str(tmp_path / "semi.csv")]) == 2
     assert "set --sep ';'" in capsys.readouterr().err
+
+
+def test_auto_inducing_bounds_the_work_of_a_pass():
+    """``n_inducing="auto"``: every item up to 500, then 500; with many labels M = √(budget / (P (C + 1)))
+    so that P (C + 1) M² stays at the budget (M = 200 for C = 20 at 10⁶ labels), never below 100."""
+    from crowdzoo.gp.inducing import AUTO_INDUCING, MIN_AUTO_INDUCING, PASS_BUDGET, auto_inducing
+
+    assert auto_inducing(300) is None and auto_inducing(150, 1e6 * 21) is None
+    assert auto_inducing(300, 1e6 * 21) == 200
+    assert auto_inducing(3000) == AUTO_INDUCING == auto_inducing(3000, 1e4 * 21)
+    for P in (3e5, 1e6, 2e6):
+        M = auto_inducing(3000, P * 21)
+        assert M * M * P * 21 <= PASS_BUDGET < (M + 1) ** 2 * P * 21
+    assert auto_inducing(3000, 1e6 * 21) == 200
+    assert auto_inducing(3000, 1e9) == MIN_AUTO_INDUCING
+
+
+def test_crowdgppl_auto_inducing_reads_every_ranks_labels():
+    """crowdGPPL's setup sizes "auto" by the labels and its factors, and a rank holding a shard of the
+    labels sizes it by all of them (every rank must build the same inducing set)."""
+    import dataclasses
+
+    from crowdzoo.gp import inducing
+
+    data, _ = cz.simulate_crowd(n_items=40, n_users=6, n_pairs=180, seed=0)
+    model = cz.CrowdGPPL(n_components=3)
+    budget, floor = inducing.PASS_BUDGET, inducing.MIN_AUTO_INDUCING
+    try:  # a budget that makes 180 labels "many": M = √(budget / (180 · 4)) = 20
+        inducing.PASS_BUDGET, inducing.MIN_AUTO_INDUCING = 180 * 4 * 20 ** 2, 1
+        assert len(data.a) == 180
+        assert model.setup(data).items.M == 20
+        shard = dataclasses.replace(data.subset(np.arange(90)), label_range=(0, 90, 180))
+        assert model.setup(shard).items.M == 20
+        assert model.setup(data.subset(np.arange(90))).items.M == 28  # √(288000 / 360)
+    finally:
+        inducing.PASS_BUDGET, inducing.MIN_AUTO_INDUCING = budget, floor

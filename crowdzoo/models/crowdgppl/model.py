@@ -72,7 +72,9 @@ class CrowdGPPL:
     ----------
     n_components : C latent components (extra ones are shrunk away by their scales, §3.2).
     n_inducing : M inducing items by k-means++; None: every item, the ``\\inducing`` variant;
-        "auto" (default): every item up to :data:`~crowdzoo.gp.inducing.AUTO_INDUCING`, then that many.
+        "auto" (default): every item up to :data:`~crowdzoo.gp.inducing.AUTO_INDUCING`, then that many,
+        and fewer with many labels — √(PASS_BUDGET / (P (C + 1))), at least 100 — so that a pass over
+        10⁶ labels (M = 200 at C = 20) takes minutes (:func:`~crowdzoo.gp.inducing.auto_inducing`).
     n_inducing_users : M_u inducing users, the same way over users.
     item_features, user_features : use the features (False: identity kernel, the ``\\u\\x`` and
         ``\\u`` variants). Without user features in the data, users are always independent.
@@ -184,12 +186,14 @@ class CrowdGPPL:
         if data.users is None:
             raise DataError("users: crowdGPPL needs a user per label (PairwiseData(..., users=...)); "
                             "use GPPL for single-user data")
-        N = data.n_items
-        items = (self.item_gp().setup_features(data.item_features, seed=seed) if self.item_features
-                 else identity_gp(N, self.jitter))
+        N, C = data.n_items, int(self.n_components)
+        P = data.label_range[2] if data.label_range is not None else len(data.a)  # every rank's labels
+        # "auto" inducing reads the work of a pass: labels × the factors over each side
+        items = (self.item_gp().setup_features(data.item_features, seed=seed, work=P * (C + self.consensus))
+                 if self.item_features else identity_gp(N, self.jitter))
         users = None
         if self.user_features and data.user_features is not None and data.user_features.shape[1] > 0:
-            users = self.user_gp().setup_features(data.user_features, seed=seed + 1)
+            users = self.user_gp().setup_features(data.user_features, seed=seed + 1, work=P * C)
         return CrowdSetup(items=items, users=users, n_users=data.n_users, C=int(self.n_components),
                           consensus=bool(self.consensus), priors=self.priors())
 

@@ -104,8 +104,11 @@ class GPPL:
         """Fix the kernel, inducing inputs and the projections every route shares."""
         return self.setup_features(data.item_features, seed=seed, inducing=inducing)
 
-    def setup_features(self, item_features, seed: int = 0, inducing=None) -> GPPLSetup:
-        """:meth:`setup` from a feature matrix (N, D) alone (crowdGPPL's sides, crowdBT–GP).
+    def setup_features(self, item_features, seed: int = 0, inducing=None,
+                       work: float | None = None) -> GPPLSetup:
+        """:meth:`setup` from a feature matrix (N, D) alone (crowdGPPL's sides, crowdBT–GP); ``work``:
+        labels × Gaussian factors over these items, which ``n_inducing="auto"`` reads
+        (:func:`~crowdzoo.gp.inducing.resolve_inducing`).
 
         Items without features (D = 0) get the identity kernel over their row index: independent
         utilities per item, every item inducing (``kernel``, ``lengthscale`` and ``n_inducing`` do
@@ -121,7 +124,7 @@ class GPPL:
         kern = as_kernel(self.kernel, ell)
         if inducing is not None:
             Z = inducing if torch.is_tensor(inducing) else torch.as_tensor(np.asarray(inducing), dtype=DTYPE)
-        elif (M := resolve_inducing(self.n_inducing, X.shape[0])) is None or M >= X.shape[0]:
+        elif (M := resolve_inducing(self.n_inducing, X.shape[0], work=work)) is None or M >= X.shape[0]:
             Z = X
         else:
             Z = kmeanspp_inducing(X.numpy(), M, seed=seed)
