@@ -303,8 +303,8 @@ def _check_data(e: Entry, data, method: str | None = None) -> None:
         which = [x.name for x in ZOO if x.ties]
         use = (f"fit it with method={e.ties[0]!r} (its routes with ties: {list(e.ties)})" if e.ties
                else f"fit a model with a tie likelihood ({', '.join(which)})")
-        raise DataError(f"y: row {r}: a tie (y = 0.5), and {e.name}'s {method!r} route has no tie likelihood: "
-                        f"{use}, or build the data with ties='half' or 'drop'", arg="y", row=r,
+        raise DataError(f"y: row {r}: a tie (y = 0.5), and {e.name}'s {method!r} route has no tie "
+                        f"likelihood: {use}, or build the data with ties='half' or 'drop'", arg="y", row=r,
                         problem=f"a tie, which {e.name}'s {method!r} route cannot model")
 
 

@@ -52,7 +52,8 @@ def _log1mexp(x: torch.Tensor) -> torch.Tensor:
     """log(1 − eˣ) for x ≤ 0, accurate on both sides of −log 2 (Mächler 2012)."""
     cut = -math.log(2.0)  # each branch sees only its own side, so that neither sends NaN gradients
     x = x.clamp_max(0.0)
-    return torch.where(x > cut, torch.log(-torch.expm1(x.clamp_min(cut))), torch.log1p(-torch.exp(x.clamp_max(cut))))
+    near = torch.log(-torch.expm1(x.clamp_min(cut)))
+    return torch.where(x > cut, near, torch.log1p(-torch.exp(x.clamp_max(cut))))
 
 
 def log_interval(upper: torch.Tensor, lower: torch.Tensor, log_cdf=log_ndtr) -> torch.Tensor:

@@ -55,7 +55,8 @@ class BradleyTerry:
     def setup(self, data, seed: int = 0) -> BTSetup:
         """Nothing to precompute but the number of items and the link (and τ's prior, for data with ties)."""
         tie_prior = (self.tie_prior or default_tie_prior()) if data.has_ties else None
-        return BTSetup(n_items=data.n_items, link=self.link, prior_sd=float(self.prior_sd), tie_prior=tie_prior)
+        return BTSetup(n_items=data.n_items, link=self.link, prior_sd=float(self.prior_sd),
+                       tie_prior=tie_prior)
 
     def program(self, setup: BTSetup, data, subsample_size=None):
         """The Pyro model and its arguments (what the generic map, svi and nuts engines run)."""
