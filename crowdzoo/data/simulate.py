@@ -18,10 +18,12 @@ def random_pairs(rng: np.random.Generator, n_items: int, n_pairs: int):
 
 
 def simulate_gppl(n_items: int = 30, n_pairs: int = 300, n_features: int = 2, s: float = 1.0,
-                  kernel: str = "matern32", lengthscale=None, seed: int = 0):
+                  kernel: str = "matern32", lengthscale=None, seed: int = 0, tau: float = 0.0):
     """Draw from GPPL (Eq. 4): x ~ U[0, 10]^D, f ~ N(0, K/s), y_p ~ Bernoulli(Φ(f_a − f_b)).
 
-    Returns ``(data, f_true)`` with f_true (N,) float64 numpy.
+    ``tau`` > 0: ties as a third outcome at threshold τ (:mod:`crowdzoo.gp.ordinal`): y_p = 1 with
+    probability Φ(Δ − τ), 0 with Φ(−Δ − τ), else ½ (a tie), Δ = f_a − f_b; the data are then built
+    with ``ties="model"``. Returns ``(data, f_true)`` with f_true (N,) float64 numpy.
     """
     rng = np.random.default_rng(seed)
     X = rng.uniform(0.0, 10.0, size=(n_items, n_features))
@@ -32,8 +34,13 @@ def simulate_gppl(n_items: int = 30, n_pairs: int = 300, n_features: int = 2, s:
     eps = torch.as_tensor(rng.standard_normal(n_items))
     f = (L @ eps) / np.sqrt(s)
     a, b = random_pairs(rng, n_items, n_pairs)
-    p = ndtr(f[a] - f[b]).numpy()
-    y = (rng.uniform(size=n_pairs) < p).astype(np.float64)
+    p = ndtr(f[a] - f[b] - tau).numpy()
+    draw = rng.uniform(size=n_pairs)
+    y = (draw < p).astype(np.float64)
+    if tau > 0:
+        p_b = ndtr(f[b] - f[a] - tau).numpy()
+        y = np.where(draw < p, 1.0, np.where(draw > 1.0 - p_b, 0.0, 0.5))
+        return PairwiseData.from_arrays(a, b, y, X, ties="model"), f.numpy()
     return PairwiseData.from_arrays(a, b, y, X), f.numpy()
 
 
