@@ -17,8 +17,8 @@ Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``) are a thi
 pair, the ordinal probit of :mod:`crowdzoo.gp.ordinal` with a threshold τ under ``tie_prior``:
 
     τ            ~ tie_prior                           default LogNormal(log ½, 1)   (site "tau")
-    P(a ≻ b | f_m, s, τ) = Φ((d_pᵀ f_m − τ) / √(1 + c_p / s)),  P(b ≻ a) = Φ((−d_pᵀ f_m − τ) / √(1 + c_p / s)),
-    P(tie) the rest
+    P(a ≻ b | f_m, s, τ) = Φ((d_pᵀ f_m − τ) / √(1 + c_p / s))
+    P(b ≻ a | f_m, s, τ) = Φ((−d_pᵀ f_m − τ) / √(1 + c_p / s)),   P(tie) the rest
 
 (the same integral over the pair's conditional Gaussian as above: with τ = 0 and no ties, the
 model without them).
