@@ -20,7 +20,9 @@ Ties (labels y = ½, ``ties="model"``) take the exact likelihood only: the ordin
 come from the same Gauss–Hermite nodes (:func:`~crowdzoo.gp.ordinal.expected_log_outcome`). The
 threshold τ is a point estimate: after each q step, Newton steps on log τ climb the batch's expected
 log-likelihood plus the log density of log τ under ``tie_prior`` (the mode of log τ, as the map
-route finds it; a concave problem in τ for the likelihood, Newton's steps damped to ±½ in log τ).
+route finds it; a concave problem in τ for the likelihood, Newton's steps damped to ±½ in log τ). On
+a mini-batch each step is scaled by ρ_i, a stochastic approximation that settles as q does (full
+Newton steps there made τ, and the bound, chase each batch).
 
 The bound of Eq. 30 (its likelihood term by Gauss–Hermite quadrature in both cases) decides
 convergence (:class:`~crowdzoo.inference.natgrad.StopRule`).
@@ -178,13 +180,15 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
     """One iteration of Alg. 1 on the labels ``batch.idx``: q(f_m) by a natural-gradient step (Eq.
     17–18), q(s) by Eq. 15, then, when θ learns, one Adam step up the batch's bound with q held."""
     idx = problem.shard.local(batch.idx)
-    state = _q_step(state, _basis(state, problem), idx, batch.rho, batch.pi, problem)
+    full = loop.is_every(batch.idx, problem.shard.n_labels)
+    state = _q_step(state, _basis(state, problem), idx, batch.rho, batch.pi, problem,
+                    1.0 if full else batch.rho)
     if state.hyper is not None:
         state = _kernel_step(state, idx, batch.pi, problem)
     return state, Info(batch.rho, state.shape / state.rate)
 
 
-def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem) -> State:
+def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem, tau_rate: float = 1.0) -> State:
     K_inv = basis.K_inv
     A_d, c = p.rows(basis, idx)
     yb = p.y[idx]
@@ -203,14 +207,15 @@ def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem) -> State:
         rate = scale_rate(rate, shape, p.shard.sum(-pi * (g_v * c).sum()))
     tau = state.tau
     if tau is not None:
-        tau = _tau_step(tau, yb, *_marginals(A_d, c, q.m, q.S, shape / rate), pi, p)
+        tau = _tau_step(tau, yb, *_marginals(A_d, c, q.m, q.S, shape / rate), pi, p, tau_rate)
     return state._replace(q=q, shape=shape, rate=rate, tau=tau)
 
 
-def _tau_step(tau, y, mu, v, pi, p: Problem):
+def _tau_step(tau, y, mu, v, pi, p: Problem, rate: float = 1.0):
     """τ after ``p.tie_steps`` Newton steps on θ = log τ up π Σ E_q[log p(y | Δ, τ)] + log p(θ)
-    (p(θ): the density of log τ under ``tie_prior``; module docstring). A step where the objective
-    does not curve down is a gradient step; every step is clipped to ±½."""
+    (p(θ): the density of log τ under ``tie_prior``; module docstring), each times ``rate`` (ρ_i on a
+    mini-batch). A step where the objective does not curve down is a gradient step; every step is
+    clipped to ±½."""
     for _ in range(p.tie_steps):
         _, _, _, g_t, g_tt = expected_log_outcome(y, mu, v, tau, p.n_gh)
         d1, d2 = p.shard.sum(pi * g_t.sum(), pi * g_tt.sum())
@@ -221,7 +226,7 @@ def _tau_step(tau, y, mu, v, pi, p: Problem):
         grad = tau * d1 + p1.detach()
         curv = tau * tau * d2 + tau * d1 + p2
         step = -grad / curv if curv < 0 else 0.1 * grad
-        tau = tau * torch.exp(step.clamp(-0.5, 0.5))
+        tau = tau * torch.exp(rate * step.clamp(-0.5, 0.5))
     return tau.detach()
 
 
