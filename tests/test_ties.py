@@ -2,6 +2,7 @@
 (the pairwise probit at τ = 0, high-precision arithmetic, Monte Carlo, autograd), the data's
 ``ties="model"``, the routes that refuse ties, recovery of a simulated τ and utilities, the routes'
 agreement, and the tie model against ``ties="half"`` on held-out labels."""
+import dataclasses
 import math
 
 import mpmath
@@ -143,7 +144,7 @@ def test_routes_without_a_tie_likelihood_refuse_ties_and_name_those_with_one():
 # ---------------------------------------------------------------- recovery and agreement
 def test_bradley_terry_map_recovers_tau_and_the_utilities():
     rng = np.random.default_rng(5)
-    N, P, tau = 8, 1500, 0.7
+    N, P, tau = 8, 1000, 0.7
     f = rng.normal(0.0, 1.0, N)
     a = rng.integers(0, N, P)
     b = (a + rng.integers(1, N, P)) % N
@@ -242,3 +243,21 @@ def test_cli_ties_model_writes_p_tie(tmp_path):
     assert code == 0
     pred = pd.read_csv(tmp_path / "run" / "predictions.csv")
     assert len(pred) == len(frame) and pred.p_tie.between(0, 1).all() and pred.p_tie.gt(0).all()
+
+
+def test_the_report_calibrates_three_outcomes_and_checks_tie_rates(tmp_path):
+    from crowdzoo.diagnostics.report import report
+
+    data, _ = cz.simulate_gppl(n_items=15, n_pairs=400, tau=0.6, seed=3)
+    train, test = cz.split_pairs(data, test_fraction=0.25, seed=0)
+    post = cz.fit(cz.GPPL(), train, method="natgrad", check_confidence=False)
+    checks = {c.name: c for c in report(post, tmp_path / "r.md", test=test, n_draws=100).checks}
+    for name in ("PPC: item tie rates", "calibration (training labels: P(tie))",
+                 "calibration (held-out labels: P(tie))",
+                 "calibration (held-out labels, decided: P(a ≻ b | not a tie))"):
+        assert checks[name].verdict in ("pass", "warn"), (name, checks[name])
+    assert "calibration (training labels)" not in checks  # the two-way check would misread ties
+    # a tie model that never predicts ties fails its held-out P(tie) calibration
+    never = dataclasses.replace(post, tau=torch.full_like(post.tau, 1e-6))
+    bad = {c.name: c for c in report(never, tmp_path / "n.md", test=test, n_draws=100).checks}
+    assert bad["calibration (held-out labels: P(tie))"].verdict == "fail"
