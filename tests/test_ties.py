@@ -254,7 +254,7 @@ def test_the_report_calibrates_three_outcomes_and_checks_tie_rates(tmp_path):
     checks = {c.name: c for c in report(post, tmp_path / "r.md", test=test, n_draws=100).checks}
     for name in ("PPC: item tie rates", "calibration (training labels: P(tie))",
                  "calibration (held-out labels: P(tie))",
-                 "calibration (held-out labels, decided: P(a ≻ b | not a tie))"):
+                 "calibration (held-out labels, decided: P(a ≻ b) given no tie)"):
         assert checks[name].verdict in ("pass", "warn"), (name, checks[name])
     assert "calibration (training labels)" not in checks  # the two-way check would misread ties
     # a tie model that never predicts ties fails its held-out P(tie) calibration

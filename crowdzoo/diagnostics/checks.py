@@ -356,7 +356,7 @@ def three_way_calibrations(probs: np.ndarray, y: np.ndarray, where: str) -> list
     probs, y = np.asarray(probs, dtype=float), np.asarray(y, dtype=float)
     decided = y != 0.5
     p_dec = probs[decided, 0] / np.maximum(probs[decided, 0] + probs[decided, 2], 1e-300)
-    return [(p_dec, y[decided], f"{where}, decided: P(a ≻ b | not a tie)"),
+    return [(p_dec, y[decided], f"{where}, decided: P(a ≻ b) given no tie"),
             (probs[:, 1], (y == 0.5).astype(float), f"{where}: P(tie)")]
 
 
