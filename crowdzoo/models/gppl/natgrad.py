@@ -294,17 +294,18 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     only rank 0 shows progress and writes checkpoints. ``data`` may be this rank's shard alone
     (:meth:`~crowdzoo.PairwiseData.read_shard`), so that no rank holds every label.
     """
+    sh = shard(data, distributed)
+    ties = data.has_ties if sh.world == 1 else bool(sh.sum(torch.tensor(float(data.has_ties))) > 0)
     if likelihood is None:  # the hyper-gradient is the bound's only where q maximises the bound itself
-        likelihood = "exact" if (learn_kernel or learn_inducing or data.has_ties) else "linearised"
+        likelihood = "exact" if (learn_kernel or learn_inducing or ties) else "linearised"
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
-    if data.has_ties and likelihood != "exact":
+    if ties and likelihood != "exact":
         raise DataError("likelihood: the labels have ties (y = 0.5), which only the exact likelihood models "
                         "(the ordinal probit); pass likelihood='exact' or leave it unset", arg="likelihood")
     alpha0, beta0 = require_gamma(model.prior_s(), "s_prior")
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
     a, b, y = label_tensors(data)
-    sh = shard(data, distributed)
     a, b, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, y))  # this rank's labels (a view)
     P = sh.n_labels
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
@@ -314,7 +315,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                                                                 data.item_features.shape[1], counted=sh.lead)
     problem = Problem(a, b, y, sh, alpha0, beta0, basis_of(setup, whitened=learning), likelihood, inner_iter,
                       n_gh, space, log_prior, kernel_lr,
-                      tie_prior=model.prior_tau() if data.has_ties else None)
+                      tie_prior=model.prior_tau() if ties else None)
     if not learning and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
         problem = problem._replace(every=problem.basis.rows(a, b))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
