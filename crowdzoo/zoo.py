@@ -151,7 +151,7 @@ ZOO: list[Entry] = [
           routes={"natgrad": f"{_M}.crowdgppl.natgrad:fit_natgrad", "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.crowdgppl.posterior:CrowdGPPLPosterior", example=f"{_M}.crowdgppl.examples:tiny",
           guide=f"{_M}.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
-          ties=("svi", "nuts"),
+          ties=("natgrad", "svi", "nuts"),
           summary="consensus and personal preferences: GP matrix factorisation"),
     Entry(name="collabgp", model=f"{_M}.collabgp.model:CollabGP", data="crowd pairs",
           routes={"ep": f"{_M}.collabgp.ep_vb:fit_ep", "svi": SVI, "nuts": NUTS},

@@ -138,6 +138,37 @@ def outcome_derivatives(y: torch.Tensor, delta: torch.Tensor, tau: torch.Tensor)
     return g, g_d, g_dd, g_t, g_tt
 
 
+def initial_tau(share_of_ties: torch.Tensor) -> torch.Tensor:
+    """τ at which a tie of two equal utilities is as common as ties are among the labels:
+    2Φ(τ) − 1 = their share (clipped to [0.02, 0.98]); natgrad's starting point."""
+    share = torch.as_tensor(share_of_ties, dtype=torch.float64).clamp(0.02, 0.98)
+    return torch.special.ndtri((1.0 + share) / 2.0)
+
+
+def threshold_step(tau, y, mu, var, scale, prior, steps: int = 3, n: int = 20, reduce=None,
+                   rate: float = 1.0):
+    """τ after ``steps`` Newton steps on θ = log τ up scale · Σ E[log p(y | Δ, τ)] + log p(θ), Δ ~ N(μ, v)
+    per label, p(θ) the density of log τ under ``prior`` (natgrad's point estimate: the mode of log τ,
+    as the generic map engine finds it). The likelihood is concave in τ; a step where the whole
+    objective does not curve down is a gradient step, and each step is clipped to ±½ and times
+    ``rate`` (ρ_i on a mini-batch, so that τ settles as q does). ``reduce`` sums the labels' terms
+    over the ranks of a distributed fit."""
+    for _ in range(steps):
+        _, _, _, g_t, g_tt = expected_log_outcome(y, mu, var, tau, n)
+        d1, d2 = scale * g_t.sum(), scale * g_tt.sum()
+        if reduce is not None:
+            d1, d2 = reduce(d1, d2)
+        theta = tau.log().detach().requires_grad_(True)
+        log_prior = prior.log_prob(theta.exp()) + theta  # the density of log τ
+        p1, = torch.autograd.grad(log_prior, theta, create_graph=True)
+        p2, = torch.autograd.grad(p1, theta)
+        grad = tau * d1 + p1.detach()
+        curv = tau * tau * d2 + tau * d1 + p2
+        step = -grad / curv if curv < 0 else 0.1 * grad
+        tau = tau * torch.exp(rate * step.clamp(-0.5, 0.5))
+    return tau.detach()
+
+
 def expected_log_outcome(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, tau, n: int = 20):
     """E[log p(y | Δ, τ)] for Δ ~ N(μ, v) by Gauss–Hermite quadrature of each label's 1-D marginal
     (as :func:`~crowdzoo.gp.probit.expected_log_probit`, which it equals for decided labels at τ = 0),

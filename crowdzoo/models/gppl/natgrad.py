@@ -56,7 +56,7 @@ from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_r
 from ...gp.learn import KernelSpace, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
 from ...gp.natural import Gaussian
-from ...gp.ordinal import expected_log_outcome
+from ...gp.ordinal import expected_log_outcome, initial_tau, threshold_step
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
 from ...inference.distributed import Shard, shard
@@ -170,8 +170,7 @@ def init(problem: Problem, gen: torch.Generator) -> State:
     q = natural.gaussian(Es0 * problem.basis.K_inv, torch.zeros(problem.basis.setup.M, dtype=DTYPE), WHAT)
     tau = None
     if problem.tie_prior is not None:
-        share = problem.shard.sum((problem.y == 0.5).sum().to(DTYPE)) / problem.shard.n_labels
-        tau = torch.special.ndtri((1.0 + share.clamp(0.02, 0.98)) / 2.0)
+        tau = initial_tau(problem.shard.sum((problem.y == 0.5).sum().to(DTYPE)) / problem.shard.n_labels)
     return State(q, torch.tensor(problem.alpha0, dtype=DTYPE), torch.tensor(problem.beta0, dtype=DTYPE),
                  None if problem.space is None else adam_init(problem.space.theta0), tau=tau)
 
@@ -207,27 +206,10 @@ def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem, tau_rate: floa
         rate = scale_rate(rate, shape, p.shard.sum(-pi * (g_v * c).sum()))
     tau = state.tau
     if tau is not None:
-        tau = _tau_step(tau, yb, *_marginals(A_d, c, q.m, q.S, shape / rate), pi, p, tau_rate)
+        mu, v = _marginals(A_d, c, q.m, q.S, shape / rate)
+        tau = threshold_step(tau, yb, mu, v, pi, p.tie_prior, p.tie_steps, p.n_gh,
+                             p.shard.sum if p.shard.world > 1 else None, tau_rate)
     return state._replace(q=q, shape=shape, rate=rate, tau=tau)
-
-
-def _tau_step(tau, y, mu, v, pi, p: Problem, rate: float = 1.0):
-    """τ after ``p.tie_steps`` Newton steps on θ = log τ up π Σ E_q[log p(y | Δ, τ)] + log p(θ)
-    (p(θ): the density of log τ under ``tie_prior``; module docstring), each times ``rate`` (ρ_i on a
-    mini-batch). A step where the objective does not curve down is a gradient step; every step is
-    clipped to ±½."""
-    for _ in range(p.tie_steps):
-        _, _, _, g_t, g_tt = expected_log_outcome(y, mu, v, tau, p.n_gh)
-        d1, d2 = p.shard.sum(pi * g_t.sum(), pi * g_tt.sum())
-        theta = tau.log().detach().requires_grad_(True)
-        log_prior = p.tie_prior.log_prob(theta.exp()) + theta  # the density of log τ
-        p1, = torch.autograd.grad(log_prior, theta, create_graph=True)
-        p2, = torch.autograd.grad(p1, theta)
-        grad = tau * d1 + p1.detach()
-        curv = tau * tau * d2 + tau * d1 + p2
-        step = -grad / curv if curv < 0 else 0.1 * grad
-        tau = tau * torch.exp(rate * step.clamp(-0.5, 0.5))
-    return tau.detach()
 
 
 def _kernel_step(state: State, idx, pi, p: Problem) -> State:
