@@ -261,3 +261,30 @@ def test_the_report_calibrates_three_outcomes_and_checks_tie_rates(tmp_path):
     never = dataclasses.replace(post, tau=torch.full_like(post.tau, 1e-6))
     bad = {c.name: c for c in report(never, tmp_path / "n.md", test=test, n_draws=100).checks}
     assert bad["calibration (held-out labels: P(tie))"].verdict == "fail"
+
+
+def test_crowdgppl_natgrad_recovers_the_crowds_tau_and_predicts_per_user():
+    data, truth = cz.simulate_crowd(n_items=15, n_users=8, n_pairs=1000, n_components=2, s_t=0.5, tau=0.5,
+                                    seed=2)
+    post = cz.fit(cz.CrowdGPPL(n_components=2), data, method="natgrad", check_confidence=False)
+    assert abs(float(post.tau[0]) - 0.5) < 0.1
+    assert np.corrcoef(post.utilities()[0].to_numpy(), truth["t"])[0, 1] > 0.85
+    a, b, users = data.item_ids[:4], data.item_ids[4:8], data.user_ids[:4]
+    probs = post.predict_outcomes(a, b, users=users)
+    assert np.allclose(probs.sum(1), 1.0) and (probs.p_tie > 0).all()
+    p = post.predict_proba(a, b, users=users)
+    assert np.allclose(p, probs.p_a / (probs.p_a + probs.p_b))
+    # the same pairs for the consensus differ from the personal ones (users matter)
+    assert not np.allclose(post.predict_outcomes(a, b).to_numpy(), probs.to_numpy(), atol=1e-3)
+
+
+@pytest.mark.slow
+def test_crowdgppl_natgrad_agrees_with_nuts_on_a_tie_crowd():
+    """τ within 0.05 and each personal outcome within 0.04 of NUTS's (about 2 min)."""
+    data, _ = cz.simulate_crowd(n_items=15, n_users=8, n_pairs=600, n_components=2, s_t=0.5, tau=0.5, seed=2)
+    a, b, users = data.item_ids[:6], data.item_ids[6:12], data.user_ids[:6]
+    fits = {m: cz.fit(cz.CrowdGPPL(n_components=2), data, method=m, check_confidence=False, **kw)
+            for m, kw in (("nuts", dict(num_samples=200, warmup_steps=200, num_chains=1)), ("natgrad", {}))}
+    assert abs(float(fits["natgrad"].tau[0]) - float(fits["nuts"].tau.mean())) < 0.05
+    ours, ref = (fits[m].predict_outcomes(a, b, users=users).to_numpy() for m in ("natgrad", "nuts"))
+    assert np.abs(ours - ref).max() < 0.04
