@@ -280,7 +280,7 @@ def test_crowdgppl_natgrad_recovers_the_crowds_tau_and_predicts_per_user():
 
 @pytest.mark.slow
 def test_crowdgppl_natgrad_agrees_with_nuts_on_a_tie_crowd():
-    """τ within 0.05 and each personal outcome within 0.04 of NUTS's (about 2 min)."""
+    """τ within 0.05 and each personal outcome within 0.04 of NUTS's (about 2.5 min)."""
     data, _ = cz.simulate_crowd(n_items=15, n_users=8, n_pairs=600, n_components=2, s_t=0.5, tau=0.5, seed=2)
     a, b, users = data.item_ids[:6], data.item_ids[6:12], data.user_ids[:6]
     fits = {m: cz.fit(cz.CrowdGPPL(n_components=2), data, method=m, check_confidence=False, **kw)
