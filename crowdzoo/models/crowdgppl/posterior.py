@@ -267,15 +267,17 @@ class CrowdGPPLPosterior(Posterior):
         rows of new user features U), None for the consensus, or "prior" for users not seen.
         ``combine(mean, var)``: what to make of each chunk's moments (G, P) of z, (P, ...) (None: the
         mixture of Eq. 3)."""
-        if combine is None:
-            def combine(mean, var):
-                return mixture_prob(self.weights, mean, var)  # Eq. 3
         if self.lengthscales is None and self.user_lengthscales is None:
             return self._predict_by_items(a, b, X, U, j, combine)
         return self._predict_by_pairs(a, b, X, U, j, combine)
 
-    def _predict_by_pairs(self, a, b, X, U, j, combine):
+    def _mixed(self, mean, var):
+        """The mixture of Eq. 3 over the components: P(a ≻ b) (P,) from moments (G, P) of z."""
+        return mixture_prob(self.weights, mean, var)
+
+    def _predict_by_pairs(self, a, b, X, U, j, combine=None):
         """:meth:`predict_proba` through each pair's own rows (per-draw kernels need them)."""
+        combine = combine or self._mixed
         G, C = self.weights.shape[0], self.setup.C
         out = None
         chunk = max(64, _CHUNK // (G * (C + 1) * max(self.setup.M, self.setup.M_u)))
@@ -290,11 +292,12 @@ class CrowdGPPLPosterior(Posterior):
             out = _put(out, sl, combine(mean, var), a.shape[0])
         return out.numpy()
 
-    def _predict_by_items(self, a, b, X, U, j, combine):
+    def _predict_by_items(self, a, b, X, U, j, combine=None):
         """:meth:`predict_proba` with fixed kernels, through the items' and users' rows: each item's
         moments of t and v_c and each user's of w_c once (:meth:`SparseGP.item_moments`,
         :meth:`_user_table`), then O(C M) a pair for the cross terms A_a S A_bᵀ — where each pair's own
         rows cost O(C M²) — in chunks of pairs that bound the memory."""
+        combine = combine or self._mixed
         G, C = self.weights.shape[0], self.setup.C
         out = None
         items = self.setup.items
