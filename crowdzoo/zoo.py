@@ -62,8 +62,10 @@ class Entry:
     ``posterior``: its posterior class. ``example``: a function ``(seed=0) -> Example`` that makes a
     tiny model and data set, from which the tests fit, save, load and predict every route.
     ``guide``: the default guide factory for :data:`SVI`. ``n_draws``: the draws an svi fit keeps.
-    ``paper`` and ``summary``: for ``crowdzoo models`` and the docs. Classes and functions are named
-    by import path (``"package.module:name"``).
+    ``ties``: the routes that model a tie as a third outcome (labels y = 0.5 of
+    ``PairwiseData.from_frame(..., ties="model")``; :mod:`crowdzoo.gp.ordinal`); the others refuse
+    such data. ``paper`` and ``summary``: for ``crowdzoo models`` and the docs. Classes and functions
+    are named by import path (``"package.module:name"``).
     """
 
     name: str
@@ -74,6 +76,7 @@ class Entry:
     example: str
     guide: str | None = None
     n_draws: int = 300
+    ties: tuple = ()
     paper: str = ""
     summary: str = ""
 
@@ -86,6 +89,10 @@ class Entry:
         if not isinstance(self.routes, dict) or not self.routes:
             raise DataError(f"routes: {self.name} needs at least one route "
                             f"{{method: 'module:fit_function'}}, got {self.routes!r}")
+        odd = [m for m in self.ties if m not in self.routes]
+        if odd:
+            raise DataError(f"ties: {self.name} has no route {odd[0]!r} to model ties with; its routes are "
+                            f"{list(self.routes)}")
         named = {"model": self.model, "posterior": self.posterior, "example": self.example,
                  "guide": self.guide, **{f"routes[{m!r}]": p for m, p in self.routes.items()}}
         for what, path in named.items():
@@ -137,12 +144,14 @@ ZOO: list[Entry] = [
           routes={"natgrad": f"{_M}.gppl.natgrad:fit_natgrad", "ep": f"{_M}.gppl.ep:fit_ep", "svi": SVI,
                   "nuts": NUTS},
           posterior=f"{_M}.gppl.posterior:GPPLPosterior", example=f"{_M}.gppl.examples:tiny", n_draws=1000,
+          ties=("natgrad", "svi", "nuts"),
           paper="Chu & Ghahramani 2005; Simpson & Gurevych 2020 §3.1",
           summary="GP preference learning for one user (or a pooled crowd)"),
     Entry(name="crowdgppl", model=f"{_M}.crowdgppl.model:CrowdGPPL", data="crowd pairs",
           routes={"natgrad": f"{_M}.crowdgppl.natgrad:fit_natgrad", "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.crowdgppl.posterior:CrowdGPPLPosterior", example=f"{_M}.crowdgppl.examples:tiny",
           guide=f"{_M}.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
+          ties=("natgrad", "svi", "nuts"),
           summary="consensus and personal preferences: GP matrix factorisation"),
     Entry(name="collabgp", model=f"{_M}.collabgp.model:CollabGP", data="crowd pairs",
           routes={"ep": f"{_M}.collabgp.ep_vb:fit_ep", "svi": SVI, "nuts": NUTS},
@@ -152,7 +161,7 @@ ZOO: list[Entry] = [
     Entry(name="bradley-terry", model=f"{_M}.bradley_terry.model:BradleyTerry", data="pairs",
           routes={"map": MAP, "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.bradley_terry.posterior:BradleyTerryPosterior",
-          example=f"{_M}.bradley_terry.examples:tiny", n_draws=1000,
+          example=f"{_M}.bradley_terry.examples:tiny", n_draws=1000, ties=("map", "svi", "nuts"),
           paper="Bradley & Terry 1952; Thurstone 1927",
           summary="independent utilities without features (logit or probit link); the worked "
                   "example of docs/guides/add-a-model.md"),
@@ -275,7 +284,7 @@ def entry_for(model) -> Entry:
                     "crowdzoo.register(Entry(...))")
 
 
-def _check_data(e: Entry, data) -> None:
+def _check_data(e: Entry, data, method: str | None = None) -> None:
     from .data import LinkData, PairwiseData
 
     if e.data == "links":
@@ -290,6 +299,14 @@ def _check_data(e: Entry, data) -> None:
     if e.data == "crowd pairs" and data.users is None:
         raise DataError(f"users: {e.name} needs a user per label (PairwiseData(..., users=...)); "
                         "for one user's labels fit gppl")
+    if method is not None and method not in e.ties and data.has_ties:
+        r = int((data.y == 0.5).argmax())
+        which = [x.name for x in ZOO if x.ties]
+        use = (f"fit it with method={e.ties[0]!r} (its routes with ties: {list(e.ties)})" if e.ties
+               else f"fit a model with a tie likelihood ({', '.join(which)})")
+        raise DataError(f"y: row {r}: a tie (y = 0.5), and {e.name}'s {method!r} route has no tie "
+                        f"likelihood: {use}, or build the data with ties='half' or 'drop'", arg="y", row=r,
+                        problem=f"a tie, which {e.name}'s {method!r} route cannot model")
 
 
 def route_settings(fn) -> dict:
@@ -321,7 +338,7 @@ def fit(model, data, method: str | None = None, seed: int = 0, check_confidence:
     _trust_registered()
     method = e.default if method is None else method
     fn = e.route(method)
-    _check_data(e, data)
+    _check_data(e, data, method)
     accepted = route_settings(fn)
     unknown = [k for k in settings if k not in accepted]
     if unknown:

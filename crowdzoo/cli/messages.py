@@ -26,7 +26,8 @@ TABLES = {"items": "--items", "item_features": "--items", "item_ids": "--items",
 #: what ``fit`` offers against a fault of an argument ("ARG ids": ids of the argument's column that its
 #: table lacks)
 FIT_ADVICE = {
-    "ties": "pass --ties drop to leave ties out, or --ties half to count each as half a win each way",
+    "ties": "pass --ties drop to leave ties out, --ties half to count each as half a win each way, or "
+            "--ties model to model them as a third outcome",
     "a ids": "give every item of --pairs a row in --items, or leave --items out (the items are then the "
              "ids seen in --pairs)",
     "b ids": "give every item of --pairs a row in --items, or leave --items out (the items are then the "

@@ -1,5 +1,6 @@
 """The tables a pairs fit writes beside its posterior: utilities.csv, utilities_personal.csv and
-predictions.csv (the rows of ``--pairs`` in their order, with their own columns, plus ``p``), with
+predictions.csv (the rows of ``--pairs`` in their order, with their own columns, plus ``p``, and
+``p_tie`` for a fit that models ties), with
 the training and held-out scores, each written in pieces so that 10⁶ labels cost no more memory
 than the fit.
 """
@@ -30,18 +31,24 @@ def _fresh(name: str, columns) -> str:
 
 
 def _predict(post, a, b, users=None) -> np.ndarray:
-    """``post.predict_proba`` over ``CHUNK`` pairs at a time."""
-    out = np.empty(len(a))
+    """(n, 3): P(a ≻ b), P(tie), P(b ≻ a) over ``CHUNK`` pairs at a time: ``post.predict_proba`` (and no
+    tie), or ``post.predict_outcomes`` for a fit that models ties."""
+    out = np.empty((len(a), 3))
     for lo in range(0, len(a), CHUNK):
         part = slice(lo, lo + CHUNK)
         kw = {} if users is None else {"users": users[part]}
-        out[part] = post.predict_proba(a[part], b[part], **kw)
+        if getattr(post, "tau", None) is not None:
+            out[part] = post.predict_outcomes(a[part], b[part], **kw).to_numpy()
+        else:
+            p = post.predict_proba(a[part], b[part], **kw)
+            out[part] = np.column_stack([p, np.zeros_like(p), 1.0 - p])
     return out
 
 
 def _row_labels(data, n_rows: int):
-    """For each row of --pairs: its number of labels in ``data`` (1: decided; 2: a tie under --ties
-    half; 0: a tie left out by --ties drop) and its first label (-1 where none), which has the row's
+    """For each row of --pairs: its number of labels in ``data`` (1: decided, or a tie under --ties
+    model; 2: a tie under --ties half; 0: a tie left out by --ties drop) and its first label (-1 where
+    none), which has the row's
     own order of the two items (``data.source_rows`` maps labels to rows; a row's labels are
     consecutive)."""
     src = data.source_rows
@@ -53,10 +60,10 @@ def _row_labels(data, n_rows: int):
 
 
 def _row_p(post, data, pairs, first, args, crowd) -> np.ndarray:
-    """P(the row's first item ≻ its second) for each row of --pairs, by the row's user for crowd
-    models: from the row's first label, or, for a tie left out (--ties drop), from its ids where the
-    fit knows them (NaN where it does not)."""
-    p = np.full(len(first), np.nan)
+    """(n_rows, 3): P(the row's first item ≻ its second), P(tie), P(second ≻ first) for each row of
+    --pairs (:func:`_predict`), by the row's user for crowd models: from the row's first label, or, for
+    a tie left out (--ties drop), from its ids where the fit knows them (NaN where it does not)."""
+    p = np.full((len(first), 3), np.nan)
     has = np.flatnonzero(first >= 0)
     lab = first[has]
     users = data.user_ids[data.users[lab]] if crowd else None
@@ -83,27 +90,46 @@ def _scores(y, p) -> dict:
     return {"accuracy": accuracy(y, p), "cee": cross_entropy(y, p)}
 
 
+def _three_way_cee(y, probs) -> float | None:
+    """Mean −log P(observed outcome) over rows with labels y ∈ {0, ½, 1} and probabilities (n, 3) of
+    (a ≻ b, tie, b ≻ a); None for no rows."""
+    if len(y) == 0:
+        return None
+    k = np.rint(2.0 * (1.0 - np.asarray(y))).astype(np.int64)  # a ≻ b: column 0, a tie 1, b ≻ a 2
+    return float(-np.mean(np.log(np.clip(probs[np.arange(len(y)), k], 1e-15, 1.0))))
+
+
 def _write_predictions(path: Path, pairs: pd.DataFrame, data, test, post, args, crowd) -> dict:
     """predictions.csv: the rows of --pairs in their order, with their own columns and separator, plus
     ``p`` = P(first item ≻ second item) and, with a held-out share, ``split`` (train, test, or dropped:
-    a tie left out by --ties drop). Returns the metrics: accuracy and log loss over the decided rows of
-    each split (a tie is neither a hit nor a miss and has no log loss: there is no tie likelihood).
+    a tie left out by --ties drop). A fit that models ties (--ties model) writes ``p`` = P(first ≻
+    second | not a tie) and ``p_tie`` = P(tie). Returns the metrics: accuracy and log loss over the
+    decided rows of each split (a tie is neither a hit nor a miss), and for a fit that models ties the
+    three-way log loss over every labelled row (``cee_3way``, ties included).
     ``data``: every label read from ``pairs``; ``test``: the held-out ones (or None)."""
     n = len(pairs)
     count, first = _row_labels(data, n)
-    p = _row_p(post, data, pairs, first, args, crowd)
+    probs = _row_p(post, data, pairs, first, args, crowd)
+    ties = getattr(post, "tau", None) is not None
+    p = probs[:, 0] / (probs[:, 0] + probs[:, 2]) if ties else probs[:, 0]
     code = np.zeros(n, dtype=np.int8)
     if test is not None:
         code[count == 0] = SPLITS.index("dropped")
         code[test.source_rows] = SPLITS.index("test")
-    decided = count == 1
-    y = np.where(decided, data.y[np.maximum(first, 0)], np.nan)  # a decided row's one label
+    labelled = count == 1
+    y = np.where(labelled, data.y[np.maximum(first, 0)], np.nan)  # a row's one label (0.5: a tie)
+    decided = labelled & (y != 0.5)
     metrics = {"n_rows": n, "n_ties": int((~decided).sum())}
     for k, split in enumerate(SPLITS[:1 if test is None else 2]):
         rows = decided & (code == k)
         metrics[f"{split}_scored_rows"] = int(rows.sum())
         metrics.update({f"{split}_{m}": v for m, v in _scores(y[rows], p[rows]).items()})
+        if ties:
+            rows = labelled & (code == k)
+            metrics[f"{split}_cee_3way"] = _three_way_cee(y[rows], probs[rows])
     extra = {_fresh("p", pairs.columns): p}
+    if ties:
+        extra[_fresh("p_tie", pairs.columns)] = probs[:, 1]
     if test is not None:
         extra[_fresh("split", pairs.columns)] = pd.Categorical.from_codes(code, SPLITS)
     with open(path, "w", newline="") as f:

@@ -179,9 +179,11 @@ def _csv_options(p):
                         "(same as --y-col '')")
     p.add_argument("--tie-col", default=None,
                    help="a column of --pairs that is true (1) where the label is a tie")
-    p.add_argument("--ties", default=None, choices=("drop", "half"),
-                   help="ties (y = 0.5, or --tie-col true): drop them, or count each as half a preference "
-                        "each way (default: a tie is an error)")
+    p.add_argument("--ties", default=None, choices=("drop", "half", "model"),
+                   help="ties (y = 0.5, or --tie-col true): drop them, count each as half a preference "
+                        "each way, or model them as a third outcome (models: "
+                        + ", ".join(e.name for e in zoo.ZOO if e.ties)
+                        + "; predictions.csv then has p_tie) (default: a tie is an error)")
 
 
 def _fit_options(p, out_default=None):

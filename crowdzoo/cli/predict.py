@@ -60,9 +60,13 @@ def predict_pairs(args, run_dir: Path, run: dict, e) -> int:
             "users": (user_col, "the run's --user-col")}
     try:
         p = post.predict_proba(pairs[a_col].to_numpy(), pairs[b_col].to_numpy(), **kw)
+        extra = {}
+        if getattr(post, "tau", None) is not None:  # a fit that models ties: p given no tie, and P(tie)
+            extra["p_tie"] = post.predict_outcomes(pairs[a_col].to_numpy(), pairs[b_col].to_numpy(),
+                                                   **kw)["p_tie"].to_numpy()
     except DataError as err:
         raise DataError(unseen_message(err, cols), arg="--pairs", row=err.row, ids=err.ids) from None
-    write_result(pairs.assign(p=p), args.out, sep, "P(a ≻ b) of {n} pairs")
+    write_result(pairs.assign(p=p, **extra), args.out, sep, "P(a ≻ b) of {n} pairs")
     return 0
 
 

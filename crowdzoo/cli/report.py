@@ -53,10 +53,11 @@ def _ours(name: str, columns) -> str:
 
 def _test_pairs(path, run: dict):
     """Held-out labels from a CSV laid out as the run's --pairs (its separator and columns); ties are
-    left out (there is no tie likelihood to score them by)."""
+    left out, unless the run modelled them (--ties model: they are then scored three ways)."""
     e = zoo.entry(run.get("model", "gppl"))
+    ties = "model" if run.get("ties") == "model" else "drop"
     layout = argparse.Namespace(**{**{"a_col": "a", "b_col": "b", "y_col": "y", "sep": ","}, **run,
-                                   "ties": "drop", "users": None})
+                                   "ties": ties, "users": None})
     if e.data != "crowd pairs":
         layout.user_col = None
     return load_csvs(path, None, layout, flag="--test", layout="the run's ")[1]

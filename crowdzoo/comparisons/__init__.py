@@ -21,6 +21,7 @@ from . import (
     simulation,
     sushi,
     synthetic_sushi,
+    ties,
     ukpconvarg,
     ukpconvarg_diagnostics,
 )
@@ -41,7 +42,7 @@ REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": cal
             "collabgp-routes": collabgp.routes, "ukpconvarg-diagnostics": ukpconvarg_diagnostics,
             "dpm-simulation": dpm, "dpm-sushi-a": sushi.dpm_sushi_a,
             "scdc-pinwheel": scdc.pinwheel, "scdc-digits": scdc.digits, "scdc-mnist": scdc.mnist,
-            "scdc-crowd": scdc_crowd}
+            "scdc-crowd": scdc_crowd, "ties": ties}
 
 
 def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None, data_dir=None):

@@ -76,14 +76,17 @@ def seen_users(users, table, n: int, new_users: str = "error", prior: str | None
 def by_rows(pos: torch.Tensor, known, new) -> np.ndarray:
     """Predictions assembled row by row: ``known(rows)`` for the rows whose user was seen in training
     (``pos`` ≥ 0, as :func:`seen_users` gives), ``new(rows)`` for the others (each called once, on an
-    index array, only if it has rows)."""
+    index array, only if it has rows); each returns one value per row, or a row of values (n, k)."""
     seen = (pos >= 0).numpy()
-    out = np.empty(seen.shape[0])
+    out = None
     for mask, f in ((seen, known), (~seen, new)):
         rows = np.flatnonzero(mask)
         if rows.size:
-            out[rows] = f(rows)
-    return out
+            part = np.asarray(f(rows))
+            if out is None:
+                out = np.empty(seen.shape[:1] + part.shape[1:])
+            out[rows] = part
+    return np.empty(0) if out is None else out
 
 
 def check_features(name: str, X, D: int) -> torch.Tensor:

@@ -63,6 +63,48 @@ class Posterior:
         """P(a ≻ b) per pair."""
         raise NotImplementedError
 
+    def pair_moments(self, a, b, **kwargs):
+        """Mean and variance (G, P) of each component's f_a − f_b for pairs of item ids (a Gaussian per
+        component; a draw has variance 0): what :meth:`predict_outcomes` mixes for a fit with ties."""
+        raise NotImplementedError(f"{type(self).__name__} has no moments of utility differences")
+
+    # ties as a third outcome (crowdzoo.gp.ordinal): a posterior fitted to ties holds ``tau`` (G,), the
+    # threshold of each component, and ``tie_link``, the link it is on
+    tau = None
+    tie_link = "probit"
+
+    def predict_outcomes(self, a, b, users=None, **kwargs):
+        """P of the three outcomes of each pair (item ids): a DataFrame with columns ``p_a`` (a ≻ b),
+        ``p_tie`` and ``p_b`` (b ≻ a), one row per pair, each row summing to 1.
+
+        A fit with ties (``ties="model"`` data) mixes, over its components, the closed form
+        P(a ≻ b) = Φ((μ − τ)/√(1 + v)), P(b ≻ a) = Φ((−μ − τ)/√(1 + v)) of f_a − f_b ~ N(μ, v)
+        (:func:`~crowdzoo.gp.ordinal.predictive_outcomes`); a fit without ties gives p_tie = 0 and
+        p_a = :meth:`predict_proba`. ``users``: each pair's user, for models with personal utilities."""
+        import numpy as np
+        import pandas as pd
+
+        kw = dict(kwargs) if users is None else {**kwargs, "users": users}
+        if self.tau is None:
+            p_a = np.asarray(self.predict_proba(a, b, **kw), dtype=np.float64)
+            return pd.DataFrame({"p_a": p_a, "p_tie": np.zeros_like(p_a), "p_b": 1.0 - p_a})
+        p = self.outcome_probs(a, b, **kw)
+        return pd.DataFrame(p.numpy(), columns=["p_a", "p_tie", "p_b"])
+
+    def outcome_probs(self, a, b, **kwargs) -> torch.Tensor:
+        """(P, 3) probabilities (p_a, p_tie, p_b) of a fit with ties, mixed over the components."""
+        from ..gp.ordinal import predictive_outcomes
+
+        mean, var = self.pair_moments(a, b, **kwargs)
+        p = predictive_outcomes(mean, var, self.tau.reshape(-1, 1), self.tie_link)
+        return (self.weights.reshape(-1, 1, 1) * p).sum(0)
+
+    def decided_proba(self, a, b, **kwargs):
+        """P(a ≻ b | the pair is not a tie) = p_a / (p_a + p_b) of a fit with ties, per pair: what
+        ``predict_proba`` returns for such a fit, so that scores of decided pairs read it as before."""
+        p = self.outcome_probs(a, b, **kwargs)
+        return (p[:, 0] / (p[:, 0] + p[:, 2]).clamp_min(1e-300)).numpy()
+
     def utilities(self, *args, **kwargs):
         """Posterior mean and variance of utilities."""
         raise NotImplementedError(f"{type(self).__name__} has no utilities")

@@ -1,6 +1,7 @@
 """`PairwiseData`: who said which of two items is better.
 
-Per label: ``a``, ``b`` (item positions), ``y`` (1 if a ≻ b, 0 if b ≻ a) and optionally ``users``
+Per label: ``a``, ``b`` (item positions), ``y`` (1 if a ≻ b, 0 if b ≻ a, and ½ for a tie where ties
+are modelled, ``ties="model"``: :mod:`crowdzoo.gp.ordinal`) and optionally ``users``
 (user positions); ``item_features`` (N, D) and optionally ``user_features`` (U, E). The user's
 own item and user ids are kept so that results come back labelled with them.
 
@@ -161,6 +162,9 @@ def _feature_warnings(name: str, X: np.ndarray, cols, ids, what: str, rows_too: 
                   "BradleyTerry)")
 
 
+#: what ``from_frame`` does with ties: refuse them, leave them out, two half labels, or a third outcome
+TIES = ("error", "drop", "half", "model")
+
 FLAG_WORDS = {"true": 1.0, "false": 0.0, "yes": 1.0, "no": 0.0}  # a yes/no column's words, any case
 
 
@@ -195,13 +199,14 @@ class PairwiseData:
     Attributes
     ----------
     a, b : (P,) int64 — positions of the two items of each pair in ``item_features``.
-    y : (P,) float64 — 1.0 if a ≻ b, 0.0 if b ≻ a.
+    y : (P,) float64 — 1.0 if a ≻ b, 0.0 if b ≻ a, 0.5 a tie (only when built with ``ties="model"``).
     item_features : (N, D) float64.
     users : (P,) int64 or None — positions in ``user_ids`` (None for single-user data).
     user_features : (U, E) float64 or None.
     item_ids, user_ids : the caller's ids, so that results come back labelled.
     source_rows : (P,) int64 or None — the row (position) of the frame each label was read from
-        (:meth:`from_frame`; a tie under ``ties="half"`` gives two labels of one row), so that
+        (:meth:`from_frame`; a tie under ``ties="half"`` gives two labels of one row, under
+        ``ties="model"`` one), so that
         results per label can be written back beside the caller's rows; None for arrays.
     """
 
@@ -225,17 +230,24 @@ class PairwiseData:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_arrays(cls, a, b, y, item_features, users=None, user_features=None,
-                    item_ids=None, user_ids=None) -> PairwiseData:
+                    item_ids=None, user_ids=None, ties: str = "error") -> PairwiseData:
         """Build from index arrays. ``a``, ``b`` index rows of ``item_features`` (N, D; D may be 0:
         items without features); ``users`` (optional) index rows of ``user_features`` (or count users
-        0..U-1). Warns (:class:`~crowdzoo.errors.DataWarning`) about constant or duplicated feature
-        columns and about items that share one feature vector."""
-        return cls._build(a, b, y, item_features, users, user_features, item_ids, user_ids)
+        0..U-1). ``y`` is 1 (a ≻ b) or 0 (b ≻ a); with ``ties="model"`` also 0.5, a tie kept as a third
+        outcome for the models that have one (:mod:`crowdzoo.gp.ordinal`). Warns
+        (:class:`~crowdzoo.errors.DataWarning`) about constant or duplicated feature columns and about
+        items that share one feature vector."""
+        if ties not in ("error", "model"):
+            raise DataError(f"ties: expected 'error' or 'model', got {ties!r}", arg="ties")
+        return cls._build(a, b, y, item_features, users, user_features, item_ids, user_ids,
+                          ties_ok=ties == "model")
 
     @classmethod
     def _build(cls, a, b, y, item_features, users=None, user_features=None, item_ids=None, user_ids=None,
-               items_name: str = "item_features", users_name: str = "user_features") -> PairwiseData:
-        """:meth:`from_arrays`, with the names that messages give the item and user tables."""
+               items_name: str = "item_features", users_name: str = "user_features",
+               ties_ok: bool = False) -> PairwiseData:
+        """:meth:`from_arrays`, with the names that messages give the item and user tables (``ties_ok``:
+        y may be 0.5)."""
 
         def ids_for(ids, table):  # the caller's ids, when they fit the table, name its rows in messages
             try:
@@ -264,13 +276,16 @@ class PairwiseData:
                             row=int(r), problem=f"both are item {a[r]} (an item compared with itself)")
         y_arr = np.asarray(y)
         y_num = pd.to_numeric(pd.Series(y_arr.reshape(-1)), errors="coerce").to_numpy(np.float64)
-        bad = np.flatnonzero(~np.isin(y_num, (0.0, 1.0)))
+        bad = np.flatnonzero(~np.isin(y_num, (0.0, 0.5, 1.0) if ties_ok else (0.0, 1.0)))
         if bad.size:
             r = bad[0]
-            problem = f"label {_show(y_arr.reshape(-1)[r])} is outside {{0, 1}}"
+            problem = f"label {_show(y_arr.reshape(-1)[r])} is outside {{0, 0.5, 1}}" if ties_ok else (
+                f"label {_show(y_arr.reshape(-1)[r])} is outside {{0, 1}}")
+            advice = ("0.5 a tie" if ties_ok else "drop or split ties before building the data, or pass "
+                      "ties='model' to keep y = 0.5 as a tie")
             raise DataError(
-                f"y: row {r}: {problem} (1 means a preferred to b; drop or split ties before building the "
-                "data)", arg="y", row=int(r), problem=problem)
+                f"y: row {r}: {problem} (1 means a preferred to b; {advice})", arg="y", row=int(r),
+                problem=problem)
         U_feat = None
         u = None
         if user_features is not None:
@@ -319,9 +334,11 @@ class PairwiseData:
         numeric feature. Without ``users`` the user ids are the sorted ids seen in ``df[user]``.
 
         Ties are rows with y = 0.5, or rows where the column ``tie`` (bool, 0/1 or yes/no) is true, whatever
-        their y. ``ties="error"`` refuses them, ``"drop"`` leaves them out, and ``"half"`` writes each
+        their y. ``ties="error"`` refuses them, ``"drop"`` leaves them out, ``"half"`` writes each
         as two labels, a ≻ b and b ≻ a, so that a tie counts as half a win each way (and adds two
-        labels to ``n_pairs``).
+        labels to ``n_pairs``), and ``"model"`` keeps each as one label with y = 0.5, a third outcome
+        for the models and routes that have a tie likelihood (:mod:`crowdzoo.gp.ordinal`; others
+        refuse such data).
 
         Errors name the argument or column, the row of ``df`` (``row`` is its position, ``index`` its
         index label) and the item or user id; ``df``, ``items`` and ``users`` are never changed.
@@ -331,8 +348,8 @@ class PairwiseData:
         for arg, frame, need in (("df", df, True), ("items", items, False), ("users", users, False)):
             if (need or frame is not None) and not isinstance(frame, pd.DataFrame):
                 raise DataError(f"{arg}: expected a pandas DataFrame, got {type(frame).__name__}", arg=arg)
-        if ties not in ("error", "drop", "half"):
-            raise DataError(f"ties: expected 'error', 'drop' or 'half', got {ties!r}", arg="ties")
+        if ties not in TIES:
+            raise DataError(f"ties: expected one of {', '.join(map(repr, TIES))}, got {ties!r}", arg="ties")
         if users is not None and user is None:
             raise DataError("users: a users table needs user= (the column of df holding user ids)",
                             arg="user", problem="a table of users needs a column of user ids")
@@ -390,7 +407,8 @@ class PairwiseData:
                        else f"label {_show(y_raw[r])} in column {y!r} is a tie")
             problem += f" ({int(is_tie.sum())} tie(s) in all)"
             raise DataError(f"{what} ({int(is_tie.sum())} tie(s) in all): pass ties='drop' to leave ties "
-                            "out, or ties='half' to count each as half a win each way", arg="ties", row=r,
+                            "out, ties='half' to count each as half a win each way, or ties='model' to "
+                            "model them as a third outcome", arg="ties", row=r,
                             problem=problem)
         kept = np.flatnonzero(~is_tie) if ties == "drop" else np.arange(n)
         if kept.size == 0:
@@ -436,13 +454,13 @@ class PairwiseData:
                             problem=problem)
 
         # ---- one label per kept row; a tie under ties="half" becomes a ≻ b and b ≻ a
-        twice = is_tie[kept]
+        twice = is_tie[kept] & (ties == "half")
         rows = np.repeat(np.arange(kept.size), np.where(twice, 2, 1))
         second = np.zeros(rows.size, dtype=bool)
         second[1:] = rows[1:] == rows[:-1]  # the b ≻ a copy of a tie
         la = np.where(second, pos["b"][rows], pos["a"][rows])
         lb = np.where(second, pos["a"][rows], pos["b"][rows])
-        ly = np.where(twice[rows], 1.0, y_num[kept][rows])
+        ly = np.where(twice[rows], 1.0, np.where(is_tie[kept][rows], 0.5, y_num[kept][rows]))
 
         kw = {}
         if user:
@@ -469,7 +487,7 @@ class PairwiseData:
                     codes, uniq = pd.factorize(vals)
                 kw.update(users=codes[rows], user_ids=np.asarray(uniq))
         data = cls._build(la, lb, ly, features, item_ids=item_index.to_numpy(), items_name="items",
-                          users_name="users", **kw)
+                          users_name="users", ties_ok=ties == "model", **kw)
         return replace(data, source_rows=kept[rows])
 
     # ------------------------------------------------------------------ views
@@ -482,15 +500,21 @@ class PairwiseData:
         return self.a.shape[0]
 
     @property
+    def has_ties(self) -> bool:
+        """Whether some label is a tie (y = 0.5, kept by ``ties="model"``)."""
+        return bool(np.any(self.y == 0.5))
+
+    @property
     def n_users(self) -> int:
         return 0 if self.user_ids is None else len(self.user_ids)
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per label with the caller's ids: columns a, b, y (and user)."""
+        """One row per label with the caller's ids: columns a, b, y (and user); y is an integer 0/1, or a
+        float 0/0.5/1 when some label is a tie."""
         out = {"a": self.item_ids[self.a], "b": self.item_ids[self.b]}
         if self.users is not None:
             out = {"user": self.user_ids[self.users], **out}
-        out["y"] = self.y.astype(np.int64)
+        out["y"] = self.y.copy() if self.has_ties else self.y.astype(np.int64)
         return pd.DataFrame(out)
 
     def items_frame(self) -> pd.DataFrame:

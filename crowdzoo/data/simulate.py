@@ -18,10 +18,12 @@ def random_pairs(rng: np.random.Generator, n_items: int, n_pairs: int):
 
 
 def simulate_gppl(n_items: int = 30, n_pairs: int = 300, n_features: int = 2, s: float = 1.0,
-                  kernel: str = "matern32", lengthscale=None, seed: int = 0):
+                  kernel: str = "matern32", lengthscale=None, seed: int = 0, tau: float = 0.0):
     """Draw from GPPL (Eq. 4): x ~ U[0, 10]^D, f ~ N(0, K/s), y_p ~ Bernoulli(Φ(f_a − f_b)).
 
-    Returns ``(data, f_true)`` with f_true (N,) float64 numpy.
+    ``tau`` > 0: ties as a third outcome at threshold τ (:mod:`crowdzoo.gp.ordinal`): y_p = 1 with
+    probability Φ(Δ − τ), 0 with Φ(−Δ − τ), else ½ (a tie), Δ = f_a − f_b; the data are then built
+    with ``ties="model"``. Returns ``(data, f_true)`` with f_true (N,) float64 numpy.
     """
     rng = np.random.default_rng(seed)
     X = rng.uniform(0.0, 10.0, size=(n_items, n_features))
@@ -32,8 +34,13 @@ def simulate_gppl(n_items: int = 30, n_pairs: int = 300, n_features: int = 2, s:
     eps = torch.as_tensor(rng.standard_normal(n_items))
     f = (L @ eps) / np.sqrt(s)
     a, b = random_pairs(rng, n_items, n_pairs)
-    p = ndtr(f[a] - f[b]).numpy()
-    y = (rng.uniform(size=n_pairs) < p).astype(np.float64)
+    p = ndtr(f[a] - f[b] - tau).numpy()
+    draw = rng.uniform(size=n_pairs)
+    y = (draw < p).astype(np.float64)
+    if tau > 0:
+        p_b = ndtr(f[b] - f[a] - tau).numpy()
+        y = np.where(draw < p, 1.0, np.where(draw > 1.0 - p_b, 0.0, 0.5))
+        return PairwiseData.from_arrays(a, b, y, X, ties="model"), f.numpy()
     return PairwiseData.from_arrays(a, b, y, X), f.numpy()
 
 
@@ -48,13 +55,14 @@ def _gp_draws(rng, X, n: int, s, kernel: str) -> np.ndarray:
 
 def simulate_crowd(n_items: int = 50, n_users: int = 20, n_pairs: int = 1000, n_components: int = 5,
                    n_features: int = 2, n_user_features: int = 2, s_t: float = 1.0, s_v=1.0,
-                   s_w=1.0, grid: bool = False, kernel: str = "matern32", seed: int = 0):
+                   s_w=1.0, grid: bool = False, kernel: str = "matern32", seed: int = 0, tau: float = 0.0):
     """Draw a crowd from crowdGPPL (Eq. 5–6; the protocol of §5.1).
 
     Items have features x ~ U[0, 10]^D (or, with ``grid=True``, a √N × √N grid on [0, 10]²),
     users u ~ U[0, 10]^E (``n_user_features=0``: no user features, independent w per user);
     t ~ GP(0, k/s_t), v_c ~ GP(0, k/s_v,c), w_c ~ GP(0, k/s_w,c) (``s_v``, ``s_w`` scalars or
-    length-C arrays); pairs and users uniform; y_p ~ Bernoulli(Φ(F[a, j] − F[b, j])).
+    length-C arrays); pairs and users uniform; y_p ~ Bernoulli(Φ(F[a, j] − F[b, j])). ``tau`` > 0: ties
+    as a third outcome at threshold τ, as :func:`simulate_gppl` draws them (``ties="model"`` data).
 
     Returns ``(data, truth)`` with truth = {"t" (N,), "V" (C, N), "W" (C, U), "F" (N, U)} numpy.
     """
@@ -78,10 +86,15 @@ def simulate_crowd(n_items: int = 50, n_users: int = 20, n_pairs: int = 1000, n_
     F = V.T @ W + t[:, None]
     a, b = random_pairs(rng, n_items, n_pairs)
     j = rng.integers(0, n_users, size=n_pairs)
-    p = ndtr(torch.as_tensor(F[a, j] - F[b, j])).numpy()
-    y = (rng.uniform(size=n_pairs) < p).astype(np.float64)
+    delta = torch.as_tensor(F[a, j] - F[b, j])
+    p = ndtr(delta - tau).numpy()
+    draw = rng.uniform(size=n_pairs)
+    y = (draw < p).astype(np.float64)
+    if tau > 0:
+        y = np.where(draw < p, 1.0, np.where(draw > 1.0 - ndtr(-delta - tau).numpy(), 0.0, 0.5))
     data = PairwiseData.from_arrays(a, b, y, X, users=j, user_features=U,
-                                    user_ids=None if U is not None else np.arange(n_users))
+                                    user_ids=None if U is not None else np.arange(n_users),
+                                    ties="model" if tau > 0 else "error")
     return data, {"t": t, "V": V, "W": W, "F": F}
 
 

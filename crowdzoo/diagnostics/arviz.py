@@ -36,6 +36,18 @@ def probit_labels(z, y, seed):
     return log_ndtr((2 * torch.as_tensor(y) - 1) * z), y_rep
 
 
+def outcome_labels(z, y, tau, link, seed):
+    """Per-label log-likelihood of the three outcomes (a tie y = ½; :mod:`crowdzoo.gp.ordinal`) and
+    replicated labels y_rep ∈ {0, ½, 1}, for the draws of z = f_a − f_b (draws, labels) and of the
+    threshold τ (draws,)."""
+    from ..gp.ordinal import outcome_codes, outcome_log_probs, sample_outcomes
+
+    tau = torch.as_tensor(tau, dtype=z.dtype).reshape(-1, 1)
+    k = outcome_codes(torch.as_tensor(y)).expand(z.shape)
+    loglik = outcome_log_probs(z, tau, link).gather(-1, k[..., None])[..., 0]
+    return loglik, sample_outcomes(z, tau, link, torch.Generator().manual_seed(seed + 1))
+
+
 def finish(post, groups, coords, dims, obs_dim, identified):
     """Constant data, sample stats (NUTS), root attributes and the optimisation trace, shared by
     every model."""

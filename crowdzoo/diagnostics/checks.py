@@ -198,6 +198,22 @@ def ppc_win_rates(dt) -> list[Check]:
     return out
 
 
+def ppc_tie_rates(dt) -> list[Check]:
+    """Labels with ties as a third outcome (y = ½): each item's tie rate (the share of its comparisons
+    that are ties), observed against the posterior predictive distribution of the same statistic, as
+    :func:`ppc_win_rates` does for wins; nothing for labels without ties."""
+    y, a, b, _, rep = _labels(dt)
+    if not np.any(y == 0.5):
+        return []
+    items, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
+    L = y.size
+    M = sp.csr_matrix((np.ones(2 * L), (np.tile(np.arange(L), 2), inv)), shape=(L, items.size))
+    n = np.asarray(M.sum(0)).ravel()
+    tie_obs = (M.T @ (y == 0.5)) / n
+    tie_rep = np.asarray((M.T @ (rep == 0.5).T).T) / n
+    return [_ppc_check("PPC: item tie rates", "items", items, tie_obs, tie_rep)]
+
+
 def ppc_link_rates(dt) -> list[Check]:
     """Links (SCDC): each item's must-link rate (the share of its annotations that say "same
     cluster") and each worker's, observed against the posterior predictive distribution of the same
@@ -318,7 +334,7 @@ def calibration(p: np.ndarray, y: np.ndarray, where: str = "training labels", n_
     null = _ece(both, np.concatenate([draws, 1 - draws], axis=1), n_bins)[0]
     q95, q999 = np.quantile(null, [0.95, 0.999])
     verdict = "pass" if ece <= q95 else "warn" if ece <= q999 else "fail"
-    in_sample = where == "training labels"
+    in_sample = where.startswith("training labels")
     if in_sample and verdict == "fail":
         # the null draws y* ~ Bernoulli(p) independently of p, which holds for labels the fit has not
         # seen; on its own training labels even EP (within 0.001 of NUTS) exceeds the 99.9 % quantile
@@ -329,8 +345,19 @@ def calibration(p: np.ndarray, y: np.ndarray, where: str = "training labels", n_
                  f"else fail ({n_bins} bins, {n_null} simulated label sets; each label counted both ways, "
                  f"as (a, b, y) and (b, a, 1 − y))"
                  + ("; on training labels at most warn (its null holds for unseen labels)" * in_sample),
-                 f"{p.size} labels" + ("; in-sample, so optimistic" if where == "training labels" else ""),
+                 f"{p.size} labels" + ("; in-sample, so optimistic" if in_sample else ""),
                  {"n": n, "confidence": conf, "frequency": freq, "ece": float(ece)})
+
+
+def three_way_calibrations(probs: np.ndarray, y: np.ndarray, where: str) -> list[tuple]:
+    """The calibrations of three predicted outcomes (n, 3) = (p_a, p_tie, p_b) against labels
+    y ∈ {0, ½, 1}: P(a ≻ b | not a tie) on the decided labels, and P(tie) against whether each label
+    is a tie; (p, y, where) for :func:`calibration`."""
+    probs, y = np.asarray(probs, dtype=float), np.asarray(y, dtype=float)
+    decided = y != 0.5
+    p_dec = probs[decided, 0] / np.maximum(probs[decided, 0] + probs[decided, 2], 1e-300)
+    return [(p_dec, y[decided], f"{where}, decided: P(a ≻ b) given no tie"),
+            (probs[:, 1], (y == 0.5).astype(float), f"{where}: P(tie)")]
 
 
 def k_threshold(n_draws: int) -> float:
@@ -484,13 +511,19 @@ def agreement(dt, ref) -> list[Check]:
                   "0.90 when the two agree; " + each(cv, "{:.2f}"), {k: g["cov90"] for k, g in per.items()})]
 
 
-def run_all(dt, held_out=None, reference=None) -> list[Check]:
+def run_all(dt, held_out=None, reference=None, outcomes=None) -> list[Check]:
     """Every check that applies; ``held_out`` = (p, y) of held-out labels for calibration,
-    ``reference`` a NUTS ``DataTree`` on the same data."""
+    ``reference`` a NUTS ``DataTree`` on the same data. ``outcomes``: for a fit with ties as a third
+    outcome, a list of (p, y, where) calibrations to run instead of the one read from the
+    log-likelihood, which knows only the probability of each label's own outcome
+    (:func:`three_way_calibrations`)."""
     links = "worker" in dt.constant_data
     out = convergence(dt) + optimisation(dt) + sampler(dt)
-    out += ppc_link_rates(dt) if links else ppc_win_rates(dt)
-    out.append(calibration(*predicted_from_loglik(dt)))
+    out += ppc_link_rates(dt) if links else ppc_win_rates(dt) + ppc_tie_rates(dt)
+    if outcomes is None:
+        out.append(calibration(*predicted_from_loglik(dt)))
+    else:
+        out += [calibration(p, y, where=where) for p, y, where in outcomes]
     if held_out is not None:
         out.append(calibration(*held_out, where="held-out labels"))
     out.append(loo(dt))

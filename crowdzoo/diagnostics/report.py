@@ -44,8 +44,19 @@ class Report:
         return max(ran, key=ck.VERDICTS.index) if ran else "skip"
 
 
+def _outcomes(post, data, where: str):
+    """The three-way calibrations (:func:`~crowdzoo.diagnostics.checks.three_way_calibrations`) of a fit
+    with ties on ``data``'s labels, or None for a fit without."""
+    if getattr(post, "tau", None) is None or data is None:
+        return None
+    frame = data.to_frame()
+    kw = {"users": frame["user"].to_numpy()} if "user" in frame and data.users is not None else {}
+    probs = post.predict_outcomes(frame["a"].to_numpy(), frame["b"].to_numpy(), **kw).to_numpy()
+    return ck.three_way_calibrations(probs, frame["y"].to_numpy(dtype=float), where)
+
+
 def _held_out(post, test):
-    if test is None:
+    if test is None or getattr(post, "tau", None) is not None:  # with ties: three-way, in _outcomes
         return None
     frame = test.to_frame()
     kw = {"users": frame["user"].to_numpy()} if "user" in frame and test.users is not None else {}
@@ -179,6 +190,9 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
            title: str | None = None, n_draws: int = 500, seed: int = 0) -> Report:
     """Write the diagnostic report of a fitted ``posterior`` to ``path`` (``.html`` or ``.md``).
 
+    A fit with ties as a third outcome is calibrated three ways (P(a ≻ b | not a tie) on the decided
+    labels, P(tie) on all), on the training labels and on ``test``'s, and its posterior predictive
+    checks add each item's tie rate.
     ``test``: held-out :class:`~crowdzoo.PairwiseData` for the held-out calibration check (or
     ``held_out=(p, y)``, predicted P(y = 1) and labels, when the predictions exist already);
     ``reference``: a NUTS posterior (or its ``to_arviz()`` tree) on the same data, for the agreement
@@ -198,7 +212,10 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
                             f"{ref.attrs.get('inference')!r} posterior")
         _same_data(dt, ref)
     held_out = held_out if held_out is not None else _held_out(posterior, test)
-    checks = ck.run_all(dt, held_out=held_out, reference=ref)
+    outcomes = _outcomes(posterior, posterior.data, "training labels")
+    if outcomes is not None and test is not None:
+        outcomes += _outcomes(posterior, test, "held-out labels")
+    checks = ck.run_all(dt, held_out=held_out, reference=ref, outcomes=outcomes)
     from .confidence import as_check
 
     at_fit = as_check((posterior.settings or {}).get("confidence"))  # what crowdzoo.fit measured

@@ -4,25 +4,34 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...diagnostics.arviz import chain_shape, finish
+from ...diagnostics.arviz import chain_shape, finish, outcome_labels
 from .model import logits
 
 
 def to_arviz(post, n_draws: int = 500, seed: int = 0):
     n = post.weights.shape[0] if post.method == "nuts" else n_draws
     chains = post.n_chains if post.method == "nuts" else 1
-    f = post.sample(n, seed=seed)["f"]
+    draws = post.sample(n, seed=seed)
+    f = draws["f"]
     d = post.data
     a, b = torch.as_tensor(d.a), torch.as_tensor(d.b)
-    lg = logits(post.setup, f[:, a] - f[:, b])
     y = torch.as_tensor(d.y)
-    loglik = -torch.nn.functional.binary_cross_entropy_with_logits(lg, y.expand_as(lg), reduction="none")
-    g = torch.Generator().manual_seed(seed + 1)
-    y_rep = (torch.rand(lg.shape, generator=g, dtype=lg.dtype) < torch.sigmoid(lg)).to(torch.int64)
+    posterior = {"f": chain_shape(f, chains)}
+    if "tau" in draws:  # ties: three outcomes per pair
+        tau = draws["tau"]
+        loglik, y_rep = outcome_labels(f[:, a] - f[:, b], y, tau, post.setup.link, seed)
+        posterior["tau"] = chain_shape(tau, chains)
+        observed = d.y.copy()
+    else:
+        lg = logits(post.setup, f[:, a] - f[:, b])
+        loglik = -torch.nn.functional.binary_cross_entropy_with_logits(lg, y.expand_as(lg), reduction="none")
+        g = torch.Generator().manual_seed(seed + 1)
+        y_rep = (torch.rand(lg.shape, generator=g, dtype=lg.dtype) < torch.sigmoid(lg)).to(torch.int64)
+        observed = d.y.astype(np.int64)
     coords = {"item": np.asarray(d.item_ids), "pair": np.arange(d.n_pairs)}
     dims = {"f": ["item"], "y": ["pair"]}
-    groups = {"posterior": {"f": chain_shape(f, chains)},
+    groups = {"posterior": posterior,
               "posterior_predictive": {"y": chain_shape(y_rep, chains)},
               "log_likelihood": {"y": chain_shape(loglik, chains)},
-              "observed_data": {"y": d.y.astype(np.int64)}}
-    return finish(post, groups, coords, dims, "pair", identified="f")
+              "observed_data": {"y": observed}}
+    return finish(post, groups, coords, dims, "pair", identified=" ".join(posterior))

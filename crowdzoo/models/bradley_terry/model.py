@@ -5,6 +5,13 @@ Generative story, for N items and P labelled pairs:
     f_i ~ N(0, σ²)                         i = 1..N, independent utilities (no features)
     y_p ~ Bernoulli(g(f_a − f_b))          g = logistic σ (Bradley–Terry) or Φ (Thurstone)
 
+Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``) are a third outcome with a
+threshold τ on the link's scale (:mod:`crowdzoo.gp.ordinal`; Glenn & David 1960 for the probit, Rao &
+Kupper 1967 for the logit):
+
+    τ   ~ tie_prior                         default LogNormal(log ½, 1)
+    y_p ∈ {b ≻ a, tie, a ≻ b} with P = (g(−Δ − τ), g(τ − Δ) − g(−τ − Δ), g(Δ − τ)),  Δ = f_a − f_b
+
 With the probit link this is GPPL with the identity kernel and a fixed scale s = 1/σ². It is the
 zoo's worked example of adding a model (docs/guides/add-a-model.md): this file, a posterior, an
 ArviZ converter, a tiny example and one entry in ``crowdzoo/zoo.py``; its routes (map, svi, nuts)
@@ -20,6 +27,8 @@ import torch
 
 from ...data.tensors import label_tensors
 from ...errors import DataError
+from ...gp.learn import check_positive_prior
+from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.probit import probit_logits
 
 LINKS = ("logit", "probit")
@@ -27,20 +36,27 @@ LINKS = ("logit", "probit")
 
 @dataclass
 class BradleyTerry:
-    """``link``: "logit" (Bradley–Terry) or "probit" (Thurstone); ``prior_sd``: σ of each utility."""
+    """``link``: "logit" (Bradley–Terry) or "probit" (Thurstone); ``prior_sd``: σ of each utility;
+    ``tie_prior``: the prior of the tie threshold τ > 0 on the link's scale, used when the data have
+    ties (None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1))."""
 
     link: str = "logit"
     prior_sd: float = 2.0
+    tie_prior: object = None
 
     def __post_init__(self):
         if self.link not in LINKS:
             raise DataError(f"link: expected one of {list(LINKS)}, got {self.link!r}")
         if not float(self.prior_sd) > 0:
             raise DataError(f"prior_sd: must be positive, got {self.prior_sd}")
+        if self.tie_prior is not None:
+            check_positive_prior(self.tie_prior, "tie_prior")
 
     def setup(self, data, seed: int = 0) -> BTSetup:
-        """Nothing to precompute but the number of items and the link."""
-        return BTSetup(n_items=data.n_items, link=self.link, prior_sd=float(self.prior_sd))
+        """Nothing to precompute but the number of items and the link (and τ's prior, for data with ties)."""
+        tie_prior = (self.tie_prior or default_tie_prior()) if data.has_ties else None
+        return BTSetup(n_items=data.n_items, link=self.link, prior_sd=float(self.prior_sd),
+                       tie_prior=tie_prior)
 
     def program(self, setup: BTSetup, data, subsample_size=None):
         """The Pyro model and its arguments (what the generic map, svi and nuts engines run)."""
@@ -53,6 +69,7 @@ class BTSetup:
     n_items: int
     link: str
     prior_sd: float
+    tie_prior: object = None  # τ's prior when the labels have ties (a third outcome), else None
 
 
 def logits(setup: BTSetup, z: torch.Tensor) -> torch.Tensor:
@@ -64,6 +81,11 @@ def bradley_terry_model(setup: BTSetup, a, b, y, subsample_size=None):
     """The Pyro model (module docstring). ``a``, ``b``, ``y``: (P,) tensors."""
     loc = torch.zeros(setup.n_items, dtype=torch.float64)
     f = pyro.sample("f", dist.Normal(loc, setup.prior_sd).to_event(1))
+    tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size) as idx:
-        pyro.sample("y", dist.Bernoulli(logits=logits(setup, f[a[idx]] - f[b[idx]])),
-                    obs=None if y is None else y[idx])
+        z = f[a[idx]] - f[b[idx]]
+        if tau is None:
+            pyro.sample("y", dist.Bernoulli(logits=logits(setup, z)), obs=None if y is None else y[idx])
+        else:  # three outcomes, k = 2y
+            pyro.sample("y", outcome_distribution(z, tau, setup.link),
+                        obs=None if y is None else outcome_codes(y[idx]))

@@ -15,22 +15,38 @@ from .model import logits
 
 @dataclass(kw_only=True)
 class BradleyTerryPosterior(Posterior):
-    """``f`` (G, N): one utility vector per component (a draw, or the MAP point)."""
+    """``f`` (G, N): one utility vector per component (a draw, or the MAP point); ``tau`` (G,): the
+    tie threshold of each component, for a fit to data with ties (else None)."""
 
     f: torch.Tensor
+    tau: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, **kw):
         f = sites["f"].to(torch.float64)
+        tau = sites["tau"].to(torch.float64).reshape(-1) if "tau" in sites else None
         return cls(model=model, setup=setup, data=data, method=method, weights=uniform_weights(f.shape[0]),
-                   f=f, **kw)
+                   f=f, tau=tau, **kw)
 
-    def predict_proba(self, a, b) -> np.ndarray:
-        """P(a ≻ b) per pair (item ids), averaged over the components."""
+    @property
+    def tie_link(self) -> str:
+        return self.setup.link
+
+    def pair_moments(self, a, b):
+        """Each component's f_a − f_b (G, P) for item ids a, b, and its variance 0 (a point per draw)."""
         ia = positions("a", a, self.data.item_ids, hint=False)
         ib = positions("b", b, self.data.item_ids, hint=False)
         distinct_pairs(ia, ib, a)
-        p = torch.sigmoid(logits(self.setup, self.f[:, ia] - self.f[:, ib]))
+        z = self.f[:, ia] - self.f[:, ib]
+        return z, torch.zeros_like(z)
+
+    def predict_proba(self, a, b) -> np.ndarray:
+        """P(a ≻ b) per pair (item ids), averaged over the components; for a fit with ties,
+        P(a ≻ b | not a tie) (:meth:`~crowdzoo.core.posterior.Posterior.decided_proba`)."""
+        if self.tau is not None:
+            return self.decided_proba(a, b)
+        z, _ = self.pair_moments(a, b)
+        p = torch.sigmoid(logits(self.setup, z))
         return (self.weights[:, None] * p).sum(0).numpy()
 
     def label_link(self, users=None):
@@ -47,12 +63,16 @@ class BradleyTerryPosterior(Posterior):
                 pd.Series(var.numpy(), index=index, name="variance"))
 
     def sample(self, n: int = 500, seed: int = 0) -> dict:
-        """{"f": (n, N)}: the draws themselves when n is their number, else components by weight."""
+        """{"f": (n, N)} (and "tau" (n,) for a fit with ties): the draws themselves when n is their
+        number, else components by weight."""
         G = self.weights.shape[0]
         g = torch.Generator().manual_seed(seed)
         comp = (torch.arange(n) if G == n
                 else torch.multinomial(self.weights, n, replacement=True, generator=g))
-        return {"f": self.f[comp]}
+        out = {"f": self.f[comp]}
+        if self.tau is not None:
+            out["tau"] = self.tau[comp]
+        return out
 
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
         """(n, N) draws of the items' utilities f (one user: ``user`` must be None)."""

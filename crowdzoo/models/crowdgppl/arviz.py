@@ -6,7 +6,7 @@ import functools
 import numpy as np
 import torch
 
-from ...diagnostics.arviz import chain_shape, finish, probit_labels
+from ...diagnostics.arviz import chain_shape, finish, outcome_labels, probit_labels
 
 
 def to_arviz(post, n_draws: int = 500, seed: int = 0):
@@ -23,7 +23,10 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
     zf = (dr["V"][:, :, a] - dr["V"][:, :, b]) * dr["W"][:, :, j]
     z = zf.sum(1) + (dr["t"][:, a] - dr["t"][:, b] if "t" in dr else 0.0)
-    loglik, y_rep = probit_labels(z, d.y, seed)
+    if "tau" in dr:  # ties: three outcomes per pair
+        loglik, y_rep = outcome_labels(z, d.y, dr["tau"], "probit", seed)
+    else:
+        loglik, y_rep = probit_labels(z, d.y, seed)
 
     shape = functools.partial(chain_shape, chains=chains)
 
@@ -33,12 +36,13 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     dims = {"t": ["item"], "V": ["component", "item"], "W": ["component", "user"],
             "s_v": ["component"], "s_w": ["component"], "y": ["pair"]}
     posterior = {k: shape(v) for k, v in dr.items()}
-    identified = ["t", "s_t"] if "t" in dr else []
+    identified = (["t", "s_t"] if "t" in dr else []) + (["tau"] if "tau" in dr else [])
     for name, dim in (("lengthscale", "dim"), ("user_lengthscale", "user_dim")):
         if name in dr:  # one ℓ per draw, identified (unlike V and W): checked like t
             coords[dim] = np.arange(dr[name].shape[1])
             dims[name] = [dim]
             identified.append(name)
     groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
-              "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
+              "log_likelihood": {"y": shape(loglik)},
+              "observed_data": {"y": d.y.copy() if "tau" in dr else d.y.astype(np.int64)}}
     return finish(post, groups, coords, dims, "pair", identified=" ".join(identified))

@@ -21,6 +21,12 @@ Variants of Table 2: ``n_inducing=None`` (``\\inducing``), ``user_features=False
 one independent w per user), ``item_features=False`` (``\\u\\x``: K = I too), ``consensus=False``
 (``\\u\\t``). Without user features q(w) is kept diagonal per user, so memory is O(C·U).
 
+Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``) are a third outcome, the
+ordinal probit of :mod:`crowdzoo.gp.ordinal` with one threshold τ for the crowd:
+
+    τ     ~ tie_prior                     default LogNormal(log ½, 1)   (site "tau")
+    P(a ≻ b | inducing, τ) = Φ((z̄_p − τ)/√(1 + σ²_p)),  P(b ≻ a) = Φ((−z̄_p − τ)/√(1 + σ²_p)),  tie the rest
+
 Length-scales under a prior (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` (and ``user_lengthscale_prior=`` when there is a user kernel) the svi and nuts
 routes' program samples the ARD length-scales first,
@@ -49,6 +55,7 @@ from ...errors import DataError
 from ...gp.conditional import SparseGP, identity_gp
 from ...gp.learn import check_positive_prior
 from ...gp.linalg import DTYPE
+from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.probit import probit_logits
 from ..gppl.model import GPPL
 
@@ -102,6 +109,9 @@ class CrowdGPPL:
         Each needs its side's named kernel ("se", "matern32"): item features for
         ``lengthscale_prior``, user features for ``user_lengthscale_prior``. Without priors svi
         learns the length-scales as ``pyro.param`` s with ``learn_kernel=True``.
+    tie_prior : the prior of the crowd's tie threshold τ > 0 (probit scale), used when the data have
+        ties (``ties="model"``); None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
+        natgrad finds τ's mode on the log scale (a point estimate), svi and nuts its posterior.
     """
 
     n_components: int = 20
@@ -127,8 +137,11 @@ class CrowdGPPL:
     jitter: float = 1e-6
     lengthscale_prior: object = None
     user_lengthscale_prior: object = None
+    tie_prior: object = None
 
     def __post_init__(self):
+        if self.tie_prior is not None:
+            check_positive_prior(self.tie_prior, "tie_prior")
         for name in ("lengthscale_prior", "user_lengthscale_prior"):
             if getattr(self, name) is not None:
                 check_positive_prior(getattr(self, name), name)
@@ -195,7 +208,12 @@ class CrowdGPPL:
         if self.user_features and data.user_features is not None and data.user_features.shape[1] > 0:
             users = self.user_gp().setup_features(data.user_features, seed=seed + 1, work=P * C)
         return CrowdSetup(items=items, users=users, n_users=data.n_users, C=int(self.n_components),
-                          consensus=bool(self.consensus), priors=self.priors())
+                          consensus=bool(self.consensus), priors=self.priors(),
+                          tie_prior=self.prior_tau() if data.has_ties else None)
+
+    def prior_tau(self):
+        """The prior of the tie threshold τ (``tie_prior`` or the default)."""
+        return default_tie_prior() if self.tie_prior is None else self.tie_prior
 
     def item_gp(self) -> GPPL:
         """The GP over item features (its kernel, length-scales, inducing items): the item side."""
@@ -293,7 +311,8 @@ PAPER = dict(n_inducing=25, n_inducing_users=25, shape_t0=1.0, rate_t0=100.0, sh
 class CrowdSetup:
     """Fixed before inference: the item side (kernel, inducing items, projections; see
     :class:`~crowdzoo.gp.SparseGP`), the user side (the same, or None for independent
-    users), C, whether there is a consensus, and the Gamma priors."""
+    users), C, whether there is a consensus, the Gamma priors, and τ's prior for labels with ties
+    (None: no ties)."""
 
     items: SparseGP
     users: SparseGP | None
@@ -301,6 +320,7 @@ class CrowdSetup:
     C: int
     consensus: bool
     priors: dict
+    tie_prior: object = None
 
     @property
     def M(self) -> int:
@@ -396,6 +416,7 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
         s_w = pyro.sample("s_w", setup.priors["w"])
         u_v = pyro.sample("u_v", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
         u_w = pyro.sample("u_w", dist.Normal(torch.zeros(M_u, dtype=DTYPE), one).to_event(1))
+    tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size, dim=-1) as idx:
         dd, c = setup.items.pair_terms(a[idx], b[idx])  # (P, M), (P,)
         dv = (dd @ u_v.T) / s_v.sqrt()  # (P, C)
@@ -403,8 +424,13 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
         w = (u_w[:, j[idx]].T if e is None else e @ u_w.T) / s_w.sqrt()  # (P, C)
         dt = None if u_t is None else (dd @ u_t) / s_t.sqrt()
         zbar, var = z_moments(dt, dv, w, c, d, s_t, s_v, s_w)
-        pyro.sample("y", dist.Bernoulli(logits=probit_logits(zbar / torch.sqrt(1.0 + var))),
-                    obs=None if y is None else y[idx])
+        sd = torch.sqrt(1.0 + var)
+        if tau is None:
+            pyro.sample("y", dist.Bernoulli(logits=probit_logits(zbar / sd)),
+                        obs=None if y is None else y[idx])
+        else:  # three outcomes (k = 2y)
+            pyro.sample("y", outcome_distribution(zbar / sd, tau / sd),
+                        obs=None if y is None else outcome_codes(y[idx]))
 
 
 def inducing_values(setup: CrowdSetup, sites: dict, L=None, L_u=None) -> dict:

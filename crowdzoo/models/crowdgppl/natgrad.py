@@ -56,6 +56,7 @@ from ...gp.conjugate import kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.learn import KernelSpace, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
 from ...gp.natural import Gaussian
+from ...gp.ordinal import expected_log_outcome, initial_tau, threshold_step
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit, probit_grads
 from ...inference import natgrad as loop
 from ...inference.distributed import Shard, shard
@@ -182,13 +183,28 @@ def _step(blk: Gaussian, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻�
     return natural.step(blk, prior_prec, pi * lam_sum, pi * nu_sum, r_i, what)
 
 
-def _weights(lik, bt, mu, var, kappa, e, own, Q, n_gh):
+def _grads(bt, mu, var, n_gh, tau=None):
+    """dE/dμ and dE/dv of each label's expected log-likelihood under z ~ N(μ, v): the probit's, or with
+    ties the ordinal probit's at threshold ``tau`` (:mod:`crowdzoo.gp.ordinal`)."""
+    if tau is None:
+        return probit_grads(bt.sgn, mu, var, n_gh)
+    return expected_log_outcome(bt.y, mu, var, tau, n_gh)[1:3]
+
+
+def _ell(y, mu, var, n_gh, tau=None):
+    """Each label's expected log-likelihood (probit, or ordinal probit with ties)."""
+    if tau is None:
+        return expected_log_probit(y, mu, var, n_gh)[0]
+    return expected_log_outcome(y, mu, var, tau, n_gh)[0]
+
+
+def _weights(lik, bt, mu, var, kappa, e, own, Q, n_gh, tau=None):
     """Per-label (λ, ν) of the module docstring for one factor of batch ``bt``."""
     if lik == "linearised":
         G = torch.exp(-0.5 * mu * mu) / math.sqrt(2 * math.pi)
         Gk = G * kappa
         return G * G * e / Q, Gk / Q * (bt.y - ndtr(mu) + Gk * own)
-    g_mu, g_v = probit_grads(bt.sgn, mu, var, n_gh)
+    g_mu, g_v = _grads(bt, mu, var, n_gh, tau)
     h = -2.0 * g_v
     return h * e, kappa * (g_mu + h * kappa * own)
 
@@ -323,6 +339,8 @@ class Problem(NamedTuple):
     log_prior: Callable | None = None
     kernel_lr: float = 0.1
     every: tuple | None = None  # (Batch, Q) of all this rank's labels at ``sides``, when θ is fixed
+    tie_prior: object = None  # the prior of τ when the labels have ties (a third outcome), else None
+    tie_steps: int = 3  # Newton steps on log τ per iteration
 
     @property
     def reduce(self):
@@ -342,6 +360,7 @@ class State(NamedTuple):
     hyper: Adam | None = None
     sides: Sides | None = None  # None: the problem's (θ fixed)
     carried: Carried | None = None
+    tau: torch.Tensor | None = None  # the crowd's tie threshold, when the labels have ties
 
 
 class Info(NamedTuple):
@@ -398,7 +417,10 @@ def init(problem: Problem, gen: torch.Generator) -> State:
         w = natural.gaussian(Lam_w, (Lam_w @ w0[..., None])[..., 0], "Σ⁻¹")
     gam = {k: (torch.full((1 if k == "t" else C,), s, dtype=DTYPE),
                torch.full((1 if k == "t" else C,), r, dtype=DTYPE)) for k, (s, r) in p.pri.items()}
-    return State(t, v, w, gam, None if p.space is None else adam_init(p.space.theta0))
+    tau = None
+    if p.tie_prior is not None:
+        tau = initial_tau(p.shard.sum((p.y == 0.5).sum().to(DTYPE)) / p.shard.n_labels)
+    return State(t, v, w, gam, None if p.space is None else adam_init(p.space.theta0), tau=tau)
 
 
 def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info]:
@@ -411,10 +433,18 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
     # the batch's users, on several ranks with independent users
     present = p.shard.union(bt.j) if p.reduce is not None and sides.users is None else None
     st, pull, raw = _sweep(_blocks(state), state.gam, bt, _raw_of(state, idx, bt), sides.items, sides.users,
-                           p.likelihood, Q, batch.rho, batch.pi, p.n_gh, p.reduce, present, p.conditional)
+                           p.likelihood, Q, batch.rho, batch.pi, p.n_gh, p.reduce, present, p.conditional,
+                           state.tau)
     gam = _update_scales(st, state.gam, p.pri, sides.items, sides.users, pull)
+    tau = state.tau
+    if tau is not None:  # ties: Newton steps on log τ at the new q (full ones on a full batch)
+        Es = {k: s / r for k, (s, r) in gam.items()}
+        mu, var = _total(_moments(raw, bt, Es["t"], Es["v"], Es["w"]))
+        full = loop.is_every(batch.idx, p.shard.n_labels)
+        tau = threshold_step(tau, bt.y, mu, var, batch.pi, p.tie_prior, p.tie_steps, p.n_gh, p.reduce,
+                             1.0 if full else batch.rho)
     new = State(st["t"], st["v"], st["w"], gam, state.hyper, state.sides,
-                Carried(idx, raw) if state.hyper is None else None)
+                Carried(idx, raw) if state.hyper is None else None, tau)
     if state.hyper is not None:
         new = _kernel_step(new, idx, batch.pi, p)
     return new, Info(batch.rho, {k: s / r for k, (s, r) in gam.items()})
@@ -431,7 +461,7 @@ def _kernel_step(state: State, idx, pi, p: Problem) -> State:
         s_th = p.space.build(theta)
         b_th = _batch(*_sides(s_th, True), p.a[idx], p.b[idx], p.j[idx], p.y[idx])
         mu, var = _total(_moments(_raw(st, b_th, batched=True), b_th, Es["t"], Es["v"], Es["w"]))
-        ell = pi * expected_log_probit(b_th.y, mu, var, p.n_gh)[0].sum()
+        ell = pi * _ell(b_th.y, mu, var, p.n_gh, state.tau).sum()
         return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
 
     hyper = ascend(state.hyper, likelihood_term, p.kernel_lr, p.reduce)
@@ -447,7 +477,7 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
     idx = p.shard.local(idx)
     bt, _ = _labels(p, idx, sides)
     return _bound(_blocks(state), state.gam, p.pri, bt, _raw_of(state, idx, bt), sides.items, sides.users,
-                  scale, p.n_gh, p.reduce)
+                  scale, p.n_gh, p.reduce, state.tau)
 
 
 def default_likelihood(learn_kernel: bool, batch_size: int, data) -> str:
@@ -462,7 +492,7 @@ def default_likelihood(learn_kernel: bool, batch_size: int, data) -> str:
     irrelevant features likewise; ``crowdzoo compare calibration``). Under the paper's priors its
     mean-field optimum was over-confident with a handful of labels per user (docs/crowdgppl.md, "How
     far to run"), which is why the paper's route stays one argument away."""
-    if learn_kernel:
+    if learn_kernel or data.has_ties:  # ties: only the exact likelihood has a third outcome
         return "exact"
     held = getattr(data, "label_range", None)
     P = held[2] if held is not None else len(data.a)
@@ -521,6 +551,11 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
         likelihood = default_likelihood(learn_kernel, batch_size, data)
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
+    sh = shard(data, distributed)
+    ties = data.has_ties if sh.world == 1 else bool(sh.sum(torch.tensor(float(data.has_ties))) > 0)
+    if ties and likelihood != "exact":
+        raise DataError("likelihood: the labels have ties (y = 0.5), which only the exact likelihood models "
+                        "(the ordinal probit); pass likelihood='exact' or leave it unset", arg="likelihood")
     if init_var is None:
         init_var = 1.0 if likelihood == "linearised" else 0.01
     if not init_var > 0:
@@ -531,7 +566,6 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     pri.setdefault("t", (1.0, 1.0))
     a, b, y = label_tensors(data)
     j = user_tensor(data)
-    sh = shard(data, distributed)
     a, b, j, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, j, y))  # this rank's labels
     P = sh.n_labels
     if forgetting_rate is None:
@@ -543,7 +577,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     conditional = not setup.items.exact or (setup.users is not None and not setup.users.exact)
     problem = Problem(a, b, j, y, sh, pri, E0, prior_var_z, _sides(setup, space is not None), conditional,
                       likelihood, n_gh, init_var, space,
-                      None if space is None else space.log_prior(model, counted=sh.lead), kernel_lr)
+                      None if space is None else space.log_prior(model, counted=sh.lead), kernel_lr,
+                      tie_prior=model.prior_tau() if ties else None)
     if space is None and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
         problem = problem._replace(every=_labels(problem, torch.arange(a.shape[0]), problem.sides))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
@@ -580,7 +615,8 @@ def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) 
         gamma={k: (s if k != "t" else s[0], r if k != "t" else r[0]) for k, (s, r) in st.gam.items()
                if k != "t" or setup.consensus},
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
-        settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint)
+        settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint,
+        tau=None if st.tau is None else st.tau.reshape(1))
 
 
 def _terms(dv, dv_var, w, w_var, Ew2=None):
@@ -590,14 +626,15 @@ def _terms(dv, dv_var, w, w_var, Ew2=None):
 
 
 def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None,
-           present=None, conditional: bool = True):
+           present=None, conditional: bool = True, tau=None):
     """Update q(t), then q(v_c) for each c, then q(w_c) for each c, on one batch (the factors in
     turn, as coordinate ascent does; the total moments of z are kept up to date in between).
     ``raw``: the batch's :class:`Raw` moments under the state ``st``; returned with the new state's.
     ``reduce``: sums each factor's label statistics over the ranks of a distributed fit (each rank
     holds its own labels' moments of z, updated locally after every factor's step). ``conditional``:
     whether a side is sparse, so that labels carry conditional variance (c or d ≠ 0) whose pull on
-    q(s) the ``"exact"`` likelihood adds."""
+    q(s) the ``"exact"`` likelihood adds. ``tau``: the tie threshold, for labels with ties (the
+    exact likelihood's ordinal probit)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     mo = _moments(raw, bt, Es["t"], Es["v"], Es["w"])
     mu, var = _total(mo)
@@ -606,7 +643,7 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
     dt, dt_q = raw.dt, raw.dt_q
     if st["t"] is not None:
         one = torch.ones_like(mu)
-        lam, nu = _weights(lik, bt, mu, var, one, one, mo.dt, Q, n_gh)
+        lam, nu = _weights(lik, bt, mu, var, one, one, mo.dt, Q, n_gh, tau)
         st["t"] = _step(st["t"], Es["t"] * items.K_inv, bt.dA, lam, nu, r_i, pi, what="S_t⁻¹", reduce=reduce)
         dt, dt_q = _row_moments(bt.dA, st["t"].m, st["t"].S)
         dt_var = dt_q + bt.c / Es["t"]
@@ -618,7 +655,7 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
         w_c, wv_c = wm[:, c], w_var[:, c]
         e = w_c * w_c + wv_c  # E[w²_c,j]
         old_mu, old_var = _terms(dv[:, c], dv_var[:, c], w_c, wv_c, e)
-        lam, nu = _weights(lik, bt, mu, var, w_c, e, dv[:, c], Q, n_gh)
+        lam, nu = _weights(lik, bt, mu, var, w_c, e, dv[:, c], Q, n_gh, tau)
         blk = _step(Gaussian(Lam_v[c], eta_v[c], m_v[c], S_v[c]), prior_v[c], bt.dA,
                     lam, nu, r_i, pi, what=f"S_v⁻¹ (component {c})", reduce=reduce)
         Lam_v[c], eta_v[c], m_v[c], S_v[c] = blk
@@ -631,7 +668,7 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
     for c in range(w.m.shape[0]):  # Eq. 36–37
         old_mu, old_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         e = dv[:, c] ** 2 + dv_var[:, c]
-        lam, nu = _weights(lik, bt, mu, var, dv[:, c], e, wm[:, c], Q, n_gh)
+        lam, nu = _weights(lik, bt, mu, var, dv[:, c], e, wm[:, c], Q, n_gh, tau)
         if bt.Aw is None:
             blk = _step(Gaussian(Lam_w[c], eta_w[c], m_w[c], S_w[c]), Es["w"][c], None, lam, nu, r_i,
                         pi, j=bt.j, reduce=reduce, present=present)
@@ -650,7 +687,7 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
         return st, None, raw
     # ∂ELL/∂var_p · (what each scale's conditional variance adds to var_p, times E[s]): the
     # likelihood's pull on q(s) (see _update_scales)
-    h = -pi * probit_grads(bt.sgn, mu, var, n_gh)[1]
+    h = -pi * _grads(bt, mu, var, n_gh, tau)[1]
     pull = {"t": (h * bt.c).sum()[None] if st["t"] is not None else torch.zeros(1, dtype=DTYPE),
             "v": h @ (bt.c[:, None] * (wm * wm + w_var)),
             "w": h @ (bt.d[:, None] * (dv * dv + dv_var))}
@@ -679,13 +716,13 @@ def _update_scales(st, gam, pri, items, users, pull=None):
     return out
 
 
-def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=None) -> float:
+def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=None, tau=None) -> float:
     """Eq. 31: expected log-likelihood (scaled to P) − KL of every Gaussian and Gamma factor
     (``reduce``: the likelihood term summed over the ranks of a distributed fit)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     Elog = {k: torch.digamma(s) - torch.log(r) for k, (s, r) in gam.items()}
     mu, var = _total(_moments(raw, bt, Es["t"], Es["v"], Es["w"]))
-    ell, _, _ = expected_log_probit(bt.y, mu, var, n_gh)
+    ell = _ell(bt.y, mu, var, n_gh, tau)
     ell = ell.sum() if reduce is None else reduce(ell.sum())
     kl = (_kl_gauss(st["v"], items, Es["v"], Elog["v"]).sum()
           + _kl_gauss(st["w"], users, Es["w"], Elog["w"]).sum())

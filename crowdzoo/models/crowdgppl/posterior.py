@@ -58,6 +58,14 @@ def _draw_inducing_values(space, sites, ell) -> dict:
     return {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
 
+def _put(out, sl, part, n: int):
+    """Write a chunk's predictions ``part`` (p, ...) at rows ``sl`` of ``out`` (n, ...), made on first use."""
+    if out is None:
+        out = torch.empty((n,) + part.shape[1:], dtype=DTYPE)
+    out[sl] = part
+    return out
+
+
 @dataclass(kw_only=True)
 class CrowdGPPLPosterior(Posterior):
     """Posterior of a fitted crowdGPPL. Build it with :func:`crowdzoo.fit`.
@@ -67,7 +75,10 @@ class CrowdGPPLPosterior(Posterior):
     independent users — for Gaussian routes (G = 1), else None; ``s_t`` (G,), ``s_v``, ``s_w``
     (G, C) inverse scales (E[s] for natgrad, whose Gamma q(s) parameters are in ``gamma``);
     ``lengthscales`` (G, D) and ``user_lengthscales`` (G, E) per draw when those were inferred under a
-    prior (else None: the setup's kernels).
+    prior (else None: the setup's kernels); ``tau`` (G,) the crowd's tie threshold per component of a fit
+    to labels with ties (else None), whose ``predict_proba`` is then P(a ≻ b | not a tie) and whose
+    :meth:`predict_outcomes` gives the three outcomes (the closed form of
+    :func:`~crowdzoo.gp.ordinal.predictive_outcomes` per component, mixed).
     """
 
     query_users = "personal"  # a query asks one user about her own utilities (active learning)
@@ -84,6 +95,7 @@ class CrowdGPPLPosterior(Posterior):
     gamma: dict = field(default_factory=dict)
     lengthscales: torch.Tensor | None = None
     user_lengthscales: torch.Tensor | None = None
+    tau: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
@@ -97,6 +109,8 @@ class CrowdGPPLPosterior(Posterior):
             kw["settings"] = {**(kw.get("settings") or {}), **learned}
         sites = {k: v.to(DTYPE) for k, v in sites.items()}
         G = sites["u_v"].shape[0]
+        if "tau" in sites:
+            kw["tau"] = sites["tau"].reshape(G)
         ell = {k: sites[k].reshape(G, -1) for k in ("lengthscale", "user_lengthscale") if k in sites}
         iv = (_draw_inducing_values(model.prior_space(setup), sites, ell) if ell
               else inducing_values(setup, sites))
@@ -203,7 +217,28 @@ class CrowdGPPLPosterior(Posterior):
         ``users`` user ids (or rows of ``user_features``). ``new_users``: what a user id not seen in
         training gets — "error" (refused, naming it), "consensus" (the consensus t alone) or "prior"
         (its w_c from the prior N(0, 1/s_w), Eq. 23: the consensus's mean with the personal part's
-        variance)."""
+        variance). A fit with ties gives P(a ≻ b | not a tie)."""
+        if self.tau is not None:  # ties: the decided pairs' P(a ≻ b)
+            p = self.outcome_probs(a, b, users, item_features, user_features, new_users)
+            return (p[:, 0] / (p[:, 0] + p[:, 2]).clamp_min(1e-300)).numpy()
+        return self._combined(a, b, users, item_features, user_features, new_users, None)
+
+    def outcome_probs(self, a, b, users=None, item_features=None, user_features=None,
+                      new_users: str = "error") -> torch.Tensor:
+        """(P, 3) probabilities (p_a, p_tie, p_b) of a fit with ties, for the arguments of
+        :meth:`predict_proba`, mixed over the components."""
+        from ...gp.ordinal import predictive_outcomes
+
+        def combine(mean, var):
+            p = predictive_outcomes(mean, var, self.tau[:, None])
+            return (self.weights[:, None, None] * p).sum(0)
+
+        out = self._combined(a, b, users, item_features, user_features, new_users, combine)
+        return torch.as_tensor(out, dtype=DTYPE)
+
+    def _combined(self, a, b, users, item_features, user_features, new_users, combine):
+        """:meth:`predict_proba`'s work, each chunk's moments of z made into predictions by ``combine``
+        (:meth:`_predict`)."""
         X, new_ids = self._item_inputs(item_features)
         n_items = self.data.n_items if X is None else X.shape[0]
         ids_a = a
@@ -215,29 +250,36 @@ class CrowdGPPLPosterior(Posterior):
             if no_consensus:
                 raise DataError("users: this model has no consensus (consensus=False); pass users= "
                                 "to predict personal preferences")
-            return self._predict(a, b, X, None, None)
+            return self._predict(a, b, X, None, None, combine)
         U = self._user_inputs(user_features)
         if U is not None:
             j = self._positions("users", users, False, U.shape[0], self.data.user_ids)
             if j.shape != a.shape:
                 raise DataError(f"users: {j.shape[0]} users for {a.shape[0]} pairs")
-            return self._predict(a, b, X, U, j)
+            return self._predict(a, b, X, U, j, combine)
         _, j = seen_users(users, self.data.user_ids, a.shape[0], new_users, consensus=no_consensus)
         unseen = "prior" if new_users == "prior" else None
-        return by_rows(j, lambda r: self._predict(a[r], b[r], X, None, j[r]),
-                       lambda r: self._predict(a[r], b[r], X, None, unseen))
+        return by_rows(j, lambda r: self._predict(a[r], b[r], X, None, j[r], combine),
+                       lambda r: self._predict(a[r], b[r], X, None, unseen, combine))
 
-    def _predict(self, a, b, X, U, j):
+    def _predict(self, a, b, X, U, j, combine=None):
         """P(a ≻ b) at item positions a, b; j: the users' positions (among the training users, or
-        rows of new user features U), None for the consensus, or "prior" for users not seen."""
+        rows of new user features U), None for the consensus, or "prior" for users not seen.
+        ``combine(mean, var)``: what to make of each chunk's moments (G, P) of z, (P, ...) (None: the
+        mixture of Eq. 3)."""
         if self.lengthscales is None and self.user_lengthscales is None:
-            return self._predict_by_items(a, b, X, U, j)
-        return self._predict_by_pairs(a, b, X, U, j)
+            return self._predict_by_items(a, b, X, U, j, combine)
+        return self._predict_by_pairs(a, b, X, U, j, combine)
 
-    def _predict_by_pairs(self, a, b, X, U, j):
+    def _mixed(self, mean, var):
+        """The mixture of Eq. 3 over the components: P(a ≻ b) (P,) from moments (G, P) of z."""
+        return mixture_prob(self.weights, mean, var)
+
+    def _predict_by_pairs(self, a, b, X, U, j, combine=None):
         """:meth:`predict_proba` through each pair's own rows (per-draw kernels need them)."""
+        combine = combine or self._mixed
         G, C = self.weights.shape[0], self.setup.C
-        out = torch.empty(a.shape[0], dtype=DTYPE)
+        out = None
         chunk = max(64, _CHUNK // (G * (C + 1) * max(self.setup.M, self.setup.M_u)))
         for lo in range(0, a.shape[0], chunk):
             sl = slice(lo, lo + chunk)
@@ -247,16 +289,17 @@ class CrowdGPPLPosterior(Posterior):
                 dA, cd = self._pair_rows(a[sl], b[sl], X, gs)  # the sparse conditional, Eq. 19
                 user = j if j is None or isinstance(j, str) else (*self._user_rows(U, gs, j[sl]), j[sl])
                 mean[gs], var[gs] = self._z(dA, cd, user, gs)
-            out[sl] = mixture_prob(self.weights, mean, var)  # Eq. 3
+            out = _put(out, sl, combine(mean, var), a.shape[0])
         return out.numpy()
 
-    def _predict_by_items(self, a, b, X, U, j):
+    def _predict_by_items(self, a, b, X, U, j, combine=None):
         """:meth:`predict_proba` with fixed kernels, through the items' and users' rows: each item's
         moments of t and v_c and each user's of w_c once (:meth:`SparseGP.item_moments`,
         :meth:`_user_table`), then O(C M) a pair for the cross terms A_a S A_bᵀ — where each pair's own
         rows cost O(C M²) — in chunks of pairs that bound the memory."""
+        combine = combine or self._mixed
         G, C = self.weights.shape[0], self.setup.C
-        out = torch.empty(a.shape[0], dtype=DTYPE)
+        out = None
         items = self.setup.items
         T = None if self.t_m is None else items.item_moments(self.t_m, None if self.t_cov is None
                                                              else self.t_cov[None], self.s_t, X)
@@ -277,7 +320,7 @@ class CrowdGPPLPosterior(Posterior):
                 w, ww = w_u[0][:, j[sl]], w_u[1][:, j[sl]]  # (G, P, C)
                 mean = mean + (dv * w).sum(-1)
                 var = var + (var_v * (w * w + ww) + dv * dv * ww).sum(-1)
-            out[sl] = mixture_prob(self.weights, mean, var)  # Eq. 3
+            out = _put(out, sl, combine(mean, var), a.shape[0])
         return out.numpy()
 
     def _user_table(self, U, n: int):
@@ -414,6 +457,8 @@ class CrowdGPPLPosterior(Posterior):
             out["lengthscale"] = self.lengthscales[comp]
         if self.user_lengthscales is not None:
             out["user_lengthscale"] = self.user_lengthscales[comp]
+        if self.tau is not None:
+            out["tau"] = self.tau[comp]
         return out
 
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:

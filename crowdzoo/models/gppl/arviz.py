@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import torch
 
-from ...diagnostics.arviz import chain_shape, finish, probit_labels
+from ...diagnostics.arviz import chain_shape, finish, outcome_labels, probit_labels
 
 
 def to_arviz(post, n_draws: int = 1000, seed: int = 0):
@@ -18,7 +18,10 @@ def to_arviz(post, n_draws: int = 1000, seed: int = 0):
     f, s = draws["f"], draws["s"]
     a = torch.as_tensor(post.data.a)
     b = torch.as_tensor(post.data.b)
-    loglik, y_rep = probit_labels(f[:, a] - f[:, b], post.data.y, seed)
+    if "tau" in draws:  # ties: three outcomes per pair
+        loglik, y_rep = outcome_labels(f[:, a] - f[:, b], post.data.y, draws["tau"], "probit", seed)
+    else:
+        loglik, y_rep = probit_labels(f[:, a] - f[:, b], post.data.y, seed)
 
     shape = functools.partial(chain_shape, chains=chains)
 
@@ -27,15 +30,18 @@ def to_arviz(post, n_draws: int = 1000, seed: int = 0):
     dims = {"f": ["item"], "y": ["pair"]}
     posterior = {"f": shape(f), "s": shape(s)}
     identified = "f s"
+    if "tau" in draws:
+        posterior["tau"] = shape(draws["tau"])
+        identified = "f s tau"
     if "lengthscale" in draws:  # inferred under a prior: one ℓ per draw, checked like any variable
         posterior["lengthscale"] = shape(draws["lengthscale"])
         coords["dim"] = np.arange(draws["lengthscale"].shape[1])
         dims["lengthscale"] = ["dim"]
-        identified = "f s lengthscale"
+        identified += " lengthscale"
     groups = {
         "posterior": posterior,
         "posterior_predictive": {"y": shape(y_rep)},
         "log_likelihood": {"y": shape(loglik)},
-        "observed_data": {"y": post.data.y.astype(np.int64)},
+        "observed_data": {"y": post.data.y.copy() if "tau" in draws else post.data.y.astype(np.int64)},
     }
     return finish(post, groups, coords, dims, "pair", identified=identified)

@@ -13,6 +13,16 @@ Eq. 3). With ``n_inducing=None`` the inducing items are the training items, c_p 
 is the exact GPPL of Eq. 4. f_m is written non-centred, f_m = L_mm u / √s with u ~ N(0, I), which
 is what NUTS and Pyro's guides see.
 
+Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``) are a third outcome of each
+pair, the ordinal probit of :mod:`crowdzoo.gp.ordinal` with a threshold τ under ``tie_prior``:
+
+    τ            ~ tie_prior                           default LogNormal(log ½, 1)   (site "tau")
+    P(a ≻ b | f_m, s, τ) = Φ((d_pᵀ f_m − τ) / √(1 + c_p / s))
+    P(b ≻ a | f_m, s, τ) = Φ((−d_pᵀ f_m − τ) / √(1 + c_p / s)),   P(tie) the rest
+
+(the same integral over the pair's conditional Gaussian as above: with τ = 0 and no ties, the
+model without them).
+
 Learned length-scales (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` the model also samples the ARD length-scales first,
 
@@ -40,6 +50,7 @@ from ...gp.inducing import kmeanspp_inducing, resolve_inducing
 from ...gp.kernels import as_kernel, median_heuristic
 from ...gp.learn import ARDGP, check_positive_prior, lengthscale_prior_of
 from ...gp.linalg import DTYPE
+from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.probit import probit_logits
 
 
@@ -67,6 +78,9 @@ class GPPL:
         log p(ℓ) to its objective (type-II MAP); needs a named kernel ("se", "matern32").
         None (default): ℓ is fixed (``lengthscale`` or the median heuristic), or learned by
         ``learn_kernel=True``.
+    tie_prior : the prior of the tie threshold τ > 0 (probit scale), used when the data have ties
+        (``ties="model"``); None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
+        natgrad finds τ's mode on the log scale under it (a point estimate), svi and nuts its posterior.
     """
 
     n_inducing: int | str | None = "auto"
@@ -78,10 +92,17 @@ class GPPL:
     s_prior: object = None
     jitter: float = 1e-6
     lengthscale_prior: object = None
+    tie_prior: object = None
 
     def __post_init__(self):
         if self.lengthscale_prior is not None:
             check_positive_prior(self.lengthscale_prior, "lengthscale_prior")
+        if self.tie_prior is not None:
+            check_positive_prior(self.tie_prior, "tie_prior")
+
+    def prior_tau(self) -> dist.Distribution:
+        """The prior of the tie threshold τ (``tie_prior`` or the default)."""
+        return default_tie_prior() if self.tie_prior is None else self.tie_prior
 
     def check_route(self, method: str, settings: dict) -> None:
         """Refuse settings that ``method`` cannot honour (called by :func:`crowdzoo.fit`)."""
@@ -101,8 +122,12 @@ class GPPL:
                           torch.tensor(float(self.rate_s0), dtype=DTYPE))
 
     def setup(self, data, seed: int = 0, inducing=None) -> GPPLSetup:
-        """Fix the kernel, inducing inputs and the projections every route shares."""
-        return self.setup_features(data.item_features, seed=seed, inducing=inducing)
+        """Fix the kernel, inducing inputs and the projections every route shares (and τ's prior, for
+        data with ties)."""
+        setup = self.setup_features(data.item_features, seed=seed, inducing=inducing)
+        if data.has_ties:
+            setup.tie_prior = self.prior_tau()
+        return setup
 
     def setup_features(self, item_features, seed: int = 0, inducing=None,
                        work: float | None = None) -> GPPLSetup:
@@ -146,7 +171,7 @@ class GPPL:
         ard = ARDGP.of(self, setup, what)
         prior = None if learn_kernel else lengthscale_prior_of(self.lengthscale_prior, ard.D)
         ell0 = setup.kernel.lengthscale.detach().clone()
-        return gppl_lengthscale_model, (LengthscaleSpace(ard, prior, ell0, self.prior_s()),
+        return gppl_lengthscale_model, (LengthscaleSpace(ard, prior, ell0, self.prior_s(), setup.tie_prior),
                                         a, b, y, subsample_size)
 
     def ard(self, setup: GPPLSetup) -> ARDGP:
@@ -158,9 +183,11 @@ class GPPL:
 @dataclass
 class GPPLSetup(SparseGP):
     """What is fixed before inference: the sparse GP over items (kernel, items X (N, D), inducing
-    inputs Z (M, D), K_mm, L_mm, B = L_mm⁻¹ K_mn; :class:`~crowdzoo.gp.SparseGP`) and the prior of s."""
+    inputs Z (M, D), K_mm, L_mm, B = L_mm⁻¹ K_mn; :class:`~crowdzoo.gp.SparseGP`), the prior of s and,
+    for labels with ties, the prior of the tie threshold τ (None: no ties)."""
 
     s_prior: object = None
+    tie_prior: object = None
 
 
 def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,
@@ -169,26 +196,33 @@ def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tens
     s = pyro.sample("s", setup.s_prior)
     u = pyro.sample("u", dist.Normal(torch.zeros(setup.M, dtype=DTYPE), 1.0).to_event(1))
     pyro.deterministic("f_m", setup.L_mm @ u / s.sqrt())
+    tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size) as idx:
         d, c = setup.pair_terms(a[idx], b[idx])
-        z = (d @ u) / torch.sqrt(s * (1.0 + c / s))
-        pyro.sample("y", dist.Bernoulli(logits=probit_logits(z)),
-                    obs=None if y is None else y[idx])
+        sd = torch.sqrt(s * (1.0 + c / s))  # √s · √(1 + c/s)
+        z = (d @ u) / sd
+        if tau is None:
+            pyro.sample("y", dist.Bernoulli(logits=probit_logits(z)), obs=None if y is None else y[idx])
+        else:  # three outcomes (k = 2y) with Δ and τ both over √(1 + c/s)
+            pyro.sample("y", outcome_distribution(z, tau * s.sqrt() / sd),
+                        obs=None if y is None else outcome_codes(y[idx]))
 
 
 @dataclass
 class LengthscaleSpace:
     """What :func:`gppl_lengthscale_model` needs: the ARD algebra as a function of ℓ, the prior of ℓ
-    (event shape (D,); None: ℓ is a ``pyro.param`` started at ``ell0``), and the prior of s."""
+    (event shape (D,); None: ℓ is a ``pyro.param`` started at ``ell0``), the prior of s and τ's (None:
+    no ties)."""
 
     ard: ARDGP
     prior: object
     ell0: torch.Tensor
     s_prior: object
+    tie_prior: object = None
 
     def setup(self, ell) -> GPPLSetup:
         """The model's setup at length-scales ``ell`` (D,), differentiable in ℓ."""
-        return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.s_prior)
+        return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.s_prior, tie_prior=self.tie_prior)
 
 
 def gppl_lengthscale_model(space: LengthscaleSpace, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,

@@ -15,6 +15,15 @@ Two likelihood treatments, chosen by ``likelihood=``:
     E_q[log Φ(y'(f_a − f_b))], computed by Gauss–Hermite quadrature of each pair's 1-D marginal
     (as Hensman et al. 2015 do for GP classification). Same cost per iteration.
 
+Ties (labels y = ½, ``ties="model"``) take the exact likelihood only: the ordinal probit of
+:mod:`crowdzoo.gp.ordinal`, whose expectation and its derivatives in the marginal's mean and variance
+come from the same Gauss–Hermite nodes (:func:`~crowdzoo.gp.ordinal.expected_log_outcome`). The
+threshold τ is a point estimate: after each q step, Newton steps on log τ climb the batch's expected
+log-likelihood plus the log density of log τ under ``tie_prior`` (the mode of log τ, as the map
+route finds it; a concave problem in τ for the likelihood, Newton's steps damped to ±½ in log τ). On
+a mini-batch each step is scaled by ρ_i, a stochastic approximation that settles as q does (full
+Newton steps there made τ, and the bound, chase each batch).
+
 The bound of Eq. 30 (its likelihood term by Gauss–Hermite quadrature in both cases) decides
 convergence (:class:`~crowdzoo.inference.natgrad.StopRule`).
 
@@ -47,6 +56,7 @@ from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_r
 from ...gp.learn import KernelSpace, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
 from ...gp.natural import Gaussian
+from ...gp.ordinal import expected_log_outcome, initial_tau, threshold_step
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit
 from ...inference import natgrad as loop
 from ...inference.distributed import Shard, shard
@@ -105,6 +115,8 @@ class Problem(NamedTuple):
     log_prior: Callable | None = None
     kernel_lr: float = 0.3
     every: tuple | None = None  # the pair rows and c of all this rank's labels, when θ is fixed
+    tie_prior: object = None  # the prior of τ when the labels have ties (a third outcome), else None
+    tie_steps: int = 3  # Newton steps on log τ per iteration
 
     def rows(self, basis: Basis, idx):
         """The pair rows and c of this rank's labels ``idx`` in ``basis`` (the problem's own for every
@@ -123,6 +135,7 @@ class State(NamedTuple):
     rate: torch.Tensor
     hyper: Adam | None = None
     basis: Basis | None = None  # None: the problem's (θ fixed)
+    tau: torch.Tensor | None = None  # the tie threshold, when the labels have ties
 
 
 class Info(NamedTuple):
@@ -142,25 +155,39 @@ def _marginals(rows, c, m, S, Es):
     return rows.mean(m), c / Es + rows.quad(S)
 
 
+def _expected(p: Problem, tau, y, mu, v):
+    """E_q[log p(y | Δ)] and its derivatives in μ and v per label: the probit's, or with ties the
+    ordinal probit's at threshold ``tau``."""
+    if tau is None:
+        return expected_log_probit(y, mu, v, p.n_gh)
+    return expected_log_outcome(y, mu, v, tau, p.n_gh)[:3]
+
+
 def init(problem: Problem, gen: torch.Generator) -> State:
-    """q at the prior, E[s] = α₀/β₀; θ at the model's kernel."""
+    """q at the prior, E[s] = α₀/β₀; θ at the model's kernel; τ, with ties, where a tie of two equal
+    utilities is as common as the ties are among all labels: 2Φ(τ) − 1 = their share."""
     Es0 = problem.alpha0 / problem.beta0
     q = natural.gaussian(Es0 * problem.basis.K_inv, torch.zeros(problem.basis.setup.M, dtype=DTYPE), WHAT)
+    tau = None
+    if problem.tie_prior is not None:
+        tau = initial_tau(problem.shard.sum((problem.y == 0.5).sum().to(DTYPE)) / problem.shard.n_labels)
     return State(q, torch.tensor(problem.alpha0, dtype=DTYPE), torch.tensor(problem.beta0, dtype=DTYPE),
-                 None if problem.space is None else adam_init(problem.space.theta0))
+                 None if problem.space is None else adam_init(problem.space.theta0), tau=tau)
 
 
 def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info]:
     """One iteration of Alg. 1 on the labels ``batch.idx``: q(f_m) by a natural-gradient step (Eq.
     17–18), q(s) by Eq. 15, then, when θ learns, one Adam step up the batch's bound with q held."""
     idx = problem.shard.local(batch.idx)
-    state = _q_step(state, _basis(state, problem), idx, batch.rho, batch.pi, problem)
+    full = loop.is_every(batch.idx, problem.shard.n_labels)
+    state = _q_step(state, _basis(state, problem), idx, batch.rho, batch.pi, problem,
+                    1.0 if full else batch.rho)
     if state.hyper is not None:
         state = _kernel_step(state, idx, batch.pi, problem)
     return state, Info(batch.rho, state.shape / state.rate)
 
 
-def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem) -> State:
+def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem, tau_rate: float = 1.0) -> State:
     K_inv = basis.K_inv
     A_d, c = p.rows(basis, idx)
     yb = p.y[idx]
@@ -170,14 +197,19 @@ def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem) -> State:
         q = _linearised_step(q, A_d, yb, Es, p.alpha0 / p.beta0, K_inv, r_i, pi, p.inner_iter, p.shard.sum)
     else:
         mu, v = _marginals(A_d, c, q.m, q.S, Es)
-        _, g_mu, g_v = expected_log_probit(yb, mu, v, p.n_gh)
+        _, g_mu, g_v = _expected(p, state.tau, yb, mu, v)
         Lam_lik, eta_lik = p.shard.sum(-2.0 * pi * A_d.gram(g_v), pi * A_d.tmul(g_mu - 2.0 * g_v * mu))
         q = natural.step(q, Es * K_inv, Lam_lik, eta_lik, r_i, WHAT)
     shape, rate = q_s(p.alpha0, p.beta0, basis.setup.M, natural.second(q, K_inv))  # Eq. 15
     if p.likelihood == "exact" and not basis.setup.exact:  # the likelihood's pull through c / E[s]
-        _, _, g_v = expected_log_probit(yb, *_marginals(A_d, c, q.m, q.S, Es), p.n_gh)
+        _, _, g_v = _expected(p, state.tau, yb, *_marginals(A_d, c, q.m, q.S, Es))
         rate = scale_rate(rate, shape, p.shard.sum(-pi * (g_v * c).sum()))
-    return state._replace(q=q, shape=shape, rate=rate)
+    tau = state.tau
+    if tau is not None:
+        mu, v = _marginals(A_d, c, q.m, q.S, shape / rate)
+        tau = threshold_step(tau, yb, mu, v, pi, p.tie_prior, p.tie_steps, p.n_gh,
+                             p.shard.sum if p.shard.world > 1 else None, tau_rate)
+    return state._replace(q=q, shape=shape, rate=rate, tau=tau)
 
 
 def _kernel_step(state: State, idx, pi, p: Problem) -> State:
@@ -188,7 +220,7 @@ def _kernel_step(state: State, idx, pi, p: Problem) -> State:
 
     def likelihood_term(theta):
         d, c = p.space.build(theta).pair_factors(p.a[idx], p.b[idx])
-        ell = pi * expected_log_probit(p.y[idx], *_marginals(d, c, m_u, S_u, Es), p.n_gh)[0].sum()
+        ell = pi * _expected(p, state.tau, p.y[idx], *_marginals(d, c, m_u, S_u, Es))[0].sum()
         return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
 
     hyper = ascend(state.hyper, likelihood_term, p.kernel_lr, p.shard.sum)
@@ -205,7 +237,7 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
     idx = p.shard.local(idx)
     A_d, c = p.rows(basis, idx)
     Es, Elog_s = gamma_moments(state.shape, state.rate)
-    ell, _, _ = expected_log_probit(p.y[idx], *_marginals(A_d, c, q.m, q.S, Es), p.n_gh)
+    ell, _, _ = _expected(p, state.tau, p.y[idx], *_marginals(A_d, c, q.m, q.S, Es))
     kl_f = natural.kl(q, basis.K_inv, basis.logdet_K, Es, Elog_s, WHAT)
     return float(scale * p.shard.sum(ell.sum()) - kl_f - kl_gamma(state.shape, state.rate, p.alpha0, p.beta0))
 
@@ -244,14 +276,18 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     only rank 0 shows progress and writes checkpoints. ``data`` may be this rank's shard alone
     (:meth:`~crowdzoo.PairwiseData.read_shard`), so that no rank holds every label.
     """
+    sh = shard(data, distributed)
+    ties = data.has_ties if sh.world == 1 else bool(sh.sum(torch.tensor(float(data.has_ties))) > 0)
     if likelihood is None:  # the hyper-gradient is the bound's only where q maximises the bound itself
-        likelihood = "exact" if (learn_kernel or learn_inducing) else "linearised"
+        likelihood = "exact" if (learn_kernel or learn_inducing or ties) else "linearised"
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
+    if ties and likelihood != "exact":
+        raise DataError("likelihood: the labels have ties (y = 0.5), which only the exact likelihood models "
+                        "(the ordinal probit); pass likelihood='exact' or leave it unset", arg="likelihood")
     alpha0, beta0 = require_gamma(model.prior_s(), "s_prior")
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
     a, b, y = label_tensors(data)
-    sh = shard(data, distributed)
     a, b, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, y))  # this rank's labels (a view)
     P = sh.n_labels
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
@@ -260,7 +296,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     log_prior = None if space is None else log_prior_of_theta(getattr(model, "lengthscale_prior", None),
                                                                 data.item_features.shape[1], counted=sh.lead)
     problem = Problem(a, b, y, sh, alpha0, beta0, basis_of(setup, whitened=learning), likelihood, inner_iter,
-                      n_gh, space, log_prior, kernel_lr)
+                      n_gh, space, log_prior, kernel_lr,
+                      tie_prior=model.prior_tau() if ties else None)
     if not learning and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
         problem = problem._replace(every=problem.basis.rows(a, b))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
@@ -290,7 +327,7 @@ def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) 
     return GPPLPosterior(
         model=model, setup=setup, data=data, method="natgrad", weights=torch.ones(1, dtype=DTYPE),
         means=m[None], covs=S[None], s=(state.shape / state.rate).reshape(1), s_shape=float(state.shape),
-        s_rate=float(state.rate),
+        s_rate=float(state.rate), tau=None if state.tau is None else state.tau.reshape(1),
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
         settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint)
 

@@ -14,6 +14,12 @@ With length-scales under a prior (``GPPL(lengthscale_prior=...)``, svi and nuts)
 own ℓ_g (``lengthscales`` (G, D)), hence its own K_mm, A and c: predictions are computed draw by draw,
 batched over chunks of draws (:class:`~crowdzoo.gp.learn.ARDGP`), and mixed as before. With
 ``learn_kernel=True`` (svi) the one learned ℓ defines the setup, as for natgrad and ep.
+
+A fit to labels with ties (``ties="model"``) holds the tie threshold τ of each component (``tau``
+(G,): svi's and nuts's draws, natgrad's point estimate, repeated). Its :meth:`predict_outcomes`
+gives the three outcomes' probabilities in closed form per component
+(:func:`~crowdzoo.gp.ordinal.predictive_outcomes`), and ``predict_proba`` gives P(a ≻ b | not a
+tie), the probability that the pair's decided label, if it has one, is a ≻ b.
 """
 from __future__ import annotations
 
@@ -38,7 +44,8 @@ class GPPLPosterior(Posterior):
 
     Attributes (besides :class:`~crowdzoo.core.posterior.Posterior`'s): ``means`` (G, M), ``covs``
     (G, M, M) or None, ``s`` (G,), optional q(s) = Gamma(``s_shape``, ``s_rate``), ``lengthscales``
-    (G, D) per component when the length-scales were inferred under a prior (else None: the setup's).
+    (G, D) per component when the length-scales were inferred under a prior (else None: the setup's),
+    ``tau`` (G,) the tie threshold per component of a fit to labels with ties (else None).
     """
 
     means: torch.Tensor
@@ -47,6 +54,7 @@ class GPPLPosterior(Posterior):
     s_shape: float | None = None
     s_rate: float | None = None
     lengthscales: torch.Tensor | None = None
+    tau: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
@@ -55,12 +63,15 @@ class GPPLPosterior(Posterior):
         {"lengthscale": ℓ}, which then fixes the setup."""
         s = sites["s"].to(DTYPE)
         u = sites["u"].to(DTYPE)
+        if "tau" in sites:
+            kw["tau"] = sites["tau"].to(DTYPE).reshape(-1)
         if params and "lengthscale" in params:
             import dataclasses
 
             ell = params["lengthscale"].to(DTYPE)
             start = setup.kernel.lengthscale
-            setup = model.ard(setup).sparse_gp(ell, type(setup), s_prior=setup.s_prior)
+            setup = model.ard(setup).sparse_gp(ell, type(setup), s_prior=setup.s_prior,
+                                               tie_prior=setup.tie_prior)
             model = dataclasses.replace(model, lengthscale=ell)
             kw["settings"] = {**kw.get("settings", {}), "learned_lengthscale": ell.tolist(),
                               "start_lengthscale": start.tolist()}
@@ -157,14 +168,40 @@ class GPPLPosterior(Posterior):
 
         ``a``, ``b`` name items of the table predicted for: the training items by id or, with
         ``item_features=`` (new items), that table's rows — by its index when it is a DataFrame,
-        by position when it is an array. A pair of an item with itself is refused."""
+        by position when it is an array. A pair of an item with itself is refused. A fit with ties gives
+        P(a ≻ b | not a tie) (module docstring)."""
+        if self.tau is not None:
+            return self.decided_proba(a, b, item_features=item_features)
+        out = torch.empty(len(a), dtype=DTYPE)
+        for sl, mu, var in self._pair_chunks(a, b, item_features):
+            out[sl] = mixture_prob(self.weights, mu, var)
+        return out.numpy()
+
+    def pair_moments(self, a, b, item_features=None):
+        """Mean and variance (G, P) of f_a − f_b per component (Eq. 19), for pairs named as in
+        :meth:`predict_proba`."""
+        parts = list(self._pair_chunks(a, b, item_features))
+        return torch.cat([p[1] for p in parts], -1), torch.cat([p[2] for p in parts], -1)
+
+    def outcome_probs(self, a, b, item_features=None) -> torch.Tensor:
+        """(P, 3) probabilities (p_a, p_tie, p_b) of a fit with ties, mixed over the components chunk by
+        chunk of pairs."""
+        from ...gp.ordinal import predictive_outcomes
+
+        out = torch.empty(len(a), 3, dtype=DTYPE)
+        for sl, mu, var in self._pair_chunks(a, b, item_features):
+            p = predictive_outcomes(mu, var, self.tau[:, None])
+            out[sl] = (self.weights[:, None, None] * p).sum(0)
+        return out
+
+    def _pair_chunks(self, a, b, item_features):
+        """(slice, mean (G, p), variance (G, p)) of f_a − f_b per component, for chunks of the pairs."""
         X, Xs = self._items(item_features)
         ids_a = a
         a = self._positions("a", a, X, Xs.shape[0])
         b = self._positions("b", b, X, Xs.shape[0])
         distinct_pairs(a, b, ids_a)
         G, M = self.weights.shape[0], self.setup.M
-        out = torch.empty(a.shape[0], dtype=DTYPE)
         chunk = max(64, _CHUNK // (G * M))  # ≤ _CHUNK numbers per chunk of (component, pair, M) rows
         items = None  # the items' rows once, when they fit: O(M) a pair after that, not O(M²)
         if self.lengthscales is None and Xs.shape[0] * M * (G if self.covs is not None else 1) <= _CHUNK:
@@ -172,18 +209,17 @@ class GPPLPosterior(Posterior):
         for lo in range(0, a.shape[0], chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
             if items is not None:
-                out[sl] = mixture_prob(self.weights, *items.pairs(a[sl], b[sl]))
+                yield (sl, *items.pairs(a[sl], b[sl]))
                 continue
             if self.lengthscales is not None:
-                out[sl] = mixture_prob(self.weights, *self._draw_pairs(a[sl], b[sl], X))
+                yield (sl, *self._draw_pairs(a[sl], b[sl], X))
                 continue
             dA, c = self.setup.pair_rows(a[sl], b[sl], X)
             mu = self.means @ dA.T  # (G, P)
             var = c[None, :] / self.s[:, None]
             if self.covs is not None:
                 var = var + torch.einsum("pm,gmn,pn->gp", dA, self.covs, dA)
-            out[sl] = mixture_prob(self.weights, mu, var)
-        return out.numpy()
+            yield sl, mu, var
 
     def utility_gaussian(self, user=None, n_draws: int = 1000, seed: int = 0):
         """Mean (N,) and covariance (N, N) of the training items' utilities, the mixture moment-matched:
@@ -204,8 +240,8 @@ class GPPLPosterior(Posterior):
 
     # ------------------------------------------------------------------ draws
     def sample(self, n: int = 1000, seed: int = 0) -> dict:
-        """Posterior draws: {"f": (n, N) utilities of the training items, "s": (n,)}, and
-        "lengthscale" (n, D) when the length-scales were inferred under a prior.
+        """Posterior draws: {"f": (n, N) utilities of the training items, "s": (n,)}, "lengthscale"
+        (n, D) when the length-scales were inferred under a prior, and "tau" (n,) for a fit with ties.
 
         For approximate routes these are draws from the approximation. For a sparse model the
         conditional variance of f given f_m is added independently per item (FITC-style)."""
@@ -223,17 +259,18 @@ class GPPLPosterior(Posterior):
             s = gamma_draws(self.s_shape, self.s_rate, n, g)
         else:
             s = self.s[comp]
+        tau = {} if self.tau is None else {"tau": self.tau[comp]}
         if self.lengthscales is not None:  # each draw its own ℓ (the draws' f_m as above)
             mu, var = self._draw_items(None)
             f = mu[comp]
             if not self.setup.exact:
                 f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(var[comp])
-            return {"f": f, "s": s, "lengthscale": self.lengthscales[comp]}
+            return {"f": f, "s": s, "lengthscale": self.lengthscales[comp], **tau}
         A, c = self.setup.item_terms()
         f = f_m @ A.T
         if not self.setup.exact:
             f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(c / self.s[comp][:, None])
-        return {"f": f, "s": s}
+        return {"f": f, "s": s, **tau}
 
     # ------------------------------------------------------------------ output
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
