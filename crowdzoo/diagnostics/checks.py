@@ -11,8 +11,9 @@ Every check reads an ArviZ ``DataTree`` from ``posterior.to_arviz()`` (see
   rate of choosing the first item) against replicated labels;
 * :func:`calibration` — reliability of predicted probabilities, expected calibration error (ECE);
 * :func:`loo` — PSIS-LOO (Vehtari et al. 2017) and its Pareto k̂;
-* :func:`agreement` — an approximate route against a NUTS reference: mean |difference of posterior
-  means| in NUTS posterior sds, and the ratio of posterior sds.
+* :func:`agreement` — an approximate route against a NUTS reference, group by group
+  (:mod:`crowdzoo.diagnostics.compare`): mean |difference of posterior means| in NUTS posterior sds,
+  the ratio of posterior sds, and the coverage of the approximation's 90 % intervals.
 
 The orientation of a pair is often chosen by its outcome (a winner-first layout writes every label
 as y = 1), so no check may depend on it: calibration counts each label both ways, (a, b, y) and
@@ -31,6 +32,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from scipy.stats import binom
+
+from .compare import LOGLIK, compare_draws, per_element, same_data
 
 VERDICTS = ("pass", "warn", "fail", "skip")
 
@@ -421,23 +424,14 @@ def loo(dt) -> Check:
                  {"pareto_k": k, "span": span})
 
 
-def _agreement_of(x, r) -> dict:
-    """:func:`agreement_of` on two ArviZ variables (chain, draw, …)."""
-    return agreement_of(*(np.asarray(v.values).reshape(v.shape[0] * v.shape[1], -1) for v in (x, r)))
-
-
 def agreement_of(xs: np.ndarray, rs: np.ndarray) -> dict:
     """One quantity group of an approximation (draws ``xs``, (S, n)) against NUTS (draws ``rs``, (R, n)),
-    element by element: |E_approx − E_NUTS| / sd_NUTS (``diff``), sd_approx / sd_NUTS (``ratio``), and
-    the share of NUTS draws inside the approximation's central 90 % interval (``cov90``, 0.9 when the
-    two agree); elements NUTS holds fixed are left out."""
-    xs, rs = np.asarray(xs).reshape(len(xs), -1), np.asarray(rs).reshape(len(rs), -1)
-    sd = rs.std(0)
-    ok = sd > 0
-    lo, hi = np.quantile(xs[:, ok], [0.05, 0.95], axis=0)
-    inside = ((rs[:, ok] >= lo) & (rs[:, ok] <= hi)).mean(0)
-    return {"diff": np.abs(xs.mean(0) - rs.mean(0))[ok] / sd[ok], "ratio": xs.std(0)[ok] / sd[ok],
-            "cov90": inside}
+    element by element (:func:`crowdzoo.diagnostics.compare.compare_draws`): |E_approx − E_NUTS| /
+    sd_NUTS (``diff``), sd_approx / sd_NUTS (``ratio``), the shares of NUTS draws inside the
+    approximation's central 50 % and 90 % intervals (``cover50``, ``cover90``), the Wasserstein
+    distances in NUTS sds (``w1``, ``w2``) and the moment-matched Gaussian KL (``kl``); elements NUTS
+    holds fixed are left out."""
+    return compare_draws(xs, rs)
 
 
 def _ratio_grade(r: float) -> str:
@@ -446,18 +440,18 @@ def _ratio_grade(r: float) -> str:
 
 
 def agreement(dt, ref) -> list[Check]:
-    """An approximate posterior ``dt`` against a NUTS reference ``ref`` on the same data, variable by
-    variable (the per-label log-likelihood, and each identified variable): |E_approx − E_NUTS| /
-    sd_NUTS, sd_approx / sd_NUTS and the share of NUTS draws inside the approximation's 90 % interval.
-    Each check's verdict is its worst variable's, so that many well-matched log-likelihood terms
-    cannot hide an over-confident latent variable."""
-    groups = {"log-likelihood": (dt.log_likelihood["y"], ref.log_likelihood["y"])}
-    groups.update({v: (dt.posterior[v], ref.posterior[v]) for v in identified_vars(dt) if v in ref.posterior})
-    per = {k: _agreement_of(x, r) for k, (x, r) in groups.items()}
-    per = {k: g for k, g in per.items() if g["diff"].size}
+    """An approximate posterior ``dt`` against a NUTS reference ``ref`` on the same data, group by
+    group (:func:`crowdzoo.diagnostics.compare.compare_posteriors`: the per-label log-likelihood and
+    each identified variable): |E_approx − E_NUTS| / sd_NUTS, sd_approx / sd_NUTS and the share of
+    NUTS draws inside the approximation's 90 % interval. Each check's verdict is its worst group's, so
+    that many well-matched log-likelihood terms cannot hide an over-confident latent variable. A
+    reference fitted to other data (by the checksums of the data) is refused with a DataError."""
+    same_data(dt, ref)
+    known = set(identified_vars(dt))
+    per = {k: g for k, g in per_element(dt, ref).items() if k.startswith(LOGLIK) or k in known}
     md = {k: float(g["diff"].mean()) for k, g in per.items()}
     mr = {k: float(np.median(g["ratio"])) for k, g in per.items()}
-    cv = {k: float(g["cov90"].mean()) for k, g in per.items()}
+    cv = {k: float(g["cover90"].mean()) for k, g in per.items()}
     worst_d = max(md, key=md.get)
     worst_r = max(mr, key=lambda k: abs(np.log(mr[k])))
     worst_c = min(cv, key=cv.get)
@@ -467,21 +461,22 @@ def agreement(dt, ref) -> list[Check]:
 
     return [Check("agreement with NUTS: means", _grade(md[worst_d], AGREE_PASS, AGREE_WARN),
                   f"{md[worst_d]:.2f} NUTS sd ({worst_d})",
-                  f"per variable, mean |Δ mean| / sd_NUTS < {AGREE_PASS} pass, < {AGREE_WARN} warn, else "
-                  "fail; the worst variable decides", each(md, "{:.2f}"),
+                  f"per group, mean |Δ mean| / sd_NUTS < {AGREE_PASS} pass, < {AGREE_WARN} warn, else "
+                  "fail; the worst group decides", each(md, "{:.2f}"),
                   {k: g["diff"] for k, g in per.items()}),
             Check("agreement with NUTS: sds", _ratio_grade(mr[worst_r]),
                   f"median ratio {mr[worst_r]:.2f} ({worst_r})",
-                  f"per variable, median sd / sd_NUTS in [{SD_RATIO_PASS[0]}, {SD_RATIO_PASS[1]}] pass, "
-                  f"[{SD_RATIO_WARN[0]}, {SD_RATIO_WARN[1]}] warn, else fail; the worst variable decides",
+                  f"per group, median sd / sd_NUTS in [{SD_RATIO_PASS[0]}, {SD_RATIO_PASS[1]}] pass, "
+                  f"[{SD_RATIO_WARN[0]}, {SD_RATIO_WARN[1]}] warn, else fail; the worst group decides",
                   "below 1: the approximation is over-confident; " + each(mr, "{:.2f}"),
                   {k: g["ratio"] for k, g in per.items()}),
             Check("agreement with NUTS: 90 % intervals", _grade(-cv[worst_c], -COVER_PASS, -COVER_WARN),
                   f"{cv[worst_c]:.2f} of NUTS draws inside ({worst_c})",
-                  "per variable, the share of NUTS draws inside the central 90 % interval of the "
-                  f"approximation ≥ {COVER_PASS} pass, ≥ {COVER_WARN} warn, else fail; the worst variable "
+                  "per group, the share of NUTS draws inside the central 90 % interval of the "
+                  f"approximation ≥ {COVER_PASS} pass, ≥ {COVER_WARN} warn, else fail; the worst group "
                   "decides",
-                  "0.90 when the two agree; " + each(cv, "{:.2f}"), {k: g["cov90"] for k, g in per.items()})]
+                  "0.90 when the two agree; " + each(cv, "{:.2f}"),
+                  {k: g["cover90"] for k, g in per.items()})]
 
 
 def run_all(dt, held_out=None, reference=None) -> list[Check]:

@@ -23,6 +23,7 @@ import torch
 from ..errors import DataError
 from . import checks as ck
 from . import plots
+from .compare import same_data
 
 COLOURS = {"pass": "#1a7f37", "warn": "#b35900", "fail": "#c62828", "skip": "#6e7781"}
 
@@ -158,23 +159,6 @@ def _coclustering(post):
             png)
 
 
-def _same_data(dt, ref) -> None:
-    """Refuse a reference fitted to other data: its labels, and the items and users of each label
-    (``constant_data``), must be the posterior's."""
-    if ref.observed_data["y"].shape != dt.observed_data["y"].shape:
-        raise DataError("reference: fitted to different data (the number of labels differs)")
-    wanted = [("observed_data", "y")]
-    if "constant_data" in dt.children:
-        wanted += [("constant_data", v) for v in dt.constant_data.data_vars]
-    for group, v in wanted:
-        theirs = ref[group][v].values if group in ref.children and v in ref[group].data_vars else None
-        mine = dt[group][v].values
-        if theirs is None or mine.shape != theirs.shape or not (mine == theirs).all():
-            raise DataError(f"reference: fitted to different data (its {group} {v!r} differs from the "
-                            "posterior's, though the number of labels is the same); fit NUTS to the same "
-                            "data")
-
-
 def report(posterior, path, test=None, held_out=None, reference=None, settings: dict | None = None,
            title: str | None = None, n_draws: int = 500, seed: int = 0) -> Report:
     """Write the diagnostic report of a fitted ``posterior`` to ``path`` (``.html`` or ``.md``).
@@ -196,7 +180,7 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
         if ref.attrs.get("inference") != "nuts":
             raise DataError("reference: the agreement check compares with NUTS; got a "
                             f"{ref.attrs.get('inference')!r} posterior")
-        _same_data(dt, ref)
+        same_data(dt, ref)
     held_out = held_out if held_out is not None else _held_out(posterior, test)
     checks = ck.run_all(dt, held_out=held_out, reference=ref)
     from .confidence import as_check
