@@ -71,11 +71,18 @@ def _grade(x: float, pass_below: float, warn_below: float) -> str:
 
 
 def is_mcmc(dt) -> bool:
-    return not int(dt.attrs.get("approximate", 1))
+    """Whether the draws are Markov chains on the posterior: the root attribute ``approximate``
+    (crowdzoo's converters), else whether the tree has a ``sample_stats`` group (a sampler's)."""
+    if "approximate" in dt.attrs:
+        return not int(dt.attrs["approximate"])
+    return "sample_stats" in dt.children
 
 
 def identified_vars(dt) -> list[str]:
-    """Posterior variables that are identified (not up to sign/rotation), from the root attrs."""
+    """Posterior variables that are identified (not up to sign/rotation), from the root attrs; every
+    posterior variable of a tree that does not say (one made elsewhere)."""
+    if "identified" not in dt.attrs:
+        return list(dt.posterior.data_vars)
     names = str(dt.attrs.get("identified", "")).split()
     return [n for n in names if n in dt.posterior.data_vars]
 
@@ -482,9 +489,15 @@ def agreement(dt, ref) -> list[Check]:
 def run_all(dt, held_out=None, reference=None) -> list[Check]:
     """Every check that applies; ``held_out`` = (p, y) of held-out labels for calibration,
     ``reference`` a NUTS ``DataTree`` on the same data."""
-    links = "worker" in dt.constant_data
     out = convergence(dt) + optimisation(dt) + sampler(dt)
-    out += ppc_link_rates(dt) if links else ppc_win_rates(dt)
+    missing = [g for g in ("constant_data", "posterior_predictive") if g not in dt.children]
+    if missing:  # a tree made elsewhere without the labels' items or replicated labels
+        out.append(Check("PPC", "skip", "–", "needs the constant_data and posterior_predictive groups",
+                         f"the tree has no {' or '.join(missing)} group"))
+    elif "worker" in dt.constant_data:
+        out += ppc_link_rates(dt)
+    else:
+        out += ppc_win_rates(dt)
     out.append(calibration(*predicted_from_loglik(dt)))
     if held_out is not None:
         out.append(calibration(*held_out, where="held-out labels"))

@@ -76,9 +76,13 @@ def _vars(dt, group) -> list:
 
 
 def _draws(v) -> np.ndarray:
-    """(chain, draw, …) → (chain × draw, elements)."""
-    x = np.asarray(v.values)
+    """A variable with dims chain, draw and others (in any order) → (chain × draw, elements)."""
+    x = np.asarray(v.transpose("chain", "draw", ...).values)
     return x.reshape(x.shape[0] * x.shape[1], -1)
+
+
+def _element_shape(v) -> tuple:
+    return v.transpose("chain", "draw", ...).shape[2:]
 
 
 def wasserstein(xs: np.ndarray, rs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -129,8 +133,9 @@ def groups_of(dt, ref) -> dict:
             if v in ref.log_likelihood.data_vars:
                 out[LOGLIK if v == "y" else f"{LOGLIK} {v}"] = (dt.log_likelihood[v], ref.log_likelihood[v])
     for v in dt.posterior.data_vars:
-        if v in ref.posterior.data_vars and dt.posterior[v].shape[2:] == ref.posterior[v].shape[2:]:
-            out[v] = (dt.posterior[v], ref.posterior[v])
+        x, r = dt.posterior[v], ref.posterior.get(v)
+        if r is not None and _element_shape(x) == _element_shape(r):
+            out[v] = (x, r)
     return out
 
 

@@ -55,6 +55,8 @@ def _held_out(post, test):
 
 
 def _settings(post, dt, extra):
+    if post is None:  # a tree made elsewhere: what its attributes say
+        return _tree_settings(dt, extra)
     model = post.model
     out = {"model": post.name, "route": post.method,
            "draws": f"{dt.posterior.sizes['chain']} chain(s) × {dt.posterior.sizes['draw']}"
@@ -73,6 +75,18 @@ def _settings(post, dt, extra):
     out.update(extra or {})
     small = {k: v.tolist() for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() <= 50}
     return {k: small.get(k, v) for k, v in out.items() if k in small or not isinstance(v, torch.Tensor)}
+
+
+def _tree_settings(dt, extra):
+    out = {"model": str(dt.attrs.get("model", "(an ArviZ DataTree)")),
+           "route": str(dt.attrs.get("inference", "nuts" if ck.is_mcmc(dt) else "unknown")),
+           "draws": f"{dt.posterior.sizes['chain']} chain(s) × {dt.posterior.sizes['draw']}"
+           + ("" if ck.is_mcmc(dt) else " (draws of an approximate posterior)"),
+           "data": f"{dt.observed_data['y'].size} labels"}
+    out.update({f"tree.{k}": v for k, v in dt.attrs.items() if k not in ("model", "inference")
+                and not k.startswith("checksum_") and not k.startswith("creat")})
+    out.update(extra or {})
+    return out
 
 
 def _used(name: str, value, data):
@@ -159,10 +173,34 @@ def _coclustering(post):
             png)
 
 
+#: the groups the report reads from an ArviZ DataTree, and what each is for
+NEEDED_GROUPS = {"posterior": "the draws (r̂, ESS, the summary table)",
+                 "log_likelihood": "each label's log-likelihood (calibration, PSIS-LOO, r̂)",
+                 "observed_data": "the labels y"}
+
+
+def check_tree(dt):
+    """Refuse a DataTree that lacks a group the report needs, naming it (:data:`NEEDED_GROUPS`)."""
+    for group, what in NEEDED_GROUPS.items():
+        if group not in dt.children:
+            raise DataError(f"posterior: the ArviZ DataTree has no {group!r} group, which the report needs "
+                            f"for {what}; it has {sorted(dt.children)}", arg="posterior",
+                            problem=f"no {group!r} group")
+    for group in ("log_likelihood", "observed_data"):
+        if "y" not in dt[group].data_vars:
+            raise DataError(f"posterior: the DataTree's {group!r} group has no variable 'y' (the labels)",
+                            arg="posterior")
+    return dt
+
+
 def report(posterior, path, test=None, held_out=None, reference=None, settings: dict | None = None,
            title: str | None = None, n_draws: int = 500, seed: int = 0) -> Report:
     """Write the diagnostic report of a fitted ``posterior`` to ``path`` (``.html`` or ``.md``).
 
+    ``posterior``: a crowdzoo posterior, or an ArviZ DataTree (``to_arviz()``, read back with
+    ``xarray.open_datatree``, or made elsewhere) with at least the groups of :data:`NEEDED_GROUPS`;
+    checks whose groups it lacks (the PPC without ``posterior_predictive`` and ``constant_data``)
+    are skipped.
     ``test``: held-out :class:`~crowdzoo.PairwiseData` for the held-out calibration check (or
     ``held_out=(p, y)``, predicted P(y = 1) and labels, when the predictions exist already);
     ``reference``: a NUTS posterior (or its ``to_arviz()`` tree) on the same data, for the agreement
@@ -171,13 +209,20 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm", ".md"):
         raise DataError(f"path: the report is written as .html or .md, got {path.name!r}")
-    if not hasattr(posterior, "to_arviz"):
-        raise DataError(f"posterior: {type(posterior).__name__} has no to_arviz(); the report needs one")
-    dt = posterior.to_arviz(n_draws=n_draws, seed=seed)
+    if hasattr(posterior, "to_arviz"):
+        dt = posterior.to_arviz(n_draws=n_draws, seed=seed)
+    elif hasattr(posterior, "children") and hasattr(posterior, "attrs"):  # a DataTree made elsewhere
+        dt, posterior = check_tree(posterior), None
+        if test is not None:
+            raise DataError("test: a DataTree cannot predict held-out labels; pass held_out=(p, y), the "
+                            "predicted P(y = 1) and the labels", arg="test")
+    else:
+        raise DataError(f"posterior: {type(posterior).__name__} has no to_arviz() and is no ArviZ DataTree; "
+                        "the report needs one of them", arg="posterior")
     ref = None
     if reference is not None:
         ref = reference.to_arviz(n_draws=n_draws, seed=seed) if hasattr(reference, "to_arviz") else reference
-        if ref.attrs.get("inference") != "nuts":
+        if ref.attrs.get("inference", "nuts" if ck.is_mcmc(ref) else None) != "nuts":
             raise DataError("reference: the agreement check compares with NUTS; got a "
                             f"{ref.attrs.get('inference')!r} posterior")
         same_data(dt, ref)
@@ -185,7 +230,8 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
     checks = ck.run_all(dt, held_out=held_out, reference=ref)
     from .confidence import as_check
 
-    at_fit = as_check((posterior.settings or {}).get("confidence"))  # what crowdzoo.fit measured
+    # what crowdzoo.fit measured (a tree made elsewhere has no fit settings)
+    at_fit = None if posterior is None else as_check((posterior.settings or {}).get("confidence"))
     if at_fit is not None:
         checks.append(at_fit)
     rep = Report(path, checks, _figures(posterior, dt, checks), _settings(posterior, dt, settings),
