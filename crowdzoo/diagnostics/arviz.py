@@ -96,6 +96,9 @@ def finish(post, groups, coords, dims, obs_dim, identified):
     converged = post.settings.get("converged", (post.trace or {}).get("converged"))
     if converged is not None:  # optimisation routes that stop on a tolerance
         attrs["/"]["converged"] = int(bool(converged))
+    for k in ("elbo_rel_change", "elbo_rel_noise"):  # svi: how flat its ELBO was at the end
+        if post.settings.get(k) is not None:
+            attrs["/"][k] = float(post.settings[k])
     for k in ("learned_lengthscale", "start_lengthscale", "learned_s"):  # routes that learn the kernel
         if post.settings.get(k) is not None:
             attrs["/"][k] = np.asarray(post.settings[k], dtype=np.float64)

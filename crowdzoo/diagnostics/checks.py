@@ -5,7 +5,8 @@ Every check reads an ArviZ ``DataTree`` from ``posterior.to_arviz()`` (see
 
 * :func:`convergence` — r̂ (rank-normalised split r̂, Vehtari et al. 2021) and bulk/tail ESS of the
   identified posterior variables and of every label's log-likelihood (MCMC only);
-* :func:`optimisation` — whether an optimisation route met its stopping tolerance;
+* :func:`optimisation` — whether an optimisation route met its stopping tolerance (svi: whether its
+  ELBO reached a plateau);
 * :func:`sampler` — NUTS divergences, trees that hit the maximum depth, E-BFMI;
 * :func:`ppc_win_rates` — posterior predictive check of each item's win rate (and each user's
   rate of choosing the first item) against replicated labels;
@@ -40,7 +41,7 @@ VERDICTS = ("pass", "warn", "fail", "skip")
 RHAT_PASS, RHAT_WARN = 1.01, 1.05
 ESS_PER_CHAIN = 100  # Vehtari et al. (2021): bulk and tail ESS above 100 per chain
 DIVERGENT_WARN = 0.01
-TREE_DEPTH_WARN = 0.05
+TREE_DEPTH_WARN, TREE_DEPTH_FAIL = 0.05, 0.5  # shares of draws whose trajectory hit max_tree_depth
 EBFMI_WARN = 0.3
 PPC_TAIL = 0.025  # a posterior predictive p-value below this or above 1 − this is "extreme"
 PPC_WARN_Q, PPC_FAIL_Q = 0.95, 0.999  # quantiles of Binomial(n, 2 × PPC_TAIL) for the count of extremes
@@ -135,10 +136,19 @@ def _flat(tree) -> np.ndarray:
 
 
 def optimisation(dt) -> list[Check]:
-    """Whether an optimisation route (natgrad, EP) met its own stopping tolerance."""
+    """Whether an optimisation route (natgrad, EP) met its own stopping tolerance; for svi, which runs a
+    fixed number of steps, whether its ELBO reached a plateau (:func:`crowdzoo.inference.svi.plateau`)."""
     if "converged" not in dt.attrs:
         return []
     ok = bool(int(dt.attrs["converged"]))
+    if "elbo_rel_change" in dt.attrs:
+        change, noise = float(dt.attrs["elbo_rel_change"]), float(dt.attrs["elbo_rel_noise"])
+        return [Check("ELBO plateau", "pass" if ok else "warn",
+                      f"rise {change:.2g} of |ELBO| over the last tenth of the steps (noise {noise:.2g})",
+                      "the smoothed ELBO rose over the last tenth of the steps by at most twice its noise or "
+                      "0.1 % pass, else warn",
+                      "" if ok else "svi stopped before its ELBO levelled off: raise num_steps (or lr) and "
+                      "refit; the draws are of a guide still moving")]
     return [Check("optimisation converged", "pass" if ok else "fail", "yes" if ok else "no",
                   "the route met its stopping tolerance pass, else fail",
                   "" if ok else "stopped at max_iter: raise max_iter (or loosen tol) and refit; the "
@@ -159,10 +169,13 @@ def sampler(dt) -> list[Check]:
     max_depth = int(dt.attrs.get("max_tree_depth", 0))
     if "tree_depth" in st and max_depth:
         hit = float((np.asarray(st["tree_depth"].values) >= max_depth).mean())
-        out.append(Check("tree depth", "pass" if hit < TREE_DEPTH_WARN else "warn",
-                         f"{hit:.1%} at the maximum ({max_depth})",
-                         f"< {TREE_DEPTH_WARN:.0%} of draws at max_tree_depth pass, else warn",
-                         "trajectories cut short: raise max_tree_depth" if hit >= TREE_DEPTH_WARN else ""))
+        verdict = _grade(hit, TREE_DEPTH_WARN, TREE_DEPTH_FAIL)
+        out.append(Check("tree depth", verdict, f"{hit:.1%} at the maximum ({max_depth})",
+                         f"< {TREE_DEPTH_WARN:.0%} of draws at max_tree_depth pass, < {TREE_DEPTH_FAIL:.0%} "
+                         "warn, else fail",
+                         "" if verdict == "pass" else "trajectories cut short: NUTS explores the posterior "
+                         "as a random walk of short steps, so its draws mix slowly and may not have reached "
+                         f"its tails; raise max_tree_depth (now {max_depth})"))
     if "energy" in st:
         import arviz_stats as azs
 
