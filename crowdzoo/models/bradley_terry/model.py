@@ -20,6 +20,7 @@ import torch
 
 from ...data.tensors import label_tensors
 from ...errors import DataError
+from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 
 LINKS = ("logit", "probit")
@@ -35,8 +36,7 @@ class BradleyTerry:
     def __post_init__(self):
         if self.link not in LINKS:
             raise DataError(f"link: expected one of {list(LINKS)}, got {self.link!r}")
-        if not float(self.prior_sd) > 0:
-            raise DataError(f"prior_sd: must be positive, got {self.prior_sd}")
+        check_priors(self, {"prior_sd": "a positive number (the prior sd σ of each utility)"})
 
     def setup(self, data, seed: int = 0) -> BTSetup:
         """Nothing to precompute but the number of items and the link."""

@@ -38,8 +38,9 @@ from ...errors import DataError
 from ...gp.conditional import SparseGP, identity_gp
 from ...gp.inducing import kmeanspp_inducing, resolve_inducing
 from ...gp.kernels import as_kernel, median_heuristic
-from ...gp.learn import ARDGP, check_positive_prior, lengthscale_prior_of
+from ...gp.learn import ARDGP, lengthscale_prior_of
 from ...gp.linalg import DTYPE
+from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 
 
@@ -80,8 +81,9 @@ class GPPL:
     lengthscale_prior: object = None
 
     def __post_init__(self):
-        if self.lengthscale_prior is not None:
-            check_positive_prior(self.lengthscale_prior, "lengthscale_prior")
+        check_priors(self, {"shape_s0": "a positive Gamma shape α₀ (of the prior on the inverse scale s)",
+                            "rate_s0": "a positive Gamma rate β₀ (of the prior on the inverse scale s)"},
+                     scale_priors=("s_prior",), lengthscale_priors=("lengthscale_prior",))
 
     def check_route(self, method: str, settings: dict) -> None:
         """Refuse settings that ``method`` cannot honour (called by :func:`crowdzoo.fit`)."""
