@@ -65,7 +65,7 @@ def _shrunk(dt, factor):
     return out
 
 
-def test_a_second_nuts_run_agrees_and_half_the_sds_fails(nuts_pair):
+def test_a_second_nuts_run_agrees_and_half_the_sds_fails(nuts_pair, tmp_path):
     data, nuts0, nuts1 = nuts_pair
     table = cz.compare_posteriors(nuts1, nuts0)
     assert list(table.index) == ["log-likelihood", "f"]
@@ -85,6 +85,9 @@ def test_a_second_nuts_run_agrees_and_half_the_sds_fails(nuts_pair):
     sds = verdicts["agreement with NUTS: sds"]
     assert sds.verdict == "fail" and not sds.value.endswith("(log-likelihood)"), sds.value
     assert verdicts["agreement with NUTS: 90 % intervals"].verdict != "pass"
+    rep = cz.report(half, tmp_path / "half.md", reference=ref)  # the report shows the same table
+    assert rep.comparison.equals(t_half) and rep.verdict == "fail"
+    assert "| f | 6 | True | " in (tmp_path / "half.md").read_text()
 
 
 def test_a_reference_of_other_labels_is_refused_by_checksum(nuts_pair, tmp_path):

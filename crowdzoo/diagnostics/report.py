@@ -23,21 +23,25 @@ import torch
 from ..errors import DataError
 from . import checks as ck
 from . import plots
-from .compare import same_data
+from .compare import compare_posteriors, same_data
 
+COMPARISON_TITLE = ("Against the reference, by variable group (mean error and Wasserstein distances in "
+                    "reference sds; coverage 0.5 / 0.9 when the two agree)")
 COLOURS = {"pass": "#1a7f37", "warn": "#b35900", "fail": "#c62828", "skip": "#6e7781"}
 
 
 @dataclasses.dataclass
 class Report:
-    """What :func:`report` wrote: the checks, the figures (caption → PNG bytes), the settings and
-    the summary table; ``verdict`` is the worst verdict of the checks that ran."""
+    """What :func:`report` wrote: the checks, the figures (caption → PNG bytes), the settings, the
+    summary table and, with a reference, :func:`~crowdzoo.diagnostics.compare.compare_posteriors`'s
+    table (``comparison``); ``verdict`` is the worst verdict of the checks that ran."""
 
     path: Path
     checks: list
     figures: dict
     settings: dict
     summary: pd.DataFrame
+    comparison: pd.DataFrame | None = None
 
     @property
     def verdict(self) -> str:
@@ -235,7 +239,7 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
     if at_fit is not None:
         checks.append(at_fit)
     rep = Report(path, checks, _figures(posterior, dt, checks), _settings(posterior, dt, settings),
-                 _summary(dt))
+                 _summary(dt), None if ref is None else compare_posteriors(dt, ref))
     title = title or f"crowdzoo diagnostic report: {rep.settings['model']} by {rep.settings['route']}"
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".md":
@@ -282,6 +286,9 @@ def _html(rep: Report, title: str) -> str:
                    f'{base64.b64encode(png).decode()}"><figcaption>{e(cap)}</figcaption></figure>'
                    for cap, png in rep.figures.items())
     summ = _summary_rows(rep.summary).to_html(float_format=lambda x: f"{x:.3g}", border=0)
+    comp = "" if rep.comparison is None else (
+        f"<h2>{e(COMPARISON_TITLE)}</h2>\n"
+        + rep.comparison.to_html(float_format=lambda x: f"{x:.3f}", border=0) + "\n")
     overall = rep.verdict
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
@@ -300,7 +307,7 @@ figcaption {{ color: #57606a; font-size: 0.9em; }}
 <h2>Checks</h2>
 <table id="checks"><tr><th>check</th><th>verdict</th><th>value</th><th>rule</th><th>detail</th></tr>
 {rows}</table>
-<h2>Settings</h2>
+{comp}<h2>Settings</h2>
 <table id="settings">{sett}</table>
 <h2>Plots</h2>
 {figs}
@@ -317,6 +324,12 @@ def _markdown(rep: Report, title: str) -> str:
     lines = [f"# {title}", "", f"Overall: **{rep.verdict}**", "", "## Checks", "",
              "| check | verdict | value | rule | detail |", "|---|---|---|---|---|"]
     lines += [f"| {c.name} | **{c.verdict}** | {c.value} | {c.rule} | {c.detail} |" for c in rep.checks]
+    if rep.comparison is not None:
+        t = rep.comparison
+        lines += ["", f"## {COMPARISON_TITLE}", "", "| group | " + " | ".join(t.columns) + " |",
+                  "|---" * (len(t.columns) + 1) + "|"]
+        lines += [f"| {i} | " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
+                  for i, row in zip(t.index, t.itertuples(index=False))]
     lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in rep.settings.items()]
     lines += ["", "## Plots", ""]
