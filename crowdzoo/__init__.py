@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and
         split_pairs,
         split_users,
     )
+    from .diagnostics.compare import compare_posteriors
     from .zoo import ZOO, Entry, Example, fit, load, register
 
 
@@ -40,6 +41,7 @@ _LAZY = {
     "PairwiseData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",
     "simulate_gppl": ".data", "split_each_user": ".data", "split_pairs": ".data", "split_users": ".data",
     "LinkData": ".data", "simulate_links": ".data", "digits_links": ".data",
+    "compare_posteriors": ".diagnostics.compare",
     "ZOO": ".zoo", "Entry": ".zoo", "Example": ".zoo", "fit": ".zoo", "load": ".zoo", "register": ".zoo",
 }
 
@@ -50,7 +52,7 @@ _SUBPACKAGES = ("active", "cli", "cluster_metrics", "comparisons", "core", "data
 _NAMES = ["PairwiseData", "LinkData", "simulate_gppl", "simulate_crowd", "simulate_collab", "simulate_links",
           "digits_links", "split_pairs", "split_users", "split_each_user", "DataError", "NumericalError",
           "ConvergenceWarning", "CollapseWarning", "DataWarning", "OverconfidenceWarning", "fit", "load",
-          "report", "register", "Entry", "Example", "ZOO"]
+          "report", "compare_posteriors", "register", "Entry", "Example", "ZOO"]
 
 
 def _models() -> dict:

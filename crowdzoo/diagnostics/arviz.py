@@ -8,9 +8,14 @@ and, for optimisation routes, ``optimisation`` (the loss, bound or EP's largest 
 iteration; GPPL's EP: the log evidence over its grid of s). Draws of an approximate route are
 draws from the approximation: the root attribute ``approximate`` says so. Root attributes also
 name the model, the route and the identified posterior variables (``identified``; W and V, W and H
-of the factor models are identified only up to sign and rotation).
+of the factor models are identified only up to sign and rotation), and carry a SHA-256 checksum of
+each part of the fitted data (``checksum_labels``, ``checksum_items``, ``checksum_users``,
+``checksum_features``: :func:`data_checksums`), so that a comparison of two trees can tell whether
+they were fitted to the same data.
 """
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import torch
@@ -48,6 +53,33 @@ def outcome_labels(z, y, tau, link, seed):
     return loglik, sample_outcomes(z, tau, link, torch.Generator().manual_seed(seed + 1))
 
 
+def _sha(*parts) -> str:
+    """SHA-256 of arrays (values, dtype and shape) and id lists (as text), in order; None parts count."""
+    h = hashlib.sha256()
+    for x in parts:
+        if x is None:
+            h.update(b"none;")
+            continue
+        x = np.asarray(x)
+        if x.dtype.kind in "OUS":  # ids: their text, whatever their Python type
+            h.update(("\x1f".join(map(str, x.ravel())) + f"|{x.shape};").encode())
+        else:
+            h.update(f"{x.dtype.str}{x.shape};".encode())
+            h.update(np.ascontiguousarray(x).tobytes())
+    return h.hexdigest()
+
+
+def data_checksums(data) -> dict:
+    """SHA-256 checksums of what a fit saw: ``labels`` (each label's items, user and outcome, as
+    positions), ``items`` and ``users`` (the ids, in order), ``features`` (item and user features).
+    For links: the annotations (worker, i, j, same), item and worker ids, the observations O."""
+    if hasattr(data, "a"):
+        return {"labels": _sha(data.a, data.b, data.users, data.y), "items": _sha(data.item_ids),
+                "users": _sha(data.user_ids), "features": _sha(data.item_features, data.user_features)}
+    return {"labels": _sha(data.worker, data.i, data.j, data.same), "items": _sha(data.item_ids),
+            "users": _sha(data.worker_ids), "features": _sha(data.O)}
+
+
 def finish(post, groups, coords, dims, obs_dim, identified):
     """Constant data, sample stats (NUTS), root attributes and the optimisation trace, shared by
     every model."""
@@ -72,9 +104,13 @@ def finish(post, groups, coords, dims, obs_dim, identified):
     attrs = {"/": {"inference": post.method, "approximate": int(post.method not in EXACT_SAMPLERS),
                    "model": post.name, "identified": identified,
                    "max_tree_depth": int(post.settings.get("max_tree_depth", 0) or 0)}}
+    attrs["/"].update({f"checksum_{k}": v for k, v in data_checksums(d).items()})
     converged = post.settings.get("converged", (post.trace or {}).get("converged"))
     if converged is not None:  # optimisation routes that stop on a tolerance
         attrs["/"]["converged"] = int(bool(converged))
+    for k in ("elbo_rel_change", "elbo_rel_noise"):  # svi: how flat its ELBO was at the end
+        if post.settings.get(k) is not None:
+            attrs["/"][k] = float(post.settings[k])
     for k in ("learned_lengthscale", "start_lengthscale", "learned_s"):  # routes that learn the kernel
         if post.settings.get(k) is not None:
             attrs["/"][k] = np.asarray(post.settings[k], dtype=np.float64)

@@ -5,14 +5,16 @@ Every check reads an ArviZ ``DataTree`` from ``posterior.to_arviz()`` (see
 
 * :func:`convergence` — r̂ (rank-normalised split r̂, Vehtari et al. 2021) and bulk/tail ESS of the
   identified posterior variables and of every label's log-likelihood (MCMC only);
-* :func:`optimisation` — whether an optimisation route met its stopping tolerance;
+* :func:`optimisation` — whether an optimisation route met its stopping tolerance (svi: whether its
+  ELBO reached a plateau);
 * :func:`sampler` — NUTS divergences, trees that hit the maximum depth, E-BFMI;
 * :func:`ppc_win_rates` — posterior predictive check of each item's win rate (and each user's
   rate of choosing the first item) against replicated labels;
 * :func:`calibration` — reliability of predicted probabilities, expected calibration error (ECE);
 * :func:`loo` — PSIS-LOO (Vehtari et al. 2017) and its Pareto k̂;
-* :func:`agreement` — an approximate route against a NUTS reference: mean |difference of posterior
-  means| in NUTS posterior sds, and the ratio of posterior sds.
+* :func:`agreement` — an approximate route against a NUTS reference, group by group
+  (:mod:`crowdzoo.diagnostics.compare`): mean |difference of posterior means| in NUTS posterior sds,
+  the ratio of posterior sds, and the coverage of the approximation's 90 % intervals.
 
 The orientation of a pair is often chosen by its outcome (a winner-first layout writes every label
 as y = 1), so no check may depend on it: calibration counts each label both ways, (a, b, y) and
@@ -32,12 +34,14 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.stats import binom
 
+from .compare import LOGLIK, compare_draws, per_element, same_data
+
 VERDICTS = ("pass", "warn", "fail", "skip")
 
 RHAT_PASS, RHAT_WARN = 1.01, 1.05
 ESS_PER_CHAIN = 100  # Vehtari et al. (2021): bulk and tail ESS above 100 per chain
 DIVERGENT_WARN = 0.01
-TREE_DEPTH_WARN = 0.05
+TREE_DEPTH_WARN, TREE_DEPTH_FAIL = 0.05, 0.5  # shares of draws whose trajectory hit max_tree_depth
 EBFMI_WARN = 0.3
 PPC_TAIL = 0.025  # a posterior predictive p-value below this or above 1 − this is "extreme"
 PPC_WARN_Q, PPC_FAIL_Q = 0.95, 0.999  # quantiles of Binomial(n, 2 × PPC_TAIL) for the count of extremes
@@ -46,7 +50,9 @@ DISCRETE_VALUES = 10  # a label's log-likelihood with at most this many distinct
 LOO_SPAN = 0.1  # nats: a label whose log-likelihood spans less cannot move its elpd term by more
 K_SHARE_WARN = 0.05
 AGREE_PASS, AGREE_WARN = 0.25, 0.5  # mean |Δ mean| / NUTS sd
-SD_RATIO_PASS, SD_RATIO_WARN = (0.8, 1.25), (0.5, 2.0)
+# sd_approx / sd_NUTS: within 20 % passes; sds below two thirds of NUTS's (a mean-field guide's
+# over-confidence: half of NUTS's fails) or above 1.5 times fail
+SD_RATIO_PASS, SD_RATIO_WARN = (0.8, 1.25), (2 / 3, 1.5)
 COVER_PASS, COVER_WARN = 0.8, 0.65  # share of NUTS draws inside an approximation's 90 % interval
 
 
@@ -68,11 +74,18 @@ def _grade(x: float, pass_below: float, warn_below: float) -> str:
 
 
 def is_mcmc(dt) -> bool:
-    return not int(dt.attrs.get("approximate", 1))
+    """Whether the draws are Markov chains on the posterior: the root attribute ``approximate``
+    (crowdzoo's converters), else whether the tree has a ``sample_stats`` group (a sampler's)."""
+    if "approximate" in dt.attrs:
+        return not int(dt.attrs["approximate"])
+    return "sample_stats" in dt.children
 
 
 def identified_vars(dt) -> list[str]:
-    """Posterior variables that are identified (not up to sign/rotation), from the root attrs."""
+    """Posterior variables that are identified (not up to sign/rotation), from the root attrs; every
+    posterior variable of a tree that does not say (one made elsewhere)."""
+    if "identified" not in dt.attrs:
+        return list(dt.posterior.data_vars)
     names = str(dt.attrs.get("identified", "")).split()
     return [n for n in names if n in dt.posterior.data_vars]
 
@@ -125,10 +138,19 @@ def _flat(tree) -> np.ndarray:
 
 
 def optimisation(dt) -> list[Check]:
-    """Whether an optimisation route (natgrad, EP) met its own stopping tolerance."""
+    """Whether an optimisation route (natgrad, EP) met its own stopping tolerance; for svi, which runs a
+    fixed number of steps, whether its ELBO reached a plateau (:func:`crowdzoo.inference.svi.plateau`)."""
     if "converged" not in dt.attrs:
         return []
     ok = bool(int(dt.attrs["converged"]))
+    if "elbo_rel_change" in dt.attrs:
+        change, noise = float(dt.attrs["elbo_rel_change"]), float(dt.attrs["elbo_rel_noise"])
+        return [Check("ELBO plateau", "pass" if ok else "warn",
+                      f"rise {change:.2g} of |ELBO| over the last tenth of the steps (noise {noise:.2g})",
+                      "the smoothed ELBO rose over the last tenth of the steps by at most twice its noise or "
+                      "0.1 % pass, else warn",
+                      "" if ok else "svi stopped before its ELBO levelled off: raise num_steps (or lr) and "
+                      "refit; the draws are of a guide still moving")]
     return [Check("optimisation converged", "pass" if ok else "fail", "yes" if ok else "no",
                   "the route met its stopping tolerance pass, else fail",
                   "" if ok else "stopped at max_iter: raise max_iter (or loosen tol) and refit; the "
@@ -149,10 +171,13 @@ def sampler(dt) -> list[Check]:
     max_depth = int(dt.attrs.get("max_tree_depth", 0))
     if "tree_depth" in st and max_depth:
         hit = float((np.asarray(st["tree_depth"].values) >= max_depth).mean())
-        out.append(Check("tree depth", "pass" if hit < TREE_DEPTH_WARN else "warn",
-                         f"{hit:.1%} at the maximum ({max_depth})",
-                         f"< {TREE_DEPTH_WARN:.0%} of draws at max_tree_depth pass, else warn",
-                         "trajectories cut short: raise max_tree_depth" if hit >= TREE_DEPTH_WARN else ""))
+        verdict = _grade(hit, TREE_DEPTH_WARN, TREE_DEPTH_FAIL)
+        out.append(Check("tree depth", verdict, f"{hit:.1%} at the maximum ({max_depth})",
+                         f"< {TREE_DEPTH_WARN:.0%} of draws at max_tree_depth pass, < {TREE_DEPTH_FAIL:.0%} "
+                         "warn, else fail",
+                         "" if verdict == "pass" else "trajectories cut short: NUTS explores the posterior "
+                         "as a random walk of short steps, so its draws mix slowly and may not have reached "
+                         f"its tails; raise max_tree_depth (now {max_depth})"))
     if "energy" in st:
         import arviz_stats as azs
 
@@ -448,23 +473,14 @@ def loo(dt) -> Check:
                  {"pareto_k": k, "span": span})
 
 
-def _agreement_of(x, r) -> dict:
-    """:func:`agreement_of` on two ArviZ variables (chain, draw, …)."""
-    return agreement_of(*(np.asarray(v.values).reshape(v.shape[0] * v.shape[1], -1) for v in (x, r)))
-
-
 def agreement_of(xs: np.ndarray, rs: np.ndarray) -> dict:
     """One quantity group of an approximation (draws ``xs``, (S, n)) against NUTS (draws ``rs``, (R, n)),
-    element by element: |E_approx − E_NUTS| / sd_NUTS (``diff``), sd_approx / sd_NUTS (``ratio``), and
-    the share of NUTS draws inside the approximation's central 90 % interval (``cov90``, 0.9 when the
-    two agree); elements NUTS holds fixed are left out."""
-    xs, rs = np.asarray(xs).reshape(len(xs), -1), np.asarray(rs).reshape(len(rs), -1)
-    sd = rs.std(0)
-    ok = sd > 0
-    lo, hi = np.quantile(xs[:, ok], [0.05, 0.95], axis=0)
-    inside = ((rs[:, ok] >= lo) & (rs[:, ok] <= hi)).mean(0)
-    return {"diff": np.abs(xs.mean(0) - rs.mean(0))[ok] / sd[ok], "ratio": xs.std(0)[ok] / sd[ok],
-            "cov90": inside}
+    element by element (:func:`crowdzoo.diagnostics.compare.compare_draws`): |E_approx − E_NUTS| /
+    sd_NUTS (``diff``), sd_approx / sd_NUTS (``ratio``), the shares of NUTS draws inside the
+    approximation's central 50 % and 90 % intervals (``cover50``, ``cover90``), the Wasserstein
+    distances in NUTS sds (``w1``, ``w2``) and the moment-matched Gaussian KL (``kl``); elements NUTS
+    holds fixed are left out."""
+    return compare_draws(xs, rs)
 
 
 def _ratio_grade(r: float) -> str:
@@ -473,18 +489,18 @@ def _ratio_grade(r: float) -> str:
 
 
 def agreement(dt, ref) -> list[Check]:
-    """An approximate posterior ``dt`` against a NUTS reference ``ref`` on the same data, variable by
-    variable (the per-label log-likelihood, and each identified variable): |E_approx − E_NUTS| /
-    sd_NUTS, sd_approx / sd_NUTS and the share of NUTS draws inside the approximation's 90 % interval.
-    Each check's verdict is its worst variable's, so that many well-matched log-likelihood terms
-    cannot hide an over-confident latent variable."""
-    groups = {"log-likelihood": (dt.log_likelihood["y"], ref.log_likelihood["y"])}
-    groups.update({v: (dt.posterior[v], ref.posterior[v]) for v in identified_vars(dt) if v in ref.posterior})
-    per = {k: _agreement_of(x, r) for k, (x, r) in groups.items()}
-    per = {k: g for k, g in per.items() if g["diff"].size}
+    """An approximate posterior ``dt`` against a NUTS reference ``ref`` on the same data, group by
+    group (:func:`crowdzoo.diagnostics.compare.compare_posteriors`: the per-label log-likelihood and
+    each identified variable): |E_approx − E_NUTS| / sd_NUTS, sd_approx / sd_NUTS and the share of
+    NUTS draws inside the approximation's 90 % interval. Each check's verdict is its worst group's, so
+    that many well-matched log-likelihood terms cannot hide an over-confident latent variable. A
+    reference fitted to other data (by the checksums of the data) is refused with a DataError."""
+    same_data(dt, ref)
+    known = set(identified_vars(dt))
+    per = {k: g for k, g in per_element(dt, ref).items() if k.startswith(LOGLIK) or k in known}
     md = {k: float(g["diff"].mean()) for k, g in per.items()}
     mr = {k: float(np.median(g["ratio"])) for k, g in per.items()}
-    cv = {k: float(g["cov90"].mean()) for k, g in per.items()}
+    cv = {k: float(g["cover90"].mean()) for k, g in per.items()}
     worst_d = max(md, key=md.get)
     worst_r = max(mr, key=lambda k: abs(np.log(mr[k])))
     worst_c = min(cv, key=cv.get)
@@ -494,21 +510,22 @@ def agreement(dt, ref) -> list[Check]:
 
     return [Check("agreement with NUTS: means", _grade(md[worst_d], AGREE_PASS, AGREE_WARN),
                   f"{md[worst_d]:.2f} NUTS sd ({worst_d})",
-                  f"per variable, mean |Δ mean| / sd_NUTS < {AGREE_PASS} pass, < {AGREE_WARN} warn, else "
-                  "fail; the worst variable decides", each(md, "{:.2f}"),
+                  f"per group, mean |Δ mean| / sd_NUTS < {AGREE_PASS} pass, < {AGREE_WARN} warn, else "
+                  "fail; the worst group decides", each(md, "{:.2f}"),
                   {k: g["diff"] for k, g in per.items()}),
             Check("agreement with NUTS: sds", _ratio_grade(mr[worst_r]),
                   f"median ratio {mr[worst_r]:.2f} ({worst_r})",
-                  f"per variable, median sd / sd_NUTS in [{SD_RATIO_PASS[0]}, {SD_RATIO_PASS[1]}] pass, "
-                  f"[{SD_RATIO_WARN[0]}, {SD_RATIO_WARN[1]}] warn, else fail; the worst variable decides",
+                  f"per group, median sd / sd_NUTS in [{SD_RATIO_PASS[0]}, {SD_RATIO_PASS[1]}] pass, "
+                  f"[{SD_RATIO_WARN[0]:.2f}, {SD_RATIO_WARN[1]}] warn, else fail; the worst group decides",
                   "below 1: the approximation is over-confident; " + each(mr, "{:.2f}"),
                   {k: g["ratio"] for k, g in per.items()}),
             Check("agreement with NUTS: 90 % intervals", _grade(-cv[worst_c], -COVER_PASS, -COVER_WARN),
                   f"{cv[worst_c]:.2f} of NUTS draws inside ({worst_c})",
-                  "per variable, the share of NUTS draws inside the central 90 % interval of the "
-                  f"approximation ≥ {COVER_PASS} pass, ≥ {COVER_WARN} warn, else fail; the worst variable "
+                  "per group, the share of NUTS draws inside the central 90 % interval of the "
+                  f"approximation ≥ {COVER_PASS} pass, ≥ {COVER_WARN} warn, else fail; the worst group "
                   "decides",
-                  "0.90 when the two agree; " + each(cv, "{:.2f}"), {k: g["cov90"] for k, g in per.items()})]
+                  "0.90 when the two agree; " + each(cv, "{:.2f}"),
+                  {k: g["cover90"] for k, g in per.items()})]
 
 
 def run_all(dt, held_out=None, reference=None, outcomes=None) -> list[Check]:
@@ -517,9 +534,15 @@ def run_all(dt, held_out=None, reference=None, outcomes=None) -> list[Check]:
     outcome, a list of (p, y, where) calibrations to run instead of the one read from the
     log-likelihood, which knows only the probability of each label's own outcome
     (:func:`three_way_calibrations`)."""
-    links = "worker" in dt.constant_data
     out = convergence(dt) + optimisation(dt) + sampler(dt)
-    out += ppc_link_rates(dt) if links else ppc_win_rates(dt) + ppc_tie_rates(dt)
+    missing = [g for g in ("constant_data", "posterior_predictive") if g not in dt.children]
+    if missing:  # a tree made elsewhere without the labels' items or replicated labels
+        out.append(Check("PPC", "skip", "–", "needs the constant_data and posterior_predictive groups",
+                         f"the tree has no {' or '.join(missing)} group"))
+    elif "worker" in dt.constant_data:
+        out += ppc_link_rates(dt)
+    else:
+        out += ppc_win_rates(dt) + ppc_tie_rates(dt)
     if outcomes is None:
         out.append(calibration(*predicted_from_loglik(dt)))
     else:

@@ -23,20 +23,25 @@ import torch
 from ..errors import DataError
 from . import checks as ck
 from . import plots
+from .compare import compare_posteriors, same_data
 
+COMPARISON_TITLE = ("Against the reference, by variable group (mean error and Wasserstein distances in "
+                    "reference sds; coverage 0.5 / 0.9 when the two agree)")
 COLOURS = {"pass": "#1a7f37", "warn": "#b35900", "fail": "#c62828", "skip": "#6e7781"}
 
 
 @dataclasses.dataclass
 class Report:
-    """What :func:`report` wrote: the checks, the figures (caption → PNG bytes), the settings and
-    the summary table; ``verdict`` is the worst verdict of the checks that ran."""
+    """What :func:`report` wrote: the checks, the figures (caption → PNG bytes), the settings, the
+    summary table and, with a reference, :func:`~crowdzoo.diagnostics.compare.compare_posteriors`'s
+    table (``comparison``); ``verdict`` is the worst verdict of the checks that ran."""
 
     path: Path
     checks: list
     figures: dict
     settings: dict
     summary: pd.DataFrame
+    comparison: pd.DataFrame | None = None
 
     @property
     def verdict(self) -> str:
@@ -65,6 +70,8 @@ def _held_out(post, test):
 
 
 def _settings(post, dt, extra):
+    if post is None:  # a tree made elsewhere: what its attributes say
+        return _tree_settings(dt, extra)
     model = post.model
     out = {"model": post.name, "route": post.method,
            "draws": f"{dt.posterior.sizes['chain']} chain(s) × {dt.posterior.sizes['draw']}"
@@ -83,6 +90,18 @@ def _settings(post, dt, extra):
     out.update(extra or {})
     small = {k: v.tolist() for k, v in out.items() if isinstance(v, torch.Tensor) and v.numel() <= 50}
     return {k: small.get(k, v) for k, v in out.items() if k in small or not isinstance(v, torch.Tensor)}
+
+
+def _tree_settings(dt, extra):
+    out = {"model": str(dt.attrs.get("model", "(an ArviZ DataTree)")),
+           "route": str(dt.attrs.get("inference", "nuts" if ck.is_mcmc(dt) else "unknown")),
+           "draws": f"{dt.posterior.sizes['chain']} chain(s) × {dt.posterior.sizes['draw']}"
+           + ("" if ck.is_mcmc(dt) else " (draws of an approximate posterior)"),
+           "data": f"{dt.observed_data['y'].size} labels"}
+    out.update({f"tree.{k}": v for k, v in dt.attrs.items() if k not in ("model", "inference")
+                and not k.startswith("checksum_") and not k.startswith("creat")})
+    out.update(extra or {})
+    return out
 
 
 def _used(name: str, value, data):
@@ -169,27 +188,34 @@ def _coclustering(post):
             png)
 
 
-def _same_data(dt, ref) -> None:
-    """Refuse a reference fitted to other data: its labels, and the items and users of each label
-    (``constant_data``), must be the posterior's."""
-    if ref.observed_data["y"].shape != dt.observed_data["y"].shape:
-        raise DataError("reference: fitted to different data (the number of labels differs)")
-    wanted = [("observed_data", "y")]
-    if "constant_data" in dt.children:
-        wanted += [("constant_data", v) for v in dt.constant_data.data_vars]
-    for group, v in wanted:
-        theirs = ref[group][v].values if group in ref.children and v in ref[group].data_vars else None
-        mine = dt[group][v].values
-        if theirs is None or mine.shape != theirs.shape or not (mine == theirs).all():
-            raise DataError(f"reference: fitted to different data (its {group} {v!r} differs from the "
-                            "posterior's, though the number of labels is the same); fit NUTS to the same "
-                            "data")
+#: the groups the report reads from an ArviZ DataTree, and what each is for
+NEEDED_GROUPS = {"posterior": "the draws (r̂, ESS, the summary table)",
+                 "log_likelihood": "each label's log-likelihood (calibration, PSIS-LOO, r̂)",
+                 "observed_data": "the labels y"}
+
+
+def check_tree(dt):
+    """Refuse a DataTree that lacks a group the report needs, naming it (:data:`NEEDED_GROUPS`)."""
+    for group, what in NEEDED_GROUPS.items():
+        if group not in dt.children:
+            raise DataError(f"posterior: the ArviZ DataTree has no {group!r} group, which the report needs "
+                            f"for {what}; it has {sorted(dt.children)}", arg="posterior",
+                            problem=f"no {group!r} group")
+    for group in ("log_likelihood", "observed_data"):
+        if "y" not in dt[group].data_vars:
+            raise DataError(f"posterior: the DataTree's {group!r} group has no variable 'y' (the labels)",
+                            arg="posterior")
+    return dt
 
 
 def report(posterior, path, test=None, held_out=None, reference=None, settings: dict | None = None,
            title: str | None = None, n_draws: int = 500, seed: int = 0) -> Report:
     """Write the diagnostic report of a fitted ``posterior`` to ``path`` (``.html`` or ``.md``).
 
+    ``posterior``: a crowdzoo posterior, or an ArviZ DataTree (``to_arviz()``, read back with
+    ``xarray.open_datatree``, or made elsewhere) with at least the groups of :data:`NEEDED_GROUPS`;
+    checks whose groups it lacks (the PPC without ``posterior_predictive`` and ``constant_data``)
+    are skipped.
     A fit with ties as a third outcome is calibrated three ways (P(a ≻ b | not a tie) on the decided
     labels, P(tie) on all), on the training labels and on ``test``'s, and its posterior predictive
     checks add each item's tie rate.
@@ -201,16 +227,23 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm", ".md"):
         raise DataError(f"path: the report is written as .html or .md, got {path.name!r}")
-    if not hasattr(posterior, "to_arviz"):
-        raise DataError(f"posterior: {type(posterior).__name__} has no to_arviz(); the report needs one")
-    dt = posterior.to_arviz(n_draws=n_draws, seed=seed)
+    if hasattr(posterior, "to_arviz"):
+        dt = posterior.to_arviz(n_draws=n_draws, seed=seed)
+    elif hasattr(posterior, "children") and hasattr(posterior, "attrs"):  # a DataTree made elsewhere
+        dt, posterior = check_tree(posterior), None
+        if test is not None:
+            raise DataError("test: a DataTree cannot predict held-out labels; pass held_out=(p, y), the "
+                            "predicted P(y = 1) and the labels", arg="test")
+    else:
+        raise DataError(f"posterior: {type(posterior).__name__} has no to_arviz() and is no ArviZ DataTree; "
+                        "the report needs one of them", arg="posterior")
     ref = None
     if reference is not None:
         ref = reference.to_arviz(n_draws=n_draws, seed=seed) if hasattr(reference, "to_arviz") else reference
-        if ref.attrs.get("inference") != "nuts":
+        if ref.attrs.get("inference", "nuts" if ck.is_mcmc(ref) else None) != "nuts":
             raise DataError("reference: the agreement check compares with NUTS; got a "
                             f"{ref.attrs.get('inference')!r} posterior")
-        _same_data(dt, ref)
+        same_data(dt, ref)
     held_out = held_out if held_out is not None else _held_out(posterior, test)
     outcomes = _outcomes(posterior, posterior.data, "training labels")
     if outcomes is not None and test is not None:
@@ -218,11 +251,12 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
     checks = ck.run_all(dt, held_out=held_out, reference=ref, outcomes=outcomes)
     from .confidence import as_check
 
-    at_fit = as_check((posterior.settings or {}).get("confidence"))  # what crowdzoo.fit measured
+    # what crowdzoo.fit measured (a tree made elsewhere has no fit settings)
+    at_fit = None if posterior is None else as_check((posterior.settings or {}).get("confidence"))
     if at_fit is not None:
         checks.append(at_fit)
     rep = Report(path, checks, _figures(posterior, dt, checks), _settings(posterior, dt, settings),
-                 _summary(dt))
+                 _summary(dt), None if ref is None else compare_posteriors(dt, ref))
     title = title or f"crowdzoo diagnostic report: {rep.settings['model']} by {rep.settings['route']}"
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".md":
@@ -269,6 +303,9 @@ def _html(rep: Report, title: str) -> str:
                    f'{base64.b64encode(png).decode()}"><figcaption>{e(cap)}</figcaption></figure>'
                    for cap, png in rep.figures.items())
     summ = _summary_rows(rep.summary).to_html(float_format=lambda x: f"{x:.3g}", border=0)
+    comp = "" if rep.comparison is None else (
+        f"<h2>{e(COMPARISON_TITLE)}</h2>\n"
+        + rep.comparison.to_html(float_format=lambda x: f"{x:.3f}", border=0) + "\n")
     overall = rep.verdict
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
@@ -287,7 +324,7 @@ figcaption {{ color: #57606a; font-size: 0.9em; }}
 <h2>Checks</h2>
 <table id="checks"><tr><th>check</th><th>verdict</th><th>value</th><th>rule</th><th>detail</th></tr>
 {rows}</table>
-<h2>Settings</h2>
+{comp}<h2>Settings</h2>
 <table id="settings">{sett}</table>
 <h2>Plots</h2>
 {figs}
@@ -304,6 +341,12 @@ def _markdown(rep: Report, title: str) -> str:
     lines = [f"# {title}", "", f"Overall: **{rep.verdict}**", "", "## Checks", "",
              "| check | verdict | value | rule | detail |", "|---|---|---|---|---|"]
     lines += [f"| {c.name} | **{c.verdict}** | {c.value} | {c.rule} | {c.detail} |" for c in rep.checks]
+    if rep.comparison is not None:
+        t = rep.comparison
+        lines += ["", f"## {COMPARISON_TITLE}", "", "| group | " + " | ".join(t.columns) + " |",
+                  "|---" * (len(t.columns) + 1) + "|"]
+        lines += [f"| {i} | " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
+                  for i, row in zip(t.index, t.itertuples(index=False))]
     lines += ["", "## Settings", "", "| setting | value |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in rep.settings.items()]
     lines += ["", "## Plots", ""]

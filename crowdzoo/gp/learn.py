@@ -15,6 +15,7 @@ import torch
 
 from ..errors import DataError
 from .linalg import DTYPE
+from .priors import check_positive_prior
 
 
 def check_learnable(model, features, what: str = "learn_kernel") -> None:
@@ -109,26 +110,6 @@ def _float64(prior):
         except (TypeError, ValueError, AttributeError, NotImplementedError):
             continue
     return prior
-
-
-def check_positive_prior(prior, what: str = "lengthscale_prior") -> None:
-    """Refuse anything but a continuous distribution whose support lies in (0, ∞) or [0, ∞)."""
-    from torch.distributions import Distribution, constraints
-
-    if not isinstance(prior, Distribution):
-        raise DataError(f"{what}: expected a positive Pyro distribution (e.g. "
-                        f"pyro.distributions.LogNormal(0.0, 1.0)), got {type(prior).__name__}")
-    sup = prior.support
-    while isinstance(sup, constraints.independent):
-        sup = sup.base_constraint
-    kinds = (constraints.greater_than, constraints.greater_than_eq, constraints.interval,
-             constraints.half_open_interval)
-    lower = getattr(sup, "lower_bound", None)
-    ok = (isinstance(sup, kinds) and not sup.is_discrete and lower is not None
-          and bool(torch.all(torch.as_tensor(lower) >= 0)))
-    if not ok:
-        raise DataError(f"{what}: length-scales are positive, but {type(prior).__name__} has support "
-                        f"{sup}; pass a positive distribution (LogNormal, Gamma, HalfNormal ...)")
 
 
 def ard_k(name: str, variance: float, x1, x2, ell):

@@ -61,6 +61,20 @@ def make_guide(guide, model_fn, args, default=None, seed: int = 0):
     return guide(model_fn)
 
 
+def guide_name(q) -> str:
+    """The guide as the fit ran it, for ``settings["guide"]``: an AutoGuide by its class and the
+    settings that shape it (``AutoLowRankMultivariateNormal(rank=5)``), a hand-written guide (or a
+    ``functools.partial`` of one) by its qualified function name (``module.function``)."""
+    if isinstance(q, AutoGuide):
+        rank = getattr(q, "rank", None)
+        return type(q).__name__ + (f"(rank={int(rank)})" if rank is not None else "")
+    fn = q
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{getattr(fn, '__module__', None) or type(fn).__module__}.{name}"
+
+
 def program_of(model, setup, data, subsample_size, learn_kernel: bool, name: str, route: str = "svi"):
     """``model.program(...)``, with ``learn_kernel=True`` passed on only when asked (and refused,
     naming the setting, for a model whose program cannot learn its kernel)."""
@@ -72,17 +86,27 @@ def program_of(model, setup, data, subsample_size, learn_kernel: bool, name: str
     return model.program(setup, data, subsample_size, learn_kernel=True)
 
 
-def settled(losses: np.ndarray, share: float = 0.1) -> bool | None:
-    """Whether a run of stochastic SVI losses has stopped falling: the mean of its last ``share`` of
-    steps is not below the mean of the ``share`` before by more than twice the noise of that
-    difference (the standard error of two means) or 0.1 % of the loss, whichever is larger. Runs
-    of fewer than 100 steps are too short to judge (None)."""
+def plateau(losses: np.ndarray, share: float = 0.1) -> dict | None:
+    """Whether a run of stochastic SVI losses (−ELBO per step) has reached a plateau: the ELBO
+    smoothed over each of the last two ``share`` of the steps (window means), its rise from the
+    earlier window to the last relative to |ELBO| (``elbo_rel_change``), the noise of that rise (the
+    standard error of the difference of two means, ``elbo_rel_noise``, also relative), and
+    ``settled``: the rise is within twice its noise or 0.1 % of |ELBO|, whichever is larger. Runs of
+    fewer than 100 steps are too short to judge (None)."""
     n = int(len(losses) * share)
     if n < 10:
         return None
     before, last = losses[-2 * n:-n], losses[-n:]
     noise = np.sqrt(before.var(ddof=1) / n + last.var(ddof=1) / n)
-    return bool(before.mean() - last.mean() <= max(2.0 * noise, 1e-3 * abs(last.mean())))
+    rise, scale = before.mean() - last.mean(), max(abs(last.mean()), 1e-12)
+    return {"settled": bool(rise <= max(2.0 * noise, 1e-3 * scale)), "elbo_rel_change": float(rise / scale),
+            "elbo_rel_noise": float(noise / scale)}
+
+
+def settled(losses: np.ndarray, share: float = 0.1) -> bool | None:
+    """:func:`plateau`'s verdict alone: True, False, or None for a run too short to judge."""
+    p = plateau(losses, share)
+    return None if p is None else p["settled"]
 
 
 def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: float = 0.01,
@@ -124,11 +148,14 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
                 bar.update()
         summary(bar, f"svi: {num_steps} steps, final ELBO {-losses[-1]:.6g} (mean of the last 100: "
                      f"{-losses[-100:].mean():.6g})")
-        converged = settled(losses)
+        flat = plateau(losses)
+        converged = None if flat is None else flat["settled"]
         if converged is False:
-            warnings.warn(f"svi: the ELBO was still rising over the last tenth of its {num_steps} steps; "
+            warnings.warn(f"svi: the ELBO was still rising over the last tenth of its {num_steps} steps (by "
+                          f"{flat['elbo_rel_change']:.2g} of |ELBO|, noise {flat['elbo_rel_noise']:.2g}); "
                           f"give more num_steps (e.g. num_steps={2 * num_steps}) or a larger lr",
                           ConvergenceWarning, stacklevel=2)
+        measured = {k: v for k, v in (flat or {}).items() if k != "settled"}
         nodes = pyro.poutine.trace(model_fn).get_trace().nodes
         names = [n for n, site in nodes.items()
                  if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)]
@@ -144,4 +171,5 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
         model, setup, data, {n: torch.stack(v) for n, v in draws.items()}, "svi", trace={"loss": losses},
         settings=dict(seed=seed, num_steps=num_steps, iterations=num_steps, converged=converged, lr=lr,
                       subsample_size=subsample_size,
-                      guide=type(q).__name__, n_draws=n_draws, jit=jit, learn_kernel=learn_kernel), **extra)
+                      guide=guide_name(q), n_draws=n_draws, jit=jit, learn_kernel=learn_kernel, **measured),
+        **extra)

@@ -39,6 +39,7 @@ from ...data.tensors import label_tensors
 from ...errors import ConvergenceWarning, DataError, NumericalError
 from ...gp.kernels import Kernel
 from ...gp.linalg import DTYPE, cholesky, logdet_from_chol, solve_lower
+from ...gp.priors import check_positive, check_priors
 from ..gppl.model import GPPL, GPPLSetup
 
 
@@ -55,6 +56,16 @@ class CrowdBTGP:
     kernel: object = "matern32"
     lengthscale: float | None = None
     scaled_lengthscale: bool = False
+
+    def __post_init__(self):
+        check_priors(self, {"score_sd": "a positive number (the prior sd σ_s of the scores)"})
+        r = self.reliability_prior
+        if not isinstance(r, (tuple, list)) or len(r) != 2:
+            raise DataError(f"reliability_prior: expected (α_η, β_η), two positive Beta parameters, got "
+                            f"{r!r}",
+                            arg="reliability_prior")
+        for v in r:
+            check_positive(v, "reliability_prior", "two positive Beta parameters (α_η, β_η)")
 
 
 def crowdbt_label_log_lik(s: torch.Tensor, logit_eta: torch.Tensor, a, b, k, y) -> torch.Tensor:

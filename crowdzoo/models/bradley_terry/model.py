@@ -27,8 +27,8 @@ import torch
 
 from ...data.tensors import label_tensors
 from ...errors import DataError
-from ...gp.learn import check_positive_prior
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
+from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 
 LINKS = ("logit", "probit")
@@ -47,10 +47,8 @@ class BradleyTerry:
     def __post_init__(self):
         if self.link not in LINKS:
             raise DataError(f"link: expected one of {list(LINKS)}, got {self.link!r}")
-        if not float(self.prior_sd) > 0:
-            raise DataError(f"prior_sd: must be positive, got {self.prior_sd}")
-        if self.tie_prior is not None:
-            check_positive_prior(self.tie_prior, "tie_prior")
+        check_priors(self, {"prior_sd": "a positive number (the prior sd σ of each utility)"},
+                     positive_priors={"tie_prior": "tie thresholds"})
 
     def setup(self, data, seed: int = 0) -> BTSetup:
         """Nothing to precompute but the number of items and the link (and τ's prior, for data with ties)."""

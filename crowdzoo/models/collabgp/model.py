@@ -53,8 +53,9 @@ import torch
 
 from ...errors import DataError
 from ...gp.kernels import Kernel, as_kernel
-from ...gp.learn import ard_k, ard_k_pairs, check_positive_prior, fixed_jitter_chol
+from ...gp.learn import ard_k, ard_k_pairs, fixed_jitter_chol
 from ...gp.linalg import DTYPE, cholesky, solve_lower
+from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 
 
@@ -98,9 +99,7 @@ class CollabGP:
     user_lengthscale_prior: object = None
 
     def __post_init__(self):
-        for name in ("lengthscale_prior", "user_lengthscale_prior"):
-            if getattr(self, name) is not None:
-                check_positive_prior(getattr(self, name), name)
+        check_priors(self, lengthscale_priors=("lengthscale_prior", "user_lengthscale_prior"))
         if int(self.n_latent) < 1:
             raise DataError(f"n_latent: need at least one latent function, got {self.n_latent}")
         for arg in ("n_pseudo_pairs", "n_pseudo_users"):

@@ -53,9 +53,9 @@ import torch
 from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
 from ...gp.conditional import SparseGP, identity_gp
-from ...gp.learn import check_positive_prior
 from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
+from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 from ..gppl.model import GPPL
 
@@ -140,19 +140,14 @@ class CrowdGPPL:
     tie_prior: object = None
 
     def __post_init__(self):
-        if self.tie_prior is not None:
-            check_positive_prior(self.tie_prior, "tie_prior")
-        for name in ("lengthscale_prior", "user_lengthscale_prior"):
-            if getattr(self, name) is not None:
-                check_positive_prior(getattr(self, name), name)
+        check_priors(self, {f"{p}_{v}0": f"a positive Gamma {what} (of the prior on s_{v})"
+                            for v in "tvw" for p, what in (("shape", "shape"), ("rate", "rate"))},
+                     scale_priors=("prior_t", "prior_v", "prior_w"),
+                     lengthscale_priors=("lengthscale_prior", "user_lengthscale_prior"),
+                     positive_priors={"tie_prior": "tie thresholds"})
         if int(self.n_components) < 1:
             raise DataError(f"n_components: must be at least 1, got {self.n_components} "
                             "(for the consensus alone fit GPPL to the pooled labels)")
-        for name in ("shape_t0", "rate_t0", "shape_v0", "rate_v0", "shape_w0", "rate_w0"):
-            if getattr(self, name) is None and name in ("rate_v0", "rate_w0"):
-                continue
-            if not float(getattr(self, name)) > 0:
-                raise DataError(f"{name}: must be positive, got {getattr(self, name)}")
 
     def check_route(self, method: str, settings: dict) -> None:
         """Refuse length-scale priors where the route would ignore them (called by :func:`crowdzoo.fit`):

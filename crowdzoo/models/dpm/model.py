@@ -57,8 +57,8 @@ from torch.special import log_ndtr
 
 from ...errors import DataError, _show
 from ...gp.conditional import probit_rows
-from ...gp.learn import check_positive_prior
 from ...gp.linalg import DTYPE
+from ...gp.priors import check_priors
 from ..gppl.model import GPPL, GPPLSetup
 
 
@@ -114,8 +114,9 @@ class DPMCommunities:
     lengthscale_prior: object = None
 
     def __post_init__(self):
-        if self.lengthscale_prior is not None:
-            check_positive_prior(self.lengthscale_prior, "lengthscale_prior")
+        check_priors(self, {"shape_s0": "a positive Gamma shape α₀ (of the prior on each community's s)",
+                            "rate_s0": "a positive Gamma rate β₀ (of the prior on each community's s)"},
+                     scale_priors=("s_prior",), lengthscale_priors=("lengthscale_prior",))
         lam = float(self.concentration)
         if not lam > 0 or lam == float("inf"):
             raise DataError(f"concentration: the DP concentration λ must be a positive finite number, got "

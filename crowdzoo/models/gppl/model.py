@@ -48,9 +48,10 @@ from ...errors import DataError
 from ...gp.conditional import SparseGP, identity_gp
 from ...gp.inducing import kmeanspp_inducing, resolve_inducing
 from ...gp.kernels import as_kernel, median_heuristic
-from ...gp.learn import ARDGP, check_positive_prior, lengthscale_prior_of
+from ...gp.learn import ARDGP, lengthscale_prior_of
 from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
+from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 
 
@@ -95,10 +96,10 @@ class GPPL:
     tie_prior: object = None
 
     def __post_init__(self):
-        if self.lengthscale_prior is not None:
-            check_positive_prior(self.lengthscale_prior, "lengthscale_prior")
-        if self.tie_prior is not None:
-            check_positive_prior(self.tie_prior, "tie_prior")
+        check_priors(self, {"shape_s0": "a positive Gamma shape α₀ (of the prior on the inverse scale s)",
+                            "rate_s0": "a positive Gamma rate β₀ (of the prior on the inverse scale s)"},
+                     scale_priors=("s_prior",), lengthscale_priors=("lengthscale_prior",),
+                     positive_priors={"tie_prior": "tie thresholds"})
 
     def prior_tau(self) -> dist.Distribution:
         """The prior of the tie threshold τ (``tie_prior`` or the default)."""
