@@ -245,7 +245,7 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
                             f"{ref.attrs.get('inference')!r} posterior")
         same_data(dt, ref)
     held_out = held_out if held_out is not None else _held_out(posterior, test)
-    outcomes = _outcomes(posterior, posterior.data, "training labels")
+    outcomes = None if posterior is None else _outcomes(posterior, posterior.data, "training labels")
     if outcomes is not None and test is not None:
         outcomes += _outcomes(posterior, test, "held-out labels")
     checks = ck.run_all(dt, held_out=held_out, reference=ref, outcomes=outcomes)
