@@ -51,7 +51,7 @@ _SUBPACKAGES = ("active", "cli", "cluster_metrics", "comparisons", "core", "data
 _NAMES = ["PairwiseData", "ChoiceData", "LinkData", "simulate_gppl", "simulate_crowd", "simulate_collab",
           "simulate_links", "digits_links", "split_pairs", "split_users", "split_each_user", "DataError",
           "NumericalError", "ConvergenceWarning", "CollapseWarning", "DataWarning", "OverconfidenceWarning",
-          "fit", "load",           "report", "register", "Entry", "Example", "ZOO"]
+          "fit", "load", "report", "register", "Entry", "Example", "ZOO"]
 
 
 def _models() -> dict:
