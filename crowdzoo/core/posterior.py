@@ -134,7 +134,13 @@ class Posterior:
         if worst:
             mean = -mean
         var = None if not bool((var > 0).any()) else var
-        p = (self.weights.reshape(-1, 1, 1) * best_log_probs(mean, mask, self.choice_link, var).exp()).sum(0)
+        K = mask.shape[1]
+        per = mask.shape[0] * K * K * (24 if self.choice_link == "probit" else 1)  # numbers a component
+        p = torch.zeros(mask.shape, dtype=mean.dtype)
+        for sl in draw_chunks(mean.shape[0], per, True):  # chunks of components bound the memory
+            v = None if var is None else var[sl]
+            logp = best_log_probs(mean[sl], mask, self.choice_link, v)
+            p += (self.weights[sl].reshape(-1, 1, 1) * logp.exp()).sum(0)
         return np.where(mask.numpy(), p.numpy(), 0.0)
 
     def utilities(self, *args, **kwargs):

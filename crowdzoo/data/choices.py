@@ -145,8 +145,8 @@ class ChoiceData:
         if user_features is not None:
             U_feat = _features("user_features", user_features, None, "user")
         if users is not None:
-            seen = int(np.max(users)) + 1
-            n_users = U_feat.shape[0] if U_feat is not None else max(seen, len(user_ids or ()))
+            seen = max(int(np.max(users)) + 1, 0 if user_ids is None else len(user_ids))
+            n_users = U_feat.shape[0] if U_feat is not None else seen
             u = _int_index("users", users, n_users)
             user_ids = np.arange(n_users) if user_ids is None else np.asarray(user_ids).copy()
         elif U_feat is not None:
