@@ -3,7 +3,7 @@
 Every repeat (one seed) simulates a best–worst survey and a best-only one: 30 items, utilities
 f ~ N(0, 1.5²) without features, 200 training rows of k = 4 items (each set drawn uniformly) and
 1000 held-out rows, from the choice model of :mod:`crowdzoo.gp.choice` with the logit (Bradley–
-Terry) and the probit (GPPL on the items' one-hot identity kernel: Thurstone) link. Each model is
+Terry) and the probit (Thurstone) link. Each model is
 fitted twice to the same training rows:
 
 * **choices**: the choice likelihood on ``ChoiceData`` (best, and worst given the best);
