@@ -22,6 +22,7 @@ from .errors import (
 
 if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and the API docs)
     from .data import (
+        ChoiceData,
         LinkData,
         PairwiseData,
         digits_links,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and
 
 
 _LAZY = {
-    "PairwiseData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",
+    "PairwiseData": ".data", "ChoiceData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",
     "simulate_gppl": ".data", "split_each_user": ".data", "split_pairs": ".data", "split_users": ".data",
     "LinkData": ".data", "simulate_links": ".data", "digits_links": ".data",
     "compare_posteriors": ".diagnostics.compare",
@@ -49,10 +50,10 @@ _LAZY = {
 _SUBPACKAGES = ("active", "cli", "cluster_metrics", "comparisons", "core", "data", "diagnostics", "gp",
                 "inference", "metrics", "models", "zoo")
 
-_NAMES = ["PairwiseData", "LinkData", "simulate_gppl", "simulate_crowd", "simulate_collab", "simulate_links",
-          "digits_links", "split_pairs", "split_users", "split_each_user", "DataError", "NumericalError",
-          "ConvergenceWarning", "CollapseWarning", "DataWarning", "OverconfidenceWarning", "fit", "load",
-          "report", "compare_posteriors", "register", "Entry", "Example", "ZOO"]
+_NAMES = ["PairwiseData", "ChoiceData", "LinkData", "simulate_gppl", "simulate_crowd", "simulate_collab",
+          "simulate_links", "digits_links", "split_pairs", "split_users", "split_each_user", "DataError",
+          "NumericalError", "ConvergenceWarning", "CollapseWarning", "DataWarning", "OverconfidenceWarning",
+          "fit", "load", "report", "compare_posteriors", "register", "Entry", "Example", "ZOO"]
 
 
 def _models() -> dict:

@@ -64,7 +64,9 @@ class Entry:
     ``guide``: the default guide factory for :data:`SVI`. ``n_draws``: the draws an svi fit keeps.
     ``ties``: the routes that model a tie as a third outcome (labels y = 0.5 of
     ``PairwiseData.from_frame(..., ties="model")``; :mod:`crowdzoo.gp.ordinal`); the others refuse
-    such data. ``paper`` and ``summary``: for ``crowdzoo models`` and the docs. Classes and functions
+    such data. ``choices``: the routes that take a :class:`~crowdzoo.data.ChoiceData` (best-of-k and
+    best–worst choices; :mod:`crowdzoo.gp.choice`); the others refuse it. ``paper`` and ``summary``:
+    for ``crowdzoo models`` and the docs. Classes and functions
     are named by import path (``"package.module:name"``).
     """
 
@@ -77,6 +79,7 @@ class Entry:
     guide: str | None = None
     n_draws: int = 300
     ties: tuple = ()
+    choices: tuple = ()
     paper: str = ""
     summary: str = ""
 
@@ -89,10 +92,11 @@ class Entry:
         if not isinstance(self.routes, dict) or not self.routes:
             raise DataError(f"routes: {self.name} needs at least one route "
                             f"{{method: 'module:fit_function'}}, got {self.routes!r}")
-        odd = [m for m in self.ties if m not in self.routes]
-        if odd:
-            raise DataError(f"ties: {self.name} has no route {odd[0]!r} to model ties with; its routes are "
-                            f"{list(self.routes)}")
+        for what in ("ties", "choices"):
+            odd = [m for m in getattr(self, what) if m not in self.routes]
+            if odd:
+                raise DataError(f"{what}: {self.name} has no route {odd[0]!r} to model {what} with; its "
+                                f"routes are {list(self.routes)}")
         named = {"model": self.model, "posterior": self.posterior, "example": self.example,
                  "guide": self.guide, **{f"routes[{m!r}]": p for m, p in self.routes.items()}}
         for what, path in named.items():
@@ -144,7 +148,7 @@ ZOO: list[Entry] = [
           routes={"natgrad": f"{_M}.gppl.natgrad:fit_natgrad", "ep": f"{_M}.gppl.ep:fit_ep", "svi": SVI,
                   "nuts": NUTS},
           posterior=f"{_M}.gppl.posterior:GPPLPosterior", example=f"{_M}.gppl.examples:tiny", n_draws=1000,
-          ties=("natgrad", "svi", "nuts"),
+          ties=("natgrad", "svi", "nuts"), choices=("svi", "nuts"),
           paper="Chu & Ghahramani 2005; Simpson & Gurevych 2020 §3.1",
           summary="GP preference learning for one user (or a pooled crowd)"),
     Entry(name="crowdgppl", model=f"{_M}.crowdgppl.model:CrowdGPPL", data="crowd pairs",
@@ -162,6 +166,7 @@ ZOO: list[Entry] = [
           routes={"map": MAP, "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.bradley_terry.posterior:BradleyTerryPosterior",
           example=f"{_M}.bradley_terry.examples:tiny", n_draws=1000, ties=("map", "svi", "nuts"),
+          choices=("map", "svi", "nuts"),
           paper="Bradley & Terry 1952; Thurstone 1927",
           summary="independent utilities without features (logit or probit link); the worked "
                   "example of docs/guides/add-a-model.md"),
@@ -284,8 +289,27 @@ def entry_for(model) -> Entry:
                     "crowdzoo.register(Entry(...))")
 
 
+def _check_choices(e: Entry, data, method: str | None) -> None:
+    """Refuse choice data on a model or route without a choice likelihood, naming those that have one."""
+    if method in e.choices:
+        if e.data == "crowd pairs" and data.users is None:
+            raise DataError(f"users: {e.name} needs a user per choice (ChoiceData(..., users=...)); for one "
+                            "user's choices fit gppl", arg="users", problem="no user per choice")
+        return
+    which = [f"{x.name} ({', '.join(x.choices)})" for x in ZOO if x.choices]
+    use = (f"fit it with method={e.choices[0]!r} (its routes with choices: {list(e.choices)})" if e.choices
+           else f"fit a model with a choice likelihood: {'; '.join(which)}")
+    raise DataError(f"data: {e.name}'s {method!r} route has no likelihood of choices among k items: {use}, "
+                    "or break the choices into pairs (data.rank_breaking())", arg="data",
+                    problem=f"choices, which {e.name}'s {method!r} route cannot model")
+
+
 def _check_data(e: Entry, data, method: str | None = None) -> None:
-    from .data import LinkData, PairwiseData
+    from .data import ChoiceData, LinkData, PairwiseData
+
+    if isinstance(data, ChoiceData):
+        _check_choices(e, data, method)
+        return
 
     if e.data == "links":
         if not isinstance(data, LinkData):
@@ -320,8 +344,9 @@ def route_settings(fn) -> dict:
 
 
 def fit(model, data, method: str | None = None, seed: int = 0, check_confidence: bool = True, **settings):
-    """Fit ``model`` to ``data`` by ``method`` (default: the model's first route in :data:`ZOO`) and
-    return its posterior.
+    """Fit ``model`` to ``data`` by ``method`` (default: the model's first route in :data:`ZOO`; for a
+    :class:`~crowdzoo.data.ChoiceData`, its first route in the entry's ``choices``) and return its
+    posterior.
 
     ``crowdzoo models`` lists every model's routes. ``settings`` go to the route (see its
     ``fit_<route>`` function, e.g. :func:`crowdzoo.models.gppl.natgrad.fit_natgrad`); an unknown
@@ -336,7 +361,8 @@ def fit(model, data, method: str | None = None, seed: int = 0, check_confidence:
     """
     e = entry_for(model)
     _trust_registered()
-    method = e.default if method is None else method
+    if method is None:  # choices default to the model's first route that takes them
+        method = e.choices[0] if hasattr(data, "sets") and e.choices else e.default
     fn = e.route(method)
     _check_data(e, data, method)
     accepted = route_settings(fn)
@@ -348,7 +374,8 @@ def fit(model, data, method: str | None = None, seed: int = 0, check_confidence:
     if callable(check):
         check(method, settings)
     post = _route_fit(e, method, fn, model, data, seed, settings)
-    if check_confidence and e.data != "links" and not settings.get("distributed"):
+    pairwise = e.data != "links" and not hasattr(data, "sets")  # the check refits pairs, not choices
+    if check_confidence and pairwise and not settings.get("distributed"):
         from .diagnostics.confidence import check
 
         quiet = {k: v for k, v in settings.items() if k not in ("checkpoint", "resume", "callback")}

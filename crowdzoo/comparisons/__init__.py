@@ -8,6 +8,7 @@ import pandas as pd
 from . import (
     active,
     calibration,
+    choices,
     collabgp,
     crowd_defaults,
     crowd_priors,
@@ -42,7 +43,7 @@ REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": cal
             "collabgp-routes": collabgp.routes, "ukpconvarg-diagnostics": ukpconvarg_diagnostics,
             "dpm-simulation": dpm, "dpm-sushi-a": sushi.dpm_sushi_a,
             "scdc-pinwheel": scdc.pinwheel, "scdc-digits": scdc.digits, "scdc-mnist": scdc.mnist,
-            "scdc-crowd": scdc_crowd, "ties": ties}
+            "scdc-crowd": scdc_crowd, "ties": ties, "choices": choices}
 
 
 def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None, data_dir=None):

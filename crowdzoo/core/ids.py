@@ -119,3 +119,32 @@ def feature_rows(name: str, item_features, D: int):
     if isinstance(item_features, pd.DataFrame):
         return check_features(name, item_features.to_numpy(), D), item_features.index
     return check_features(name, item_features, D), None
+
+
+def choice_positions(sets, table) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sets of item ids (a list of sequences, lengths may differ, or a 2-D array) as positions among
+    ``table`` (R, k_max), padding read as 0, and the mask (R, k_max) of the slots that hold an item;
+    a DataError for an unknown id, a set of fewer than 2 items or an item twice in a set."""
+    if isinstance(sets, np.ndarray) and sets.ndim == 2:
+        rows = list(sets)
+    else:
+        rows = [np.asarray(s, dtype=object).reshape(-1) for s in sets]
+    if not rows:
+        raise DataError("sets: no sets to predict for", arg="sets")
+    k = np.array([len(r) for r in rows])
+    small = np.flatnonzero(k < 2)
+    if small.size:
+        r = int(small[0])
+        raise DataError(f"sets: row {r}: a set of {k[r]} item(s); a choice needs at least 2", arg="sets",
+                        row=r, problem=f"a set of {k[r]} item(s)")
+    flat = positions("sets", np.concatenate(rows), table)
+    items = torch.zeros(len(rows), int(k.max()), dtype=torch.long)
+    mask = torch.arange(items.shape[1])[None, :] < torch.as_tensor(k)[:, None]
+    items[mask] = flat
+    srt = torch.sort(torch.where(mask, items, -1 - torch.arange(items.shape[1])), 1).values
+    dup = torch.nonzero((srt[:, 1:] == srt[:, :-1]).any(1)).reshape(-1)
+    if dup.numel():
+        r = int(dup[0])
+        raise DataError(f"sets: row {r}: an item appears more than once in the set", arg="sets", row=r,
+                        problem="an item appears more than once in the set")
+    return items, mask

@@ -105,6 +105,44 @@ class Posterior:
         p = self.outcome_probs(a, b, **kwargs)
         return (p[:, 0] / (p[:, 0] + p[:, 2]).clamp_min(1e-300)).numpy()
 
+    # choices among k items (crowdzoo.gp.choice): the link of the choice, and the moments of the set
+    # members' utilities per component, which a model with a choice likelihood implements
+    choice_link = "probit"
+
+    def set_moments(self, items: torch.Tensor, users=None, **kwargs):
+        """Mean and variance (G, R, k_max) of each component's utility of the set members ``items``
+        (R, k_max) (positions; padding read as 0): what :meth:`predict_choice` mixes."""
+        raise NotImplementedError(f"{type(self).__name__} has no choice predictions")
+
+    def predict_choice(self, sets, users=None, worst: bool = False, **kwargs):
+        """P(each member of a set is chosen as best), per row: an array (R, k_max), row r's members in
+        the order given, 0 after a row's last member, each row summing to 1.
+
+        ``sets``: a list of sets of training item ids (lengths may differ) or a 2-D array of ids; ``users``:
+        each row's user, for models with personal utilities. The choice is the model's (probit or
+        logit, :mod:`crowdzoo.gp.choice`), mixed over the posterior's components; a component with
+        a variance of the utilities integrates each member's own variance, leaving out their
+        correlations. ``worst=True``: P(each member is rejected as worst), the whole set offered."""
+        import numpy as np
+
+        from ..gp.choice import best_log_probs
+        from .ids import choice_positions
+
+        items, mask = choice_positions(sets, self.data.item_ids)
+        kw = dict(kwargs) if users is None else {**kwargs, "users": users}
+        mean, var = self.set_moments(items, **kw)
+        if worst:
+            mean = -mean
+        var = None if not bool((var > 0).any()) else var
+        K = mask.shape[1]
+        per = mask.shape[0] * K * K * (24 if self.choice_link == "probit" else 1)  # numbers a component
+        p = torch.zeros(mask.shape, dtype=mean.dtype)
+        for sl in draw_chunks(mean.shape[0], per, True):  # chunks of components bound the memory
+            v = None if var is None else var[sl]
+            logp = best_log_probs(mean[sl], mask, self.choice_link, v)
+            p += (self.weights[sl].reshape(-1, 1, 1) * logp.exp()).sum(0)
+        return np.where(mask.numpy(), p.numpy(), 0.0)
+
     def utilities(self, *args, **kwargs):
         """Posterior mean and variance of utilities."""
         raise NotImplementedError(f"{type(self).__name__} has no utilities")

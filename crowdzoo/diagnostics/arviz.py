@@ -72,12 +72,37 @@ def _sha(*parts) -> str:
 def data_checksums(data) -> dict:
     """SHA-256 checksums of what a fit saw: ``labels`` (each label's items, user and outcome, as
     positions), ``items`` and ``users`` (the ids, in order), ``features`` (item and user features).
-    For links: the annotations (worker, i, j, same), item and worker ids, the observations O."""
+    For choices: each row's set, best, worst and user. For links: the annotations (worker, i, j,
+    same), item and worker ids, the observations O."""
     if hasattr(data, "a"):
         return {"labels": _sha(data.a, data.b, data.users, data.y), "items": _sha(data.item_ids),
                 "users": _sha(data.user_ids), "features": _sha(data.item_features, data.user_features)}
+    if hasattr(data, "sets"):  # choices: each row's set, best and worst, and user
+        return {"labels": _sha(data.sets, data.best, data.worst, data.users), "items": _sha(data.item_ids),
+                "users": _sha(data.user_ids), "features": _sha(data.item_features, data.user_features)}
     return {"labels": _sha(data.worker, data.i, data.j, data.same), "items": _sha(data.item_ids),
             "users": _sha(data.worker_ids), "features": _sha(data.O)}
+
+
+def choice_groups(f, data, link: str, seed: int, var=None):
+    """Per-row log-likelihood of choices (best, and worst given the best where a row has one;
+    :mod:`crowdzoo.gp.choice`) and replicated best (and worst) slots, for the draws of the items'
+    utilities ``f`` (draws, N) (``var`` (draws, N): each item's integrated variance, or None).
+    Returns (loglik, {"best": rep, ("worst": rep)}, {"best": observed, ("worst": observed)})."""
+    from ..gp.choice import row_log_lik, sample_choices
+
+    items = torch.as_tensor(data.sets).clamp_min(0)
+    mask = torch.as_tensor(data.sets >= 0)
+    fs, vs = f[:, items], None if var is None else var[:, items]
+    best = torch.as_tensor(data.best)
+    worst = None if data.worst is None else torch.as_tensor(data.worst)
+    loglik = row_log_lik(fs, mask, best, worst, link, vs)
+    gen = torch.Generator().manual_seed(seed + 1)
+    b_rep, w_rep = sample_choices(fs, mask, link, gen, vs, worst is not None)
+    rep, obs = {"best": b_rep}, {"best": data.best.copy()}
+    if worst is not None:
+        rep["worst"], obs["worst"] = w_rep, data.worst.copy()
+    return loglik, rep, obs
 
 
 def finish(post, groups, coords, dims, obs_dim, identified):
@@ -87,6 +112,10 @@ def finish(post, groups, coords, dims, obs_dim, identified):
     ids = np.asarray(d.item_ids)
     if hasattr(d, "a"):  # preferences: the two items (and user) of each label
         const = {"a": ids[d.a], "b": ids[d.b]}
+        if d.users is not None:
+            const["user"] = np.asarray(d.user_ids)[d.users]
+    elif hasattr(d, "sets"):  # choices: the item chosen as best (and the user) of each row
+        const = {"chosen": ids[d.chosen_items]}
         if d.users is not None:
             const["user"] = np.asarray(d.user_ids)[d.users]
     else:  # links (LinkData): the two items and the worker of each annotation

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...diagnostics.arviz import chain_shape, finish, outcome_labels
+from ...diagnostics.arviz import chain_shape, choice_groups, finish, outcome_labels
 from .model import logits
 
 
@@ -14,9 +14,17 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     draws = post.sample(n, seed=seed)
     f = draws["f"]
     d = post.data
+    posterior = {"f": chain_shape(f, chains)}
+    if hasattr(d, "sets"):  # choices: one log-likelihood per row (its best, and worst given the best)
+        loglik, rep, obs = choice_groups(f, d, post.setup.link, seed)
+        groups = {"posterior": posterior,
+                  "posterior_predictive": {k: chain_shape(v, chains) for k, v in rep.items()},
+                  "log_likelihood": {"choice": chain_shape(loglik, chains)}, "observed_data": obs}
+        coords = {"item": np.asarray(d.item_ids), "row": np.arange(d.n_rows)}
+        dims = {"f": ["item"], "choice": ["row"], **{k: ["row"] for k in obs}}
+        return finish(post, groups, coords, dims, "row", identified="f")
     a, b = torch.as_tensor(d.a), torch.as_tensor(d.b)
     y = torch.as_tensor(d.y)
-    posterior = {"f": chain_shape(f, chains)}
     if "tau" in draws:  # ties: three outcomes per pair
         tau = draws["tau"]
         loglik, y_rep = outcome_labels(f[:, a] - f[:, b], y, tau, post.setup.link, seed)

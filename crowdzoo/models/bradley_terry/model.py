@@ -12,6 +12,15 @@ Kupper 1967 for the logit):
     τ   ~ tie_prior                         default LogNormal(log ½, 1)
     y_p ∈ {b ≻ a, tie, a ≻ b} with P = (g(−Δ − τ), g(τ − Δ) − g(−τ − Δ), g(Δ − τ)),  Δ = f_a − f_b
 
+Choices (a :class:`~crowdzoo.data.ChoiceData`: a set of k items per row, the best and optionally the
+worst) take the same utilities through the first stage of Plackett–Luce (:mod:`crowdzoo.gp.choice`):
+
+    best_r ~ Categorical(exp(f_i) / Σ_{j ∈ set_r} exp(f_j))            logit: the multinomial logit
+    worst_r | best_r ~ Categorical(exp(−f_i) / Σ_{j ∈ set_r − best_r} exp(−f_j))   (MaxDiff)
+
+and, with the probit link, Thurstone's multinomial probit (one-dimensional quadrature); a set of two
+items is the pairwise model exactly.
+
 With the probit link this is GPPL with the identity kernel and a fixed scale s = 1/σ². It is the
 zoo's worked example of adding a model (docs/guides/add-a-model.md): this file, a posterior, an
 ArviZ converter, a tiny example and one entry in ``crowdzoo/zoo.py``; its routes (map, svi, nuts)
@@ -25,8 +34,9 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-from ...data.tensors import label_tensors
+from ...data.tensors import choice_tensors, label_tensors
 from ...errors import DataError
+from ...gp.choice import observe_choices
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
@@ -58,6 +68,8 @@ class BradleyTerry:
 
     def program(self, setup: BTSetup, data, subsample_size=None):
         """The Pyro model and its arguments (what the generic map, svi and nuts engines run)."""
+        if hasattr(data, "sets"):  # a ChoiceData
+            return bradley_terry_choice_model, (setup, *choice_tensors(data), subsample_size)
         a, b, y = label_tensors(data)
         return bradley_terry_model, (setup, a, b, y, subsample_size)
 
@@ -87,3 +99,13 @@ def bradley_terry_model(setup: BTSetup, a, b, y, subsample_size=None):
         else:  # three outcomes, k = 2y
             pyro.sample("y", outcome_distribution(z, tau, setup.link),
                         obs=None if y is None else outcome_codes(y[idx]))
+
+
+def bradley_terry_choice_model(setup: BTSetup, items, mask, best, worst, subsample_size=None):
+    """The Pyro model of choices (module docstring). ``items`` (R, k_max) item positions, ``mask`` the
+    slots that hold one, ``best`` (R,) and ``worst`` (R,; −1 none) slots, or None."""
+    loc = torch.zeros(setup.n_items, dtype=torch.float64)
+    f = pyro.sample("f", dist.Normal(loc, setup.prior_sd).to_event(1))
+    with pyro.plate("choices", items.shape[0], subsample_size=subsample_size) as idx:
+        observe_choices(f[items[idx]], mask[idx], None if best is None else best[idx],
+                        None if worst is None else worst[idx], setup.link)

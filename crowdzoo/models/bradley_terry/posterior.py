@@ -32,6 +32,17 @@ class BradleyTerryPosterior(Posterior):
     def tie_link(self) -> str:
         return self.setup.link
 
+    @property
+    def choice_link(self) -> str:
+        return self.setup.link
+
+    def set_moments(self, items, users=None):
+        """Each component's utilities of the set members (G, R, k_max), and variance 0."""
+        if users is not None:
+            raise DataError("users: this model has one utility per item (no personal utilities)", arg="users")
+        f = self.f[:, items]
+        return f, torch.zeros_like(f)
+
     def pair_moments(self, a, b):
         """Each component's f_a − f_b (G, P) for item ids a, b, and its variance 0 (a point per draw)."""
         ia = positions("a", a, self.data.item_ids, hint=False)

@@ -7,7 +7,7 @@ import functools
 import numpy as np
 import torch
 
-from ...diagnostics.arviz import chain_shape, finish, outcome_labels, probit_labels
+from ...diagnostics.arviz import chain_shape, choice_groups, finish, outcome_labels, probit_labels
 
 
 def to_arviz(post, n_draws: int = 1000, seed: int = 0):
@@ -16,6 +16,8 @@ def to_arviz(post, n_draws: int = 1000, seed: int = 0):
     chains = post.n_chains if sample_based else 1
     draws = post.sample(n, seed=seed)
     f, s = draws["f"], draws["s"]
+    if hasattr(post.data, "sets"):
+        return _choices(post, f, s, chains, seed)
     a = torch.as_tensor(post.data.a)
     b = torch.as_tensor(post.data.b)
     if "tau" in draws:  # ties: three outcomes per pair
@@ -45,3 +47,17 @@ def to_arviz(post, n_draws: int = 1000, seed: int = 0):
         "observed_data": {"y": post.data.y.copy() if "tau" in draws else post.data.y.astype(np.int64)},
     }
     return finish(post, groups, coords, dims, "pair", identified=identified)
+
+
+def _choices(post, f, s, chains, seed):
+    """Choices: one log-likelihood per row (its best, and its worst given the best), replicated slots.
+    ``f`` holds draws of the items' utilities themselves (the sparse conditional added per item), so
+    the likelihood is the probit choice at points."""
+    shape = functools.partial(chain_shape, chains=chains)
+    loglik, rep, obs = choice_groups(f, post.data, "probit", seed)
+    groups = {"posterior": {"f": shape(f), "s": shape(s)},
+              "posterior_predictive": {k: shape(v) for k, v in rep.items()},
+              "log_likelihood": {"choice": shape(loglik)}, "observed_data": obs}
+    coords = {"item": np.asarray(post.data.item_ids), "row": np.arange(post.data.n_rows)}
+    dims = {"f": ["item"], "choice": ["row"], **{k: ["row"] for k in obs}}
+    return finish(post, groups, coords, dims, "row", identified="f s")

@@ -23,6 +23,17 @@ pair, the ordinal probit of :mod:`crowdzoo.gp.ordinal` with a threshold τ under
 (the same integral over the pair's conditional Gaussian as above: with τ = 0 and no ties, the
 model without them).
 
+Choices (a :class:`~crowdzoo.data.ChoiceData`: a set of k items per row, the best and optionally the
+worst) take the same utilities through Thurstone's multinomial probit (:mod:`crowdzoo.gp.choice`),
+each member's noise ε_j ~ N(0, ½) widened by its conditional variance c_j / s given f_m (the members'
+conditional covariances are left out; an exact GP, every item inducing, has none):
+
+    f            = K_nm K_mm⁻¹ f_m                       the items' conditional means
+    best_r       ~ P(i best) = ∫ φ(x) Π_{j ≠ i} Φ((f_i − f_j + σ_i x)/σ_j) dx,   σ_j² = ½ + c_j / s
+    worst_r      | best_r ~ the same with f → −f among the rest (best–worst, MaxDiff)
+
+A set of two items is Φ(f_a − f_b), the pairwise likelihood above, exactly (exact GP).
+
 Learned length-scales (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` the model also samples the ARD length-scales first,
 
@@ -43,8 +54,9 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 
-from ...data.tensors import label_tensors
+from ...data.tensors import choice_tensors, label_tensors
 from ...errors import DataError
+from ...gp.choice import observe_choices
 from ...gp.conditional import SparseGP, identity_gp
 from ...gp.inducing import kmeanspp_inducing, resolve_inducing
 from ...gp.kernels import as_kernel, median_heuristic
@@ -160,6 +172,11 @@ class GPPL:
         """The Pyro model and its arguments for ``data`` (what the generic svi/nuts/map engines run):
         :func:`gppl_model` with ℓ fixed, :func:`gppl_lengthscale_model` with ``lengthscale_prior`` or
         ``learn_kernel`` (ℓ a ``pyro.param`` started at ``setup``'s length-scales)."""
+        if hasattr(data, "sets"):  # a ChoiceData
+            if self.lengthscale_prior is not None or learn_kernel:
+                raise DataError("lengthscale_prior: choices are fitted with fixed length-scales (the median "
+                                "heuristic or lengthscale=); drop lengthscale_prior and learn_kernel")
+            return gppl_choice_model, (setup, *choice_tensors(data), subsample_size)
         a, b, y = label_tensors(data)
         if self.lengthscale_prior is None and not learn_kernel:
             return gppl_model, (setup, a, b, y, subsample_size)
@@ -236,3 +253,17 @@ def gppl_lengthscale_model(space: LengthscaleSpace, a: torch.Tensor, b: torch.Te
     else:
         ell = pyro.sample("lengthscale", space.prior)
     gppl_model(space.setup(ell), a, b, y, subsample_size)
+
+
+def gppl_choice_model(setup: GPPLSetup, items, mask, best, worst, subsample_size=None):
+    """The Pyro model of GPPL on choices (module docstring): ``items`` (R, k_max) item positions,
+    ``mask`` the slots that hold one, ``best`` (R,) and ``worst`` (R,; −1 none) slots, or None."""
+    s = pyro.sample("s", setup.s_prior)
+    u = pyro.sample("u", dist.Normal(torch.zeros(setup.M, dtype=DTYPE), 1.0).to_event(1))
+    pyro.deterministic("f_m", setup.L_mm @ u / s.sqrt())
+    f = (setup.B.T @ u) / s.sqrt()  # K_nm K_mm⁻¹ f_m, with f_m = L_mm u / √s
+    c = None if setup.exact else setup.conditional_variance() / s
+    with pyro.plate("choices", items.shape[0], subsample_size=subsample_size) as idx:
+        rows = items[idx]
+        observe_choices(f[rows], mask[idx], None if best is None else best[idx],
+                        None if worst is None else worst[idx], "probit", None if c is None else c[rows])

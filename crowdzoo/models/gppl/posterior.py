@@ -177,6 +177,20 @@ class GPPLPosterior(Posterior):
             out[sl] = mixture_prob(self.weights, mu, var)
         return out.numpy()
 
+    def set_moments(self, items, users=None):
+        """Each component's mean and variance (G, R, k_max) of the set members' utilities (training
+        items): A m_g and c / s_g + diag(A S_g Aᵀ) (Eq. 19)."""
+        if users is not None:
+            raise DataError("users: this model has one utility per item (no personal utilities)", arg="users")
+        if self.lengthscales is not None:
+            mu, var = self._draw_items(None)
+        else:
+            A, c = self.setup.item_terms()
+            mu, var = self.means @ A.T, (c / self.s[:, None]).expand(self.means.shape[0], -1)
+            if self.covs is not None:
+                var = var + torch.einsum("im,gmn,in->gi", A, self.covs, A)
+        return mu[:, items], var[:, items]
+
     def pair_moments(self, a, b, item_features=None):
         """Mean and variance (G, P) of f_a − f_b per component (Eq. 19), for pairs named as in
         :meth:`predict_proba`."""
