@@ -139,7 +139,8 @@ def render_held_out(info: dict, rows: list, max_iter: int) -> str:
     lines = [HEAD_HELD_OUT, "", "## A large crowd through the command line: fitted, and scored", "",
              f"Machine: {machine()}. `python benchmarks/bench_scale.py --held-out --max-iter {max_iter}` "
              f"({when}).", "",
-             f"The crowd above ({info['n_train']:,} training labels), {limit}: `crowdzoo fit MODEL` with the "
+             "The crowd of \"A large crowd through the command line\" "
+             f"({info['n_train']:,} training labels), {limit}: `crowdzoo fit MODEL` with the "
              "model's defaults and every output, then `crowdzoo predict` on the held-out decided pairs. "
              f"The oracle (the simulation's own probabilities) scores accuracy "
              f"{rows[0].get('oracle_acc', float('nan')):.3f} and log loss "
