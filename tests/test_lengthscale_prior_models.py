@@ -91,6 +91,7 @@ def tiny_crowd():
     return _ard_crowd(N=12, U=3, P=200)
 
 
+@pytest.mark.slow  # NUTS over the crowd's length-scales: about a minute; svi's ARD test above stays fast
 def test_crowd_nuts_samples_the_lengthscales_and_agrees_with_svi(tiny_crowd):
     """NUTS (2 short chains, tree depth ≤ 5) on 12 items, 3 users, 200 labels: ℓ draws positive and
     varying, median ℓ₁ at least 2.5 × median ℓ₀ (svi's: 2 ×); svi's median ℓ₀ within a factor 2 of NUTS's
