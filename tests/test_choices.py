@@ -249,3 +249,20 @@ def test_predict_choice_errors_and_worst():
     pw = post.predict_choice([[0, 1, 2]], worst=True)
     assert np.allclose(pw[0], torch.softmax(-f[[0, 1, 2]], 0).numpy())
     pyro.clear_param_store()
+
+
+@pytest.mark.parametrize("model,method", [(BradleyTerry(), "map"), (GPPL(), "svi")])
+def test_a_choice_fit_saves_and_loads_to_the_same_predictions(tmp_path, model, method):
+    """save/load of a fit to choices: the loaded posterior predicts every set (best and worst) as the
+    fitted one does, and keeps its data's kind."""
+    data, _ = simulate_choices(10, 120, 4, n_features=0 if isinstance(model, BradleyTerry) else 2,
+                               link="probit", worst=True, seed=3)
+    kw = {"num_steps": 100, "progress_bar": False} if method == "svi" else {}
+    post = cz.fit(model, data, method=method, **kw)
+    post.save(tmp_path / "choice.pt")
+    back = cz.load(tmp_path / "choice.pt")
+    sets = [list(data.item_ids[:4]), list(data.item_ids[5:8])]
+    for worst in (False, True):
+        np.testing.assert_array_equal(np.asarray(back.predict_choice(sets, worst=worst)),
+                                      np.asarray(post.predict_choice(sets, worst=worst)))
+    assert isinstance(back.data, ChoiceData) and back.data.n_rows == data.n_rows
