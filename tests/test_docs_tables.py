@@ -72,5 +72,38 @@ def test_compare_runs_ones_own_comparison_by_module_and_object(tmp_path, monkeyp
     assert page.startswith("Made by `crowdzoo compare cmp:CMP --repeats 2 --jobs 1 --out")
     assert "\\|P - P_nuts\\|" in page and "0.150 ± 0.071" in page
     assert len(pd.read_csv(out.with_suffix(".csv"))) == 2
+    tex = out.with_suffix(".tex").read_text()
+    assert tex.startswith("\\begin{tabular}") and "|P - P\\_nuts|" in tex and "0.150 ± 0.071" in tex
     assert main(["compare", "no_such_thing"]) == 2
     assert "or name your own as module:object" in capsys.readouterr().err
+
+
+LATEX_PAGE = r"""Some text.
+
+| route | mean \|P - P_nuts\| | n | note |
+|---|---:|:---:|---|
+| **svi** | 0.12 | 5 | 50% of x & y |
+| ep | 0.01 | 7 | $ # {} ~ |
+
+Between the tables.
+
+| a | b |
+|---|---|
+| 1 | 2 |
+"""
+
+
+def test_markdown_tables_become_latex_tabulars():
+    """Each pipe table of a page becomes a booktabs tabular: alignment from the separator row, an
+    escaped pipe a pipe inside its cell, LaTeX's special characters escaped, bold marks dropped, the
+    prose between tables left out."""
+    from crowdzoo.comparisons.markdown import latex_tables
+
+    tex = latex_tables(LATEX_PAGE)
+    first, second = tex.strip().split("\n\n")
+    assert first.splitlines() == [
+        r"\begin{tabular}{lrcl}", r"\toprule", r"route & mean |P - P\_nuts| & n & note \\", r"\midrule",
+        r"svi & 0.12 & 5 & 50\% of x \& y \\", r"ep & 0.01 & 7 & \$ \# \{\} \textasciitilde{} \\",
+        r"\bottomrule", r"\end{tabular}"]
+    assert second.splitlines()[0] == r"\begin{tabular}{ll}" and r"1 & 2 \\" in second
+    assert "Some text" not in tex and latex_tables("no table here") == ""

@@ -52,6 +52,10 @@ def cmd_compare(args) -> int:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(out.with_suffix(".csv"), index=False)
+        from ..comparisons.markdown import latex_tables
+
+        if tex := latex_tables(table):  # the tables for a paper
+            out.with_suffix(".tex").write_text(tex)
         cmd = f"crowdzoo compare {args.name} --repeats {args.repeats} --jobs {args.jobs}"
         cmd += " --quick" if args.quick else ""
         cmd += f" --data-dir {args.data_dir}" if args.data_dir else ""
