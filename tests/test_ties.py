@@ -288,3 +288,27 @@ def test_crowdgppl_natgrad_agrees_with_nuts_on_a_tie_crowd():
     assert abs(float(fits["natgrad"].tau[0]) - float(fits["nuts"].tau.mean())) < 0.05
     ours, ref = (fits[m].predict_outcomes(a, b, users=users).to_numpy() for m in ("natgrad", "nuts"))
     assert np.abs(ours - ref).max() < 0.04
+
+
+def test_the_confidence_check_scores_decided_labels_of_a_tie_fit():
+    """fit's over-confidence check reads P(a ≻ b | not a tie) on decided labels only: a predictor
+    sure of every decided label (all a ≻ b here) scores log loss −log .99 on the held-out ones, where
+    counting each tie as half a win each way would have charged it ½ (−log .99 − log .01) per tie."""
+    from crowdzoo.diagnostics.confidence import confident_share, held_out_log_loss
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 10, 200)
+    b = (a + rng.integers(1, 10, 200)) % 10
+    y = np.where(rng.random(200) < 0.3, 0.5, 1.0)
+    data = cz.PairwiseData.from_arrays(a, b, y, np.zeros((10, 0)), ties="model")
+
+    class Sure:  # predicts P(a ≻ b | not a tie) = .99 for every pair
+        def predict_proba(self, a, b, **kw):
+            return np.full(len(a), 0.99)
+
+    loss = held_out_log_loss(lambda train: Sure(), data, users=False)
+    assert loss == pytest.approx(-np.log(0.99), abs=1e-12)
+    assert confident_share(Sure(), data, users=False) == 0.0  # .99 is not beyond .99
+    ties_only = cz.PairwiseData.from_arrays(a[:30], b[:30], np.full(30, 0.5), np.zeros((10, 0)), ties="model")
+    assert np.isnan(held_out_log_loss(lambda train: Sure(), ties_only, users=False))
+    assert confident_share(Sure(), ties_only, users=False) == 0.0

@@ -45,9 +45,18 @@ def _predict(post, frame, users: bool) -> np.ndarray:
     return np.asarray(post.predict_proba(frame["a"].to_numpy(), frame["b"].to_numpy(), **kw), dtype=float)
 
 
+def _decided(data, rows: np.ndarray) -> np.ndarray:
+    """The labels of ``rows`` that are not ties (a tie kept as a third outcome has y = ½): both stages
+    score P(a ≻ b | not a tie) on decided labels, a two-way question whose coin is log 2."""
+    return rows[np.asarray(data.y)[rows] != 0.5]
+
+
 def confident_share(post, data, users: bool, seed: int = 0) -> float:
-    """The share of (up to :data:`SAMPLE` of) the training labels predicted beyond .99 either way."""
-    rows = np.arange(data.n_pairs)
+    """The share of (up to :data:`SAMPLE` of) the decided training labels predicted beyond .99 either
+    way."""
+    rows = _decided(data, np.arange(data.n_pairs))
+    if rows.size == 0:
+        return 0.0
     if rows.size > SAMPLE:
         rows = np.sort(np.random.default_rng(seed).choice(rows, SAMPLE, replace=False))
     p = _predict(post, data.subset(rows).to_frame(), users)
@@ -56,12 +65,15 @@ def confident_share(post, data, users: bool, seed: int = 0) -> float:
 
 def held_out_log_loss(refit, data, users: bool, seed: int = 0) -> float:
     """Refit without a random :data:`HOLD_OUT` of the labels (``refit(train)`` → posterior) and return
-    its log loss on them."""
+    its log loss on the decided ones among them (NaN if all are ties)."""
     rng = np.random.default_rng(seed)
     test = np.zeros(data.n_pairs, dtype=bool)
     test[rng.choice(data.n_pairs, max(1, int(round(HOLD_OUT * data.n_pairs))), replace=False)] = True
     post = refit(data.subset(np.flatnonzero(~test)))
-    frame = data.subset(np.flatnonzero(test)).to_frame()
+    held = _decided(data, np.flatnonzero(test))
+    if held.size == 0:
+        return float("nan")
+    frame = data.subset(held).to_frame()
     p = np.clip(_predict(post, frame, users), 1e-12, 1 - 1e-12)
     y = frame["y"].to_numpy(dtype=float)
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
@@ -84,7 +96,7 @@ def check(post, data, method: str, refit, users: bool, seed: int = 0) -> dict | 
         warnings.simplefilter("ignore")
         loss = held_out_log_loss(refit, data, users, seed)
     out["held_out_log_loss"] = loss
-    if loss <= math.log(2):
+    if not loss > math.log(2):  # NaN: every held-out label a tie, nothing to say
         return {**out, "verdict": "pass"}
     warnings.warn(
         f"{post.name} {method}: the fit predicts {out['confident_share']:.0%} of its training labels with "
