@@ -24,9 +24,9 @@ import math
 import pyro.distributions as dist
 import torch
 from torch.nn.functional import logsigmoid
-from torch.special import log_ndtr, ndtr
+from torch.special import log_ndtr
 
-from .probit import fast_log_ndtr, gauss_hermite
+from .probit import fast_log_ndtr, gauss_hermite, predictive_prob
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -87,9 +87,8 @@ def predictive_outcomes(mean: torch.Tensor, var: torch.Tensor, tau, link: str = 
     """(p_a, p_tie, p_b) for Δ ~ N(μ, v): P(a ≻ b) = Φ((μ − τ)/√(1 + v)), P(b ≻ a) = Φ((−μ − τ)/√(1 + v)),
     the tie the rest; shape μ.shape + (3,). The logit link is for a point Δ alone (v = 0)."""
     tau = torch.as_tensor(tau, dtype=mean.dtype)
-    if link == "probit":
-        sd = torch.sqrt(1.0 + var)
-        p_a, p_b = ndtr((mean - tau) / sd), ndtr((-mean - tau) / sd)
+    if link == "probit":  # Eq. 3 at the shifted means ±μ − τ
+        p_a, p_b = predictive_prob(mean - tau, var), predictive_prob(-mean - tau, var)
     else:
         if bool((torch.as_tensor(var) > 0).any()):
             raise ValueError("predictive_outcomes: the logit link has no closed form under a Gaussian Δ")

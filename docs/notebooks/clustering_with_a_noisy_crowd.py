@@ -153,9 +153,9 @@ print(f"\nmean alpha_hat {empirical.alpha_hat.mean():.3f}, mean beta_hat {empiri
 # epochs (the fast mode's short fits do).
 #
 # A fit is the best of `n_init=3` initialisations by its final ELBO (three fits' time; `n_init=1`
-# for one, as the fast mode does), and it warns (`CollapseWarning`) when fewer than K clusters hold 1 % of the items. With
-# K = 15 for five arms that warning is expected: it says that some clusters went unused, which is
-# a collapse only if the data have more clusters than the fit kept.
+# for one, as the fast mode does), and it warns (`CollapseWarning`) when fewer than K clusters
+# hold 1 % of the items. With K = 15 for five arms that warning is expected: it says that some
+# clusters went unused, which is a collapse only if the data have more clusters than the fit kept.
 
 # %%
 scdc = cz.fit(cz.SCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), data, n_epochs=EPOCHS_SCDC,
