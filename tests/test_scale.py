@@ -96,7 +96,7 @@ def test_auto_inducing_bounds_the_work_of_a_pass():
     assert auto_inducing(3000, 1e9) == MIN_AUTO_INDUCING
 
 
-def test_crowdgppl_auto_inducing_reads_every_ranks_labels():
+def test_crowdgppl_auto_inducing_reads_every_ranks_labels(monkeypatch):
     """crowdGPPL's setup sizes "auto" by the labels and its factors, and a rank holding a shard of the
     labels sizes it by all of them (every rank must build the same inducing set)."""
     import dataclasses
@@ -105,13 +105,11 @@ def test_crowdgppl_auto_inducing_reads_every_ranks_labels():
 
     data, _ = cz.simulate_crowd(n_items=40, n_users=6, n_pairs=180, seed=0)
     model = cz.CrowdGPPL(n_components=3)
-    budget, floor = inducing.PASS_BUDGET, inducing.MIN_AUTO_INDUCING
-    try:  # a budget that makes 180 labels "many": M = √(budget / (180 · 4)) = 20
-        inducing.PASS_BUDGET, inducing.MIN_AUTO_INDUCING = 180 * 4 * 20 ** 2, 1
-        assert len(data.a) == 180
-        assert model.setup(data).items.M == 20
-        shard = dataclasses.replace(data.subset(np.arange(90)), label_range=(0, 90, 180))
-        assert model.setup(shard).items.M == 20
-        assert model.setup(data.subset(np.arange(90))).items.M == 28  # √(288000 / 360)
-    finally:
-        inducing.PASS_BUDGET, inducing.MIN_AUTO_INDUCING = budget, floor
+    # a budget that makes 180 labels "many": M = √(budget / (180 · 4)) = 20
+    monkeypatch.setattr(inducing, "PASS_BUDGET", 180 * 4 * 20 ** 2)
+    monkeypatch.setattr(inducing, "MIN_AUTO_INDUCING", 1)
+    assert len(data.a) == 180
+    assert model.setup(data).items.M == 20
+    shard = dataclasses.replace(data.subset(np.arange(90)), label_range=(0, 90, 180))
+    assert model.setup(shard).items.M == 20
+    assert model.setup(data.subset(np.arange(90))).items.M == 28  # √(288000 / 360)
