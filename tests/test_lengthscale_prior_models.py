@@ -120,7 +120,8 @@ def _loop_over_draws(post, a, b, **kw):
         ell = post.lengthscales[g]
         ell_u = None if post.user_lengthscales is None else post.user_lengthscales[g]
         model, setup = post.model.with_lengthscales(post.setup, ell, ell_u)
-        draw = {k: getattr(post, k)[g:g + 1] for k in ("t_m", "v_m", "w_m", "s_t", "s_v", "s_w")}
+        names = ("t_m", "v_m", "w_m", "s_t", "s_v", "s_w", "r_means", "s_r")
+        draw = {k: getattr(post, k)[g:g + 1] for k in names if getattr(post, k) is not None}
         one = CrowdGPPLPosterior(model=model, setup=setup, data=post.data, method="x",
                                  weights=uniform_weights(1), **draw)
         out.append(one.predict_proba(a, b, **kw))

@@ -127,7 +127,7 @@ def model_defaults_static(e: Entry) -> dict:
 
 #: CLI option → the model setting it fills (only models with that setting receive it)
 MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "n_components",
-                 "n_inducing_users": "n_inducing_users"}
+                 "n_inducing_users": "n_inducing_users", "item_residual": "item_residual"}
 
 
 #: route parameters that are not command-line flags (objects, or set by the CLI itself)

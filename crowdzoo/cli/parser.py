@@ -70,6 +70,9 @@ def make_parser() -> argparse.ArgumentParser:
     fit.add_argument("--n-inducing-users", type=_inducing, default=None, metavar="M|all|auto",
                      help="crowdgppl: M_u inducing users, 'all' (every user) or 'auto' (default: the "
                           "model's)")
+    fit.add_argument("--item-residual", type=_residual, default=None, metavar="auto|on|off",
+                     help="gppl, crowdgppl: an item-level residual beside the GP, each item's own utility "
+                          "(default: the model's, 'auto': where the GP is sparse)")
     _csv_options(fit)
     add_fit_options(fit)
     _fit_options(fit)
@@ -141,6 +144,23 @@ def _inducing(value: str):
     return m
 
 
+def _shown(default) -> str:
+    """A model default as the flag's value: None is "all", True and False "on" and "off"."""
+    if default is None:
+        return ALL
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    return str(default)
+
+
+def _residual(value: str):
+    """``--item-residual``'s value: "auto", "on" (True) or "off" (False)."""
+    table = {"auto": "auto", "on": True, "off": False}
+    if value not in table:
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'on' or 'off', got {value!r}")
+    return table[value]
+
+
 def model_defaults_help() -> str:
     """The model settings the CLI's options fill, with each model's default (those of ``Model()`` in
     Python, which a fit without the option uses), read from the models' source."""
@@ -149,7 +169,7 @@ def model_defaults_help() -> str:
         if e.data == "links":
             continue
         d = model_defaults_static(e)
-        shown = [f"--{opt.replace('_', '-')} " + (ALL if d[name] is None else str(d[name]))
+        shown = [f"--{opt.replace('_', '-')} " + _shown(d[name])
                  for opt, name in MODEL_OPTIONS.items() if name in d]
         lines.append(f"  {e.name}: {', '.join(shown) or 'none of these options'}")
     return "\n".join(lines)

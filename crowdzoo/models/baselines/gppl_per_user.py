@@ -33,6 +33,7 @@ import torch
 from ...core.ids import by_rows, distinct_pairs, positions, seen_users
 from ...core.posterior import Posterior
 from ...data.tensors import label_tensors, user_tensor
+from ...errors import DataError
 from ...gp import natural
 from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.linalg import DTYPE, cho_solve, cholesky, gamma_draws, logdet_from_chol
@@ -48,7 +49,15 @@ WHAT = "S⁻¹ of a user"
 @dataclass
 class GPPLPerUser(GPPL):
     """One GPPL per user; parameters as for :class:`~crowdzoo.models.gppl.model.GPPL` (the same
-    prior for every user)."""
+    prior for every user), without the item residual (the paper's baseline has none)."""
+
+    item_residual: bool | str = False
+
+    def __post_init__(self):
+        if self.item_residual is not False:
+            raise DataError("item_residual: GPPL per user has no item residual (the paper's baseline); "
+                            "leave it False, or fit gppl or crowdgppl for one", arg="item_residual")
+        super().__post_init__()
 
 
 def _accumulate(U, j, rows, lam, nu):

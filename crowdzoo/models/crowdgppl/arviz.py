@@ -10,11 +10,11 @@ from ...diagnostics.arviz import chain_shape, finish, outcome_labels, probit_lab
 
 
 def to_arviz(post, n_draws: int = 500, seed: int = 0):
-    """crowdGPPL: posterior t (item), V (component, item), W (component, user) and the inverse
-    scales, and ``lengthscale`` (dim) / ``user_lengthscale`` (user_dim) when those were inferred under a
-    prior; log-likelihood and replicated labels per pair from the personal utilities. V and W
-    are identified only up to sign and rotation (read diagnostics on t, the length-scales, F and
-    predictions)."""
+    """crowdGPPL: posterior t (item; with the item residual, t + r), V (component, item), W (component,
+    user) and the inverse scales, and ``lengthscale`` (dim) / ``user_lengthscale`` (user_dim) when those
+    were inferred under a prior; log-likelihood and replicated labels per pair from the personal
+    utilities. V and W are identified only up to sign and rotation (read diagnostics on t, the
+    length-scales, F and predictions)."""
     sample_based = post.t_cov is None and post.v_cov is None
     n = post.weights.shape[0] if sample_based else n_draws
     chains = post.n_chains if sample_based else 1
@@ -36,7 +36,7 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     dims = {"t": ["item"], "V": ["component", "item"], "W": ["component", "user"],
             "s_v": ["component"], "s_w": ["component"], "y": ["pair"]}
     posterior = {k: shape(v) for k, v in dr.items()}
-    identified = (["t", "s_t"] if "t" in dr else []) + (["tau"] if "tau" in dr else [])
+    identified = (["t", "s_t"] if "t" in dr else []) + [k for k in ("tau", "s_r") if k in dr]
     for name, dim in (("lengthscale", "dim"), ("user_lengthscale", "user_dim")):
         if name in dr:  # one ℓ per draw, identified (unlike V and W): checked like t
             coords[dim] = np.arange(dr[name].shape[1])

@@ -2,9 +2,9 @@
 
 :func:`crowdgppl_meanfield` is the structured mean-field family of Eq. 20 (Simpson & Gurevych
 2020) written over the model's whitened sites: q(u_t) q(s_t) Π_c q(u_v,c) q(u_w,c) q(s_v,c) q(s_w,c),
-a full-covariance Gaussian per function (diagonal for independent users, whose prior is diagonal)
-and a log-normal per inverse scale. The user-component means start at small random values to break
-the V = W = 0 symmetry.
+a full-covariance Gaussian per function (diagonal for independent users, whose prior is diagonal, and
+for the item residual's q(u_r) q(s_r)) and a log-normal per inverse scale. The user-component means
+start at small random values to break the V = W = 0 symmetry.
 
 Length-scales under a prior (``CrowdGPPL(lengthscale_prior=...)``, site "lengthscale", and
 "user_lengthscale"): q(log ℓ) is a full-covariance Gaussian over the D dimensions of each side, as
@@ -62,6 +62,13 @@ def crowdgppl_meanfield(setup, a, b, j, y, subsample_size=None, init_scale: floa
         loc = pyro.param("u_t_loc", torch.zeros(M, dtype=DTYPE))
         tril = pyro.param("u_t_tril", init_scale * eye, constraint=constraints.lower_cholesky)
         pyro.sample("u_t", dist.MultivariateNormal(loc, scale_tril=tril))
+    if getattr(setup, "residual_prior", None) is not None:  # the item residual: diagonal, as q(r) of natgrad
+        _lognormal("s_r", (), setup.residual_prior)
+        N = setup.N
+        loc = pyro.param("u_r_loc", torch.zeros(N, dtype=DTYPE))
+        sd = pyro.param("u_r_scale", torch.full((N,), init_scale, dtype=DTYPE),
+                        constraint=constraints.positive)
+        pyro.sample("u_r", dist.Normal(loc, sd).to_event(1))
     with pyro.plate("components", C, dim=-1):
         _lognormal("s_v", (C,), setup.priors["v"])
         _lognormal("s_w", (C,), setup.priors["w"])

@@ -27,6 +27,12 @@ ordinal probit of :mod:`crowdzoo.gp.ordinal` with one threshold τ for the crowd
     τ     ~ tie_prior                     default LogNormal(log ½, 1)   (site "tau")
     P(a ≻ b | inducing, τ) = Φ((z̄_p − τ)/√(1 + σ²_p)),  P(b ≻ a) = Φ((−z̄_p − τ)/√(1 + σ²_p)),  tie the rest
 
+An item-level residual (:mod:`crowdzoo.gp.residual`; by default where the item side is sparse, M < N)
+adds to the consensus each item's own utility, which the sparse conditional cannot carry:
+
+    s_r   ~ Gamma(α_r, β_r),   r_i ~ N(0, 1/s_r)                       (sites "s_r", "u_r" = r √s_r)
+    z_p   = (t_a + r_a − t_b − r_b) + Σ_c (v_c,a − v_c,b) w_c,j
+
 Length-scales under a prior (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` (and ``user_lengthscale_prior=`` when there is a user kernel) the svi and nuts
 routes' program samples the ARD length-scales first,
@@ -57,7 +63,8 @@ from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
-from ..gppl.model import GPPL
+from ...gp.residual import prior_gamma, resolve
+from ..gppl.model import GPPL, residual
 
 
 class _class_or_instance:
@@ -112,6 +119,12 @@ class CrowdGPPL:
     tie_prior : the prior of the crowd's tie threshold τ > 0 (probit scale), used when the data have
         ties (``ties="model"``); None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
         natgrad finds τ's mode on the log scale (a point estimate), svi and nuts its posterior.
+    item_residual : an item-level residual r_i ~ N(0, 1/s_r) in the consensus (module docstring;
+        :mod:`crowdzoo.gp.residual`): True, False, or "auto" (default) — where the item side is sparse,
+        whose conditional cannot carry items' own utilities (at hundreds of labels per item crowdGPPL
+        then fell behind per-item win rates: docs/benchmarks.md, "A large crowd through the command
+        line"). Needs the consensus.
+    shape_r0, rate_r0 : α_r, β_r of the Gamma prior on s_r (default 2, ½, as GPPL's).
     """
 
     n_components: int = 20
@@ -138,10 +151,18 @@ class CrowdGPPL:
     lengthscale_prior: object = None
     user_lengthscale_prior: object = None
     tie_prior: object = None
+    item_residual: bool | str = "auto"
+    shape_r0: float = 2.0
+    rate_r0: float = 0.5
 
     def __post_init__(self):
+        resolve(self.item_residual, False)  # a bad setting fails here, by name
+        if self.item_residual is True and not self.consensus:
+            raise DataError("item_residual: the residual is part of the consensus (each item's own "
+                            "utility, shared by the crowd); with consensus=False set item_residual=False "
+                            "or 'auto'", arg="item_residual")
         check_priors(self, {f"{p}_{v}0": f"a positive Gamma {what} (of the prior on s_{v})"
-                            for v in "tvw" for p, what in (("shape", "shape"), ("rate", "rate"))},
+                            for v in "tvwr" for p, what in (("shape", "shape"), ("rate", "rate"))},
                      scale_priors=("prior_t", "prior_v", "prior_w"),
                      lengthscale_priors=("lengthscale_prior", "user_lengthscale_prior"),
                      positive_priors={"tie_prior": "tie thresholds"})
@@ -202,9 +223,11 @@ class CrowdGPPL:
         users = None
         if self.user_features and data.user_features is not None and data.user_features.shape[1] > 0:
             users = self.user_gp().setup_features(data.user_features, seed=seed + 1, work=P * C)
+        has_residual = self.consensus and resolve(self.item_residual, not items.exact)
         return CrowdSetup(items=items, users=users, n_users=data.n_users, C=int(self.n_components),
                           consensus=bool(self.consensus), priors=self.priors(),
-                          tie_prior=self.prior_tau() if data.has_ties else None)
+                          tie_prior=self.prior_tau() if data.has_ties else None,
+                          residual_prior=prior_gamma(self.shape_r0, self.rate_r0) if has_residual else None)
 
     def prior_tau(self):
         """The prior of the tie threshold τ (``tie_prior`` or the default)."""
@@ -299,15 +322,15 @@ class CrowdGPPL:
 
 #: the paper's Sushi settings (§5.2), :meth:`CrowdGPPL.paper`
 PAPER = dict(n_inducing=25, n_inducing_users=25, shape_t0=1.0, rate_t0=100.0, shape_v0=1.0, rate_v0=10.0,
-             shape_w0=1.0, rate_w0=10.0)
+             shape_w0=1.0, rate_w0=10.0, item_residual=False)
 
 
 @dataclass
 class CrowdSetup:
     """Fixed before inference: the item side (kernel, inducing items, projections; see
     :class:`~crowdzoo.gp.SparseGP`), the user side (the same, or None for independent
-    users), C, whether there is a consensus, the Gamma priors, and τ's prior for labels with ties
-    (None: no ties)."""
+    users), C, whether there is a consensus, the Gamma priors, τ's prior for labels with ties
+    (None: no ties), and the prior of the item residual's s_r (None: no residual)."""
 
     items: SparseGP
     users: SparseGP | None
@@ -316,6 +339,11 @@ class CrowdSetup:
     consensus: bool
     priors: dict
     tie_prior: object = None
+    residual_prior: object = None
+
+    @property
+    def N(self) -> int:
+        return self.items.X.shape[0]
 
     @property
     def M(self) -> int:
@@ -412,12 +440,15 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
         u_v = pyro.sample("u_v", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
         u_w = pyro.sample("u_w", dist.Normal(torch.zeros(M_u, dtype=DTYPE), one).to_event(1))
     tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
+    r = residual(setup)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size, dim=-1) as idx:
         dd, c = setup.items.pair_terms(a[idx], b[idx])  # (P, M), (P,)
         dv = (dd @ u_v.T) / s_v.sqrt()  # (P, C)
         e, d = setup.user_terms(j[idx])
         w = (u_w[:, j[idx]].T if e is None else e @ u_w.T) / s_w.sqrt()  # (P, C)
         dt = None if u_t is None else (dd @ u_t) / s_t.sqrt()
+        if r is not None:
+            dt = dt + r[a[idx]] - r[b[idx]]
         zbar, var = z_moments(dt, dv, w, c, d, s_t, s_v, s_w)
         sd = torch.sqrt(1.0 + var)
         if tau is None:

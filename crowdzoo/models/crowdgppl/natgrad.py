@@ -51,7 +51,7 @@ from torch.special import ndtr
 
 from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
-from ...gp import natural
+from ...gp import natural, residual
 from ...gp.conjugate import kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.learn import KernelSpace, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
@@ -217,15 +217,17 @@ class Batch(NamedTuple):
     j: torch.Tensor  # (P,) user positions
     y: torch.Tensor
     sgn: torch.Tensor  # (P,) 2y − 1
+    a: torch.Tensor  # (P,) item positions (the item residual's)
+    b: torch.Tensor
 
 
 def _batch(setup, items: Side, users: Side | None, a, b, j, y) -> Batch:
     dA, c = setup.items.pair_terms(a, b) if items.whitened else setup.items.pair_rows(a, b)
     if users is None:
-        return Batch(dA, c, None, torch.zeros_like(c), j, y, 2.0 * y - 1.0)
+        return Batch(dA, c, None, torch.zeros_like(c), j, y, 2.0 * y - 1.0, a, b)
     Aw = users.A[j]
     e, d = setup.user_terms(j)
-    return Batch(dA, c, Aw, d, j, y, 2.0 * y - 1.0)
+    return Batch(dA, c, Aw, d, j, y, 2.0 * y - 1.0, a, b)
 
 
 class Moments(NamedTuple):
@@ -237,6 +239,8 @@ class Moments(NamedTuple):
     dv_var: torch.Tensor
     w: torch.Tensor
     w_var: torch.Tensor
+    dr: torch.Tensor | float = 0.0  # r_a − r_b of the item residual and its variance (0: none)
+    dr_var: torch.Tensor | float = 0.0
 
 
 class Raw(NamedTuple):
@@ -249,6 +253,8 @@ class Raw(NamedTuple):
     dv_q: torch.Tensor
     w: torch.Tensor
     w_q: torch.Tensor
+    dr: torch.Tensor | float = 0.0  # r_a − r_b of the item residual and its variance (0: none)
+    dr_var: torch.Tensor | float = 0.0
 
 
 def _row_moments(A, m, S):
@@ -276,13 +282,14 @@ def _raw(st, bt: Batch, batched: bool = False) -> Raw:
         wm, w_q = w.m[:, bt.j].T, w.S[:, bt.j].T
     else:
         wm, w_q = _per_component(bt.Aw, w, batched)
-    return Raw(dt, dt_q, dv, dv_q, wm, w_q)
+    dr, dr_var = residual.pair_moments(st.get("r"), bt.a, bt.b)
+    return Raw(dt, dt_q, dv, dv_q, wm, w_q, dr, dr_var)
 
 
 def _moments(raw: Raw, bt: Batch, Es_t, Es_v, Es_w) -> Moments:
     dt_var = torch.zeros_like(raw.dt) if raw.dt_q is None else raw.dt_q + bt.c / Es_t
     return Moments(raw.dt, dt_var, raw.dv, raw.dv_q + bt.c[:, None] / Es_v, raw.w,
-                   raw.w_q + bt.d[:, None] / Es_w)
+                   raw.w_q + bt.d[:, None] / Es_w, raw.dr, raw.dr_var)
 
 
 def _rowquad(A, S, max_elements: int = 2**22):
@@ -294,8 +301,8 @@ def _rowquad(A, S, max_elements: int = 2**22):
 
 
 def _total(mo: Moments):
-    mean = mo.dt + (mo.dv * mo.w).sum(-1)
-    var = mo.dt_var + (mo.dv_var * (mo.w * mo.w + mo.w_var) + mo.dv * mo.dv * mo.w_var).sum(-1)
+    mean = mo.dt + mo.dr + (mo.dv * mo.w).sum(-1)
+    var = mo.dt_var + mo.dr_var + (mo.dv_var * (mo.w * mo.w + mo.w_var) + mo.dv * mo.dv * mo.w_var).sum(-1)
     return mean, var
 
 
@@ -341,6 +348,7 @@ class Problem(NamedTuple):
     every: tuple | None = None  # (Batch, Q) of all this rank's labels at ``sides``, when θ is fixed
     tie_prior: object = None  # the prior of τ when the labels have ties (a third outcome), else None
     tie_steps: int = 3  # Newton steps on log τ per iteration
+    residual: tuple | None = None  # the Gamma prior (α_r, β_r) of the item residual's s_r, or None
 
     @property
     def reduce(self):
@@ -361,6 +369,7 @@ class State(NamedTuple):
     sides: Sides | None = None  # None: the problem's (θ fixed)
     carried: Carried | None = None
     tau: torch.Tensor | None = None  # the crowd's tie threshold, when the labels have ties
+    r: residual.Residual | None = None  # q(r), q(s_r) of the item residual, when the model has one
 
 
 class Info(NamedTuple):
@@ -375,7 +384,7 @@ def _sides_of(state: State, p: Problem) -> Sides:
 
 
 def _blocks(state: State) -> dict:
-    return {"t": state.t, "v": state.v, "w": state.w}
+    return {"t": state.t, "v": state.v, "w": state.w, "r": state.r}
 
 
 def _labels(p: Problem, idx, sides: Sides):
@@ -420,7 +429,8 @@ def init(problem: Problem, gen: torch.Generator) -> State:
     tau = None
     if p.tie_prior is not None:
         tau = initial_tau(p.shard.sum((p.y == 0.5).sum().to(DTYPE)) / p.shard.n_labels)
-    return State(t, v, w, gam, None if p.space is None else adam_init(p.space.theta0), tau=tau)
+    r = None if p.residual is None else residual.init(setup.N, *p.residual, init_var)
+    return State(t, v, w, gam, None if p.space is None else adam_init(p.space.theta0), tau=tau, r=r)
 
 
 def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info]:
@@ -434,7 +444,7 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
     present = p.shard.union(bt.j) if p.reduce is not None and sides.users is None else None
     st, pull, raw = _sweep(_blocks(state), state.gam, bt, _raw_of(state, idx, bt), sides.items, sides.users,
                            p.likelihood, Q, batch.rho, batch.pi, p.n_gh, p.reduce, present, p.conditional,
-                           state.tau)
+                           state.tau, p.residual)
     gam = _update_scales(st, state.gam, p.pri, sides.items, sides.users, pull)
     tau = state.tau
     if tau is not None:  # ties: Newton steps on log τ at the new q (full ones on a full batch)
@@ -444,7 +454,7 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
         tau = threshold_step(tau, bt.y, mu, var, batch.pi, p.tie_prior, p.tie_steps, p.n_gh, p.reduce,
                              1.0 if full else batch.rho)
     new = State(st["t"], st["v"], st["w"], gam, state.hyper, state.sides,
-                Carried(idx, raw) if state.hyper is None else None, tau)
+                Carried(idx, raw) if state.hyper is None else None, tau, st["r"])
     if state.hyper is not None:
         new = _kernel_step(new, idx, batch.pi, p)
     return new, Info(batch.rho, {k: s / r for k, (s, r) in gam.items()})
@@ -477,7 +487,7 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
     idx = p.shard.local(idx)
     bt, _ = _labels(p, idx, sides)
     return _bound(_blocks(state), state.gam, p.pri, bt, _raw_of(state, idx, bt), sides.items, sides.users,
-                  scale, p.n_gh, p.reduce, state.tau)
+                  scale, p.n_gh, p.reduce, state.tau, p.residual)
 
 
 def default_likelihood(learn_kernel: bool, batch_size: int, data) -> str:
@@ -573,12 +583,16 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     space = CrowdKernels.of(model, data, setup, seed) if learn_kernel else None
     E0 = {k: s / r for k, (s, r) in pri.items()}
     # Q of Eq. 8 from the prior variance of z (independent items: 2/s per function, Eq. 6)
+    res_prior = (None if setup.residual_prior is None
+                 else require_gamma(setup.residual_prior, "shape_r0, rate_r0"))
     prior_var_z = 2.0 * setup.C / (E0["v"] * E0["w"]) + (2.0 / E0["t"] if setup.consensus else 0.0)
+    if res_prior is not None:
+        prior_var_z += 2.0 * res_prior[1] / res_prior[0]
     conditional = not setup.items.exact or (setup.users is not None and not setup.users.exact)
     problem = Problem(a, b, j, y, sh, pri, E0, prior_var_z, _sides(setup, space is not None), conditional,
                       likelihood, n_gh, init_var, space,
                       None if space is None else space.log_prior(model, counted=sh.lead), kernel_lr,
-                      tie_prior=model.prior_tau() if ties else None)
+                      tie_prior=model.prior_tau() if ties else None, residual=res_prior)
     if space is None and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
         problem = problem._replace(every=_labels(problem, torch.arange(a.shape[0]), problem.sides))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
@@ -616,7 +630,9 @@ def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) 
                if k != "t" or setup.consensus},
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
         settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint,
-        tau=None if st.tau is None else st.tau.reshape(1))
+        tau=None if st.tau is None else st.tau.reshape(1),
+        **({} if st.r is None else dict(r_means=st.r.q.m[None], r_vars=st.r.q.S[None],
+                                        s_r=st.r.Es.reshape(1))))
 
 
 def _terms(dv, dv_var, w, w_var, Ew2=None):
@@ -626,7 +642,7 @@ def _terms(dv, dv_var, w, w_var, Ew2=None):
 
 
 def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None,
-           present=None, conditional: bool = True, tau=None):
+           present=None, conditional: bool = True, tau=None, res_prior=None):
     """Update q(t), then q(v_c) for each c, then q(w_c) for each c, on one batch (the factors in
     turn, as coordinate ascent does; the total moments of z are kept up to date in between).
     ``raw``: the batch's :class:`Raw` moments under the state ``st``; returned with the new state's.
@@ -634,7 +650,8 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
     holds its own labels' moments of z, updated locally after every factor's step). ``conditional``:
     whether a side is sparse, so that labels carry conditional variance (c or d ≠ 0) whose pull on
     q(s) the ``"exact"`` likelihood adds. ``tau``: the tie threshold, for labels with ties (the
-    exact likelihood's ordinal probit)."""
+    exact likelihood's ordinal probit). ``res_prior``: (α_r, β_r) of the item residual, whose q(r)
+    steps after q(t) (:mod:`crowdzoo.gp.residual`)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     mo = _moments(raw, bt, Es["t"], Es["v"], Es["w"])
     mu, var = _total(mo)
@@ -648,6 +665,12 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
         dt, dt_q = _row_moments(bt.dA, st["t"].m, st["t"].S)
         dt_var = dt_q + bt.c / Es["t"]
         mu, var = mu + dt - mo.dt, var + dt_var - mo.dt_var
+    dr, dr_var = raw.dr, raw.dr_var
+    if st.get("r") is not None:
+        st["r"] = _residual_step(st["r"], bt, mu, var, lik, Q, n_gh, tau, r_i, pi, res_prior, reduce)
+        new_dr, new_var = residual.pair_moments(st["r"], bt.a, bt.b)
+        mu, var = mu + new_dr - dr, var + new_var - dr_var
+        dr, dr_var = new_dr, new_var
     v, w = st["v"], st["w"]
     prior_v, c_v = Es["v"][:, None, None] * items.K_inv, bt.c[:, None] / Es["v"]
     Lam_v, eta_v, m_v, S_v = (x.clone() for x in v)
@@ -682,7 +705,7 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         mu, var = mu + (new_mu - old_mu), var + (new_var - old_var)
     st["w"] = Gaussian(Lam_w, eta_w, m_w, S_w)
-    raw = Raw(dt, dt_q, dv, dv_q, wm, w_q)
+    raw = Raw(dt, dt_q, dv, dv_q, wm, w_q, dr, dr_var)
     if lik != "exact" or not conditional:  # no conditional variance: Eq. 15 as is
         return st, None, raw
     # ∂ELL/∂var_p · (what each scale's conditional variance adds to var_p, times E[s]): the
@@ -696,6 +719,18 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
     if st["t"] is None:
         pull["t"] = None
     return st, pull, raw
+
+
+def _residual_step(r: residual.Residual, bt: Batch, mu, var, lik, Q, n_gh, tau, r_i, pi, res_prior,
+                   reduce=None) -> residual.Residual:
+    """One natural-gradient step of the item residual's q(r) and q(s_r) at the labels' moments (μ, v) of
+    z (:mod:`crowdzoo.gp.residual`; the weights of :func:`_weights` with κ = ±1)."""
+    if lik == "linearised":
+        G = torch.exp(-0.5 * mu * mu) / math.sqrt(2 * math.pi)
+        weights = residual.linearised_weights(G, Q, bt.y, ndtr(mu), r, bt.a, bt.b)
+    else:
+        weights = residual.exact_weights(*_grads(bt, mu, var, n_gh, tau), r, bt.a, bt.b)
+    return residual.step(r, bt.a, bt.b, *weights, r_i, pi, *res_prior, reduce=reduce)
 
 
 def _update_scales(st, gam, pri, items, users, pull=None):
@@ -716,7 +751,8 @@ def _update_scales(st, gam, pri, items, users, pull=None):
     return out
 
 
-def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=None, tau=None) -> float:
+def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=None, tau=None,
+           res_prior=None) -> float:
     """Eq. 31: expected log-likelihood (scaled to P) − KL of every Gaussian and Gamma factor
     (``reduce``: the likelihood term summed over the ranks of a distributed fit)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
@@ -732,4 +768,6 @@ def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=
         keys.append("t")
     for k in keys:
         kl = kl + kl_gamma(*gam[k], *pri[k]).sum()
+    if st.get("r") is not None:
+        kl = kl + residual.kl(st["r"], *res_prior)
     return float(pi_ev * ell - kl)

@@ -16,6 +16,9 @@ and nuts) every draw g has its own ℓ_g (``lengthscales`` (G, D), ``user_length
 its own K_mm and projections A_g = K_*m K_mm⁻¹ and conditional variances c_g (Eq. 19, 39–41) on that
 side: predictions run over chunks of draws, each chunk's projections built at once
 (:class:`~crowdzoo.gp.learn.ARDGP`, at most about 2²² numbers per chunk), and are mixed as before.
+
+With the item residual (:mod:`crowdzoo.gp.residual`) the consensus of a training item is t_i + r_i
+(``r_means``, ``r_vars`` (G, N), ``s_r`` (G,)); a new item's residual is the prior's, N(0, 1/s_r).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import torch
 from ...core.ids import by_rows, check_features, distinct_pairs, feature_rows, positions, seen_users
 from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
+from ...gp import residual
 from ...gp.learn import learned_sides
 from ...gp.linalg import DTYPE, cholesky, gamma_draws
 from ...gp.probit import mixture_moments, mixture_prob
@@ -78,7 +82,9 @@ class CrowdGPPLPosterior(Posterior):
     prior (else None: the setup's kernels); ``tau`` (G,) the crowd's tie threshold per component of a fit
     to labels with ties (else None), whose ``predict_proba`` is then P(a ≻ b | not a tie) and whose
     :meth:`predict_outcomes` gives the three outcomes (the closed form of
-    :func:`~crowdzoo.gp.ordinal.predictive_outcomes` per component, mixed).
+    :func:`~crowdzoo.gp.ordinal.predictive_outcomes` per component, mixed); ``r_means``, ``r_vars``
+    (G, N) and ``s_r`` (G,) the item residual's q per component (else None; ``r_vars`` None for draws),
+    part of the consensus.
     """
 
     query_users = "personal"  # a query asks one user about her own utilities (active learning)
@@ -96,6 +102,9 @@ class CrowdGPPLPosterior(Posterior):
     lengthscales: torch.Tensor | None = None
     user_lengthscales: torch.Tensor | None = None
     tau: torch.Tensor | None = None
+    r_means: torch.Tensor | None = None
+    r_vars: torch.Tensor | None = None
+    s_r: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
@@ -111,6 +120,8 @@ class CrowdGPPLPosterior(Posterior):
         G = sites["u_v"].shape[0]
         if "tau" in sites:
             kw["tau"] = sites["tau"].reshape(G)
+        if "u_r" in sites:
+            kw.update(s_r=sites["s_r"].reshape(G), r_means=sites["u_r"] / sites["s_r"].reshape(G, 1).sqrt())
         ell = {k: sites[k].reshape(G, -1) for k in ("lengthscale", "user_lengthscale") if k in sites}
         iv = (_draw_inducing_values(model.prior_space(setup), sites, ell) if ell
               else inducing_values(setup, sites))
@@ -209,6 +220,12 @@ class CrowdGPPLPosterior(Posterior):
             var = torch.zeros(j.shape[0], C, dtype=DTYPE) if self.w_cov is None else _quad(Aj, self.w_cov)
         return w, var + dj[..., None] / self.s_w[gs][:, None, :]
 
+    def _residual_items(self, mu, var, X):
+        return residual.predictive_items(mu, var, self.r_means, self.r_vars, self.s_r, X is not None)
+
+    def _residual_pairs(self, mu, var, a, b, X):
+        return residual.predictive_pairs(mu, var, a, b, self.r_means, self.r_vars, self.s_r, X is not None)
+
     # ------------------------------------------------------------------ predictions
     def predict_proba(self, a, b, users=None, item_features=None, user_features=None,
                       new_users: str = "error") -> np.ndarray:
@@ -289,6 +306,7 @@ class CrowdGPPLPosterior(Posterior):
                 dA, cd = self._pair_rows(a[sl], b[sl], X, gs)  # the sparse conditional, Eq. 19
                 user = j if j is None or isinstance(j, str) else (*self._user_rows(U, gs, j[sl]), j[sl])
                 mean[gs], var[gs] = self._z(dA, cd, user, gs)
+            mean, var = self._residual_pairs(mean, var, a[sl], b[sl], X)
             out = _put(out, sl, combine(mean, var), a.shape[0])
         return out.numpy()
 
@@ -313,7 +331,7 @@ class CrowdGPPLPosterior(Posterior):
             if T is None:
                 mean = var = torch.zeros(dv.shape[:2], dtype=DTYPE)
             else:
-                mean, var = T.pairs(a[sl], b[sl])
+                mean, var = self._residual_pairs(*T.pairs(a[sl], b[sl]), a[sl], b[sl], X)
             if isinstance(j, str):  # "prior": w_c ~ N(0, 1/s_w,c): E[w] = 0
                 var = var + ((var_v + dv * dv) / self.s_w[:, None, :]).sum(-1)
             elif w_u is not None:
@@ -374,7 +392,7 @@ class CrowdGPPLPosterior(Posterior):
                 A, c = self._item_rows(X, gs)
                 t, _, vt, _ = self._item_moments(A, gs)
                 mean[gs], var[gs] = t, vt + c / self.s_t[gs][:, None]
-            m, s2 = mixture_moments(self.weights, mean, var)
+            m, s2 = mixture_moments(self.weights, *self._residual_items(mean, var, X))
             return (pd.Series(m.numpy(), index=item_index, name="mean"),
                     pd.Series(s2.numpy(), index=item_index, name="variance"))
         U = self._user_inputs(user_features)
@@ -392,6 +410,10 @@ class CrowdGPPLPosterior(Posterior):
             if t is not None:
                 mean[gs] += t[:, :, None]
                 var[gs] += (vt + c / self.s_t[gs][:, None])[:, :, None]
+        if self.r_means is not None:  # the item residual, shared by every user
+            zero = torch.zeros(G, n, dtype=DTYPE)
+            r_mean, r_var = self._residual_items(zero, zero, X)
+            mean, var = mean + r_mean[:, :, None], var + r_var[:, :, None]
         m, s2 = mixture_moments(self.weights, mean, var)
         cols = pd.Index(np.asarray(users).reshape(-1), name="user")
         return (pd.DataFrame(m.numpy(), index=item_index, columns=cols),
@@ -451,8 +473,11 @@ class CrowdGPPLPosterior(Posterior):
         out["W"] = W + noise * (per_component(d) / s_w[..., None]).sqrt()
         if self.t_m is not None:
             t, _ = self._at_training(draw(self.t_m, self.t_cov), comp)
-            out["t"] = t + torch.randn(t.shape, dtype=DTYPE, generator=g) * (c / s_t[:, None]).sqrt()
+            t = t + torch.randn(t.shape, dtype=DTYPE, generator=g) * (c / s_t[:, None]).sqrt()
+            out["t"] = residual.draws(t, comp, self.r_means, self.r_vars, g)  # the consensus, t + r
             out["s_t"] = s_t
+            if self.s_r is not None:
+                out["s_r"] = self.s_r[comp]
         if self.lengthscales is not None:
             out["lengthscale"] = self.lengthscales[comp]
         if self.user_lengthscales is not None:

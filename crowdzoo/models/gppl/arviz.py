@@ -35,6 +35,9 @@ def to_arviz(post, n_draws: int = 1000, seed: int = 0):
     if "tau" in draws:
         posterior["tau"] = shape(draws["tau"])
         identified = "f s tau"
+    if "s_r" in draws:  # the item residual's scale (f includes the residual)
+        posterior["s_r"] = shape(draws["s_r"])
+        identified += " s_r"
     if "lengthscale" in draws:  # inferred under a prior: one ℓ per draw, checked like any variable
         posterior["lengthscale"] = shape(draws["lengthscale"])
         coords["dim"] = np.arange(draws["lengthscale"].shape[1])

@@ -57,6 +57,8 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
         model, learned = learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter)
         setup = None
     setup = setup or model.setup(data, seed=seed)
+    if setup.residual_prior is not None:  # EP's sites are over f_m alone: no item residual
+        setup = dataclasses.replace(setup, residual_prior=None)
     prior = setup.s_prior
     if s_range is None:
         with isolated(seed):  # the caller's RNG is left as it was

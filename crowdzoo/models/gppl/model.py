@@ -34,6 +34,13 @@ conditional covariances are left out; an exact GP, every item inducing, has none
 
 A set of two items is Φ(f_a − f_b), the pairwise likelihood above, exactly (exact GP).
 
+An item-level residual (:mod:`crowdzoo.gp.residual`; by default where the GP is sparse, M < N) gives
+each item a utility of its own beside the GP's, which the sparse conditional cannot carry:
+
+    s_r          ~ Gamma(α_r, β_r)                      (site "s_r")
+    r_i          ~ N(0, 1/s_r),  i = 1..N               (site "u_r", r = u_r / √s_r)
+    f_a − f_b    | f_m, r, s ~ N(d_pᵀ f_m + r_a − r_b, c_p / s)
+
 Learned length-scales (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` the model also samples the ARD length-scales first,
 
@@ -65,6 +72,7 @@ from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
+from ...gp.residual import prior_gamma, resolve
 
 
 @dataclass
@@ -94,6 +102,13 @@ class GPPL:
     tie_prior : the prior of the tie threshold τ > 0 (probit scale), used when the data have ties
         (``ties="model"``); None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
         natgrad finds τ's mode on the log scale under it (a point estimate), svi and nuts its posterior.
+    item_residual : an item-level residual r_i ~ N(0, 1/s_r) beside the GP (module docstring;
+        :mod:`crowdzoo.gp.residual`): True, False, or "auto" (default) — where the GP is sparse, the
+        case in which the conditional cannot carry items' own utilities (with hundreds of labels per
+        item GPPL then fell behind per-item win rates: docs/benchmarks.md, "A large crowd through the
+        command line"). natgrad, svi and nuts fit it; ep fits without it.
+    shape_r0, rate_r0 : α_r, β_r of the Gamma prior on s_r (default 2, ½: a residual sd of about 0.7
+        probit units a priori, :func:`~crowdzoo.gp.residual.default_prior`).
     """
 
     n_inducing: int | str | None = "auto"
@@ -106,10 +121,16 @@ class GPPL:
     jitter: float = 1e-6
     lengthscale_prior: object = None
     tie_prior: object = None
+    item_residual: bool | str = "auto"
+    shape_r0: float = 2.0
+    rate_r0: float = 0.5
 
     def __post_init__(self):
+        resolve(self.item_residual, False)  # a bad setting fails here, by name
         check_priors(self, {"shape_s0": "a positive Gamma shape α₀ (of the prior on the inverse scale s)",
-                            "rate_s0": "a positive Gamma rate β₀ (of the prior on the inverse scale s)"},
+                            "rate_s0": "a positive Gamma rate β₀ (of the prior on the inverse scale s)",
+                            "shape_r0": "a positive Gamma shape α_r (of the prior on the residual's s_r)",
+                            "rate_r0": "a positive Gamma rate β_r (of the prior on the residual's s_r)"},
                      scale_priors=("s_prior",), lengthscale_priors=("lengthscale_prior",),
                      positive_priors={"tie_prior": "tie thresholds"})
 
@@ -119,6 +140,10 @@ class GPPL:
 
     def check_route(self, method: str, settings: dict) -> None:
         """Refuse settings that ``method`` cannot honour (called by :func:`crowdzoo.fit`)."""
+        if method == "ep" and self.item_residual is True:
+            raise DataError("item_residual: the ep route has no item residual (its sites are over the "
+                            "inducing utilities alone); fit with method='natgrad', 'svi' or 'nuts', or "
+                            "set item_residual='auto' or False", arg="item_residual")
         if self.lengthscale_prior is None or method in ("svi", "nuts"):
             return
         if method in ("natgrad", "ep") and settings.get("learn_kernel"):
@@ -136,10 +161,12 @@ class GPPL:
 
     def setup(self, data, seed: int = 0, inducing=None) -> GPPLSetup:
         """Fix the kernel, inducing inputs and the projections every route shares (and τ's prior, for
-        data with ties)."""
+        data with ties; the residual's prior where the model has one)."""
         setup = self.setup_features(data.item_features, seed=seed, inducing=inducing)
         if data.has_ties:
             setup.tie_prior = self.prior_tau()
+        if resolve(self.item_residual, not setup.exact):
+            setup.residual_prior = prior_gamma(self.shape_r0, self.rate_r0)
         return setup
 
     def setup_features(self, item_features, seed: int = 0, inducing=None,
@@ -189,8 +216,8 @@ class GPPL:
         ard = ARDGP.of(self, setup, what)
         prior = None if learn_kernel else lengthscale_prior_of(self.lengthscale_prior, ard.D)
         ell0 = setup.kernel.lengthscale.detach().clone()
-        return gppl_lengthscale_model, (LengthscaleSpace(ard, prior, ell0, self.prior_s(), setup.tie_prior),
-                                        a, b, y, subsample_size)
+        return gppl_lengthscale_model, (LengthscaleSpace(ard, prior, ell0, self.prior_s(), setup.tie_prior,
+                                                         setup.residual_prior), a, b, y, subsample_size)
 
     def ard(self, setup: GPPLSetup) -> ARDGP:
         """The sparse-GP algebra of this model's kernel as a function of ℓ, on ``setup``'s items and
@@ -202,10 +229,25 @@ class GPPL:
 class GPPLSetup(SparseGP):
     """What is fixed before inference: the sparse GP over items (kernel, items X (N, D), inducing
     inputs Z (M, D), K_mm, L_mm, B = L_mm⁻¹ K_mn; :class:`~crowdzoo.gp.SparseGP`), the prior of s and,
-    for labels with ties, the prior of the tie threshold τ (None: no ties)."""
+    for labels with ties the prior of the tie threshold τ (None: no ties), and the prior of the item
+    residual's s_r (None: no residual)."""
 
     s_prior: object = None
     tie_prior: object = None
+    residual_prior: object = None
+
+    @property
+    def N(self) -> int:
+        return self.X.shape[0]
+
+
+def residual(setup: GPPLSetup):
+    """The item residual r (N,) = u_r / √s_r under ``setup.residual_prior`` (sites "s_r", "u_r"), or None."""
+    if setup.residual_prior is None:
+        return None
+    s_r = pyro.sample("s_r", setup.residual_prior)
+    u_r = pyro.sample("u_r", dist.Normal(torch.zeros(setup.N, dtype=DTYPE), 1.0).to_event(1))
+    return u_r / s_r.sqrt()
 
 
 def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,
@@ -215,10 +257,13 @@ def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tens
     u = pyro.sample("u", dist.Normal(torch.zeros(setup.M, dtype=DTYPE), 1.0).to_event(1))
     pyro.deterministic("f_m", setup.L_mm @ u / s.sqrt())
     tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
+    r = residual(setup)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size) as idx:
         d, c = setup.pair_terms(a[idx], b[idx])
         sd = torch.sqrt(s * (1.0 + c / s))  # √s · √(1 + c/s)
         z = (d @ u) / sd
+        if r is not None:
+            z = z + (r[a[idx]] - r[b[idx]]) * s.sqrt() / sd
         if tau is None:
             pyro.sample("y", dist.Bernoulli(logits=probit_logits(z)), obs=None if y is None else y[idx])
         else:  # three outcomes (k = 2y) with Δ and τ both over √(1 + c/s)
@@ -237,10 +282,12 @@ class LengthscaleSpace:
     ell0: torch.Tensor
     s_prior: object
     tie_prior: object = None
+    residual_prior: object = None
 
     def setup(self, ell) -> GPPLSetup:
         """The model's setup at length-scales ``ell`` (D,), differentiable in ℓ."""
-        return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.s_prior, tie_prior=self.tie_prior)
+        return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.s_prior, tie_prior=self.tie_prior,
+                                  residual_prior=self.residual_prior)
 
 
 def gppl_lengthscale_model(space: LengthscaleSpace, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,
@@ -262,6 +309,9 @@ def gppl_choice_model(setup: GPPLSetup, items, mask, best, worst, subsample_size
     u = pyro.sample("u", dist.Normal(torch.zeros(setup.M, dtype=DTYPE), 1.0).to_event(1))
     pyro.deterministic("f_m", setup.L_mm @ u / s.sqrt())
     f = (setup.B.T @ u) / s.sqrt()  # K_nm K_mm⁻¹ f_m, with f_m = L_mm u / √s
+    r = residual(setup)
+    if r is not None:
+        f = f + r
     c = None if setup.exact else setup.conditional_variance() / s
     with pyro.plate("choices", items.shape[0], subsample_size=subsample_size) as idx:
         rows = items[idx]

@@ -20,6 +20,10 @@ A fit to labels with ties (``ties="model"``) holds the tie threshold τ of each 
 gives the three outcomes' probabilities in closed form per component
 (:func:`~crowdzoo.gp.ordinal.predictive_outcomes`), and ``predict_proba`` gives P(a ≻ b | not a
 tie), the probability that the pair's decided label, if it has one, is a ≻ b.
+
+A model with the item residual (:mod:`crowdzoo.gp.residual`) holds each component's q(r) over the
+training items (``r_means``, ``r_vars`` (G, N); draws have no variance) and s_r: a training item's
+utility is the GP's plus r_i, a new item's residual is the prior's N(0, 1/s_r).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import torch
 from ...core.ids import distinct_pairs, feature_rows, positions
 from ...core.posterior import Posterior, uniform_weights
 from ...errors import DataError
+from ...gp import residual
 from ...gp.linalg import DTYPE, cholesky, gamma_draws
 from ...gp.probit import mixture_moments, mixture_prob
 
@@ -45,7 +50,9 @@ class GPPLPosterior(Posterior):
     Attributes (besides :class:`~crowdzoo.core.posterior.Posterior`'s): ``means`` (G, M), ``covs``
     (G, M, M) or None, ``s`` (G,), optional q(s) = Gamma(``s_shape``, ``s_rate``), ``lengthscales``
     (G, D) per component when the length-scales were inferred under a prior (else None: the setup's),
-    ``tau`` (G,) the tie threshold per component of a fit to labels with ties (else None).
+    ``tau`` (G,) the tie threshold per component of a fit to labels with ties (else None); ``r_means``,
+    ``r_vars`` (G, N) and ``s_r`` (G,) the item residual's q per component (else None; ``r_vars`` None
+    for draws).
     """
 
     means: torch.Tensor
@@ -55,6 +62,9 @@ class GPPLPosterior(Posterior):
     s_rate: float | None = None
     lengthscales: torch.Tensor | None = None
     tau: torch.Tensor | None = None
+    r_means: torch.Tensor | None = None
+    r_vars: torch.Tensor | None = None
+    s_r: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
@@ -65,13 +75,16 @@ class GPPLPosterior(Posterior):
         u = sites["u"].to(DTYPE)
         if "tau" in sites:
             kw["tau"] = sites["tau"].to(DTYPE).reshape(-1)
+        if "u_r" in sites:
+            s_r = sites["s_r"].to(DTYPE).reshape(-1)
+            kw.update(s_r=s_r, r_means=sites["u_r"].to(DTYPE) / s_r.sqrt()[:, None])
         if params and "lengthscale" in params:
             import dataclasses
 
             ell = params["lengthscale"].to(DTYPE)
             start = setup.kernel.lengthscale
             setup = model.ard(setup).sparse_gp(ell, type(setup), s_prior=setup.s_prior,
-                                               tie_prior=setup.tie_prior)
+                                               tie_prior=setup.tie_prior, residual_prior=setup.residual_prior)
             model = dataclasses.replace(model, lengthscale=ell)
             kw["settings"] = {**kw.get("settings", {}), "learned_lengthscale": ell.tolist(),
                               "start_lengthscale": start.tolist()}
@@ -132,6 +145,13 @@ class GPPLPosterior(Posterior):
                 c[sl] = (k_d - (d * d).sum(-2)).clamp_min(0.0)
         return mu, c / self.s[:, None]
 
+    # ------------------------------------------------------------------ the item residual
+    def _residual_items(self, mu, var, X):
+        return residual.predictive_items(mu, var, self.r_means, self.r_vars, self.s_r, X is not None)
+
+    def _residual_pairs(self, mu, var, a, b, X):
+        return residual.predictive_pairs(mu, var, a, b, self.r_means, self.r_vars, self.s_r, X is not None)
+
     # ------------------------------------------------------------------ helpers
     def _items(self, item_features):
         if item_features is None:
@@ -158,6 +178,7 @@ class GPPLPosterior(Posterior):
             var = c / self.s[:, None]
             if self.covs is not None:
                 var = var + torch.einsum("im,gmn,in->gi", A, self.covs, A)
+        mu, var = self._residual_items(mu, var, X)
         mean, variance = mixture_moments(self.weights, mu, var)
         index = pd.Index(self.data.item_ids if X is None else np.arange(Xs.shape[0]), name="item")
         return (pd.Series(mean.numpy(), index=index, name="mean"),
@@ -189,6 +210,7 @@ class GPPLPosterior(Posterior):
             mu, var = self.means @ A.T, (c / self.s[:, None]).expand(self.means.shape[0], -1)
             if self.covs is not None:
                 var = var + torch.einsum("im,gmn,in->gi", A, self.covs, A)
+        mu, var = self._residual_items(mu, var, None)
         return mu[:, items], var[:, items]
 
     def pair_moments(self, a, b, item_features=None):
@@ -222,25 +244,28 @@ class GPPLPosterior(Posterior):
             items = self.setup.item_moments(self.means, self.covs, self.s, X)
         for lo in range(0, a.shape[0], chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
-            if items is not None:
-                yield (sl, *items.pairs(a[sl], b[sl]))
-                continue
-            if self.lengthscales is not None:
-                yield (sl, *self._draw_pairs(a[sl], b[sl], X))
-                continue
-            dA, c = self.setup.pair_rows(a[sl], b[sl], X)
-            mu = self.means @ dA.T  # (G, P)
-            var = c[None, :] / self.s[:, None]
-            if self.covs is not None:
-                var = var + torch.einsum("pm,gmn,pn->gp", dA, self.covs, dA)
-            yield sl, mu, var
+            yield (sl, *self._residual_pairs(*self._gp_pairs(items, a[sl], b[sl], X), a[sl], b[sl], X))
+
+    def _gp_pairs(self, items, a, b, X):
+        """Mean and variance (G, P) of the GP part of f_a − f_b per component (``items``: the items' rows,
+        when :meth:`_pair_chunks` holds them)."""
+        if items is not None:
+            return items.pairs(a, b)
+        if self.lengthscales is not None:
+            return self._draw_pairs(a, b, X)
+        dA, c = self.setup.pair_rows(a, b, X)
+        mu = self.means @ dA.T  # (G, P)
+        var = c[None, :] / self.s[:, None]
+        if self.covs is not None:
+            var = var + torch.einsum("pm,gmn,pn->gp", dA, self.covs, dA)
+        return mu, var
 
     def utility_gaussian(self, user=None, n_draws: int = 1000, seed: int = 0):
         """Mean (N,) and covariance (N, N) of the training items' utilities, the mixture moment-matched:
         A m̄ and A (Σ_g w_g (S_g + m_g m_gᵀ) − m̄ m̄ᵀ) Aᵀ + diag(Σ_g w_g c / s_g) (Eq. 19)."""
         if user is not None:
             raise DataError("user: this model has one utility per item (no personal utilities)")
-        if self.lengthscales is not None:  # each draw its own basis: from draws
+        if self.lengthscales is not None or self.r_means is not None:  # from draws
             return super().utility_gaussian(None, n_draws, seed)
         A, c = self.setup.item_terms()
         w = self.weights
@@ -255,7 +280,8 @@ class GPPLPosterior(Posterior):
     # ------------------------------------------------------------------ draws
     def sample(self, n: int = 1000, seed: int = 0) -> dict:
         """Posterior draws: {"f": (n, N) utilities of the training items, "s": (n,)}, "lengthscale"
-        (n, D) when the length-scales were inferred under a prior, and "tau" (n,) for a fit with ties.
+        (n, D) when the length-scales were inferred under a prior, "tau" (n,) for a fit with ties, and
+        "s_r" (n,) with the item residual (which f includes).
 
         For approximate routes these are draws from the approximation. For a sparse model the
         conditional variance of f given f_m is added independently per item (FITC-style)."""
@@ -273,18 +299,21 @@ class GPPLPosterior(Posterior):
             s = gamma_draws(self.s_shape, self.s_rate, n, g)
         else:
             s = self.s[comp]
-        tau = {} if self.tau is None else {"tau": self.tau[comp]}
+        extra = {} if self.tau is None else {"tau": self.tau[comp]}
+        if self.r_means is not None:
+            extra["s_r"] = self.s_r[comp]
         if self.lengthscales is not None:  # each draw its own ℓ (the draws' f_m as above)
             mu, var = self._draw_items(None)
             f = mu[comp]
             if not self.setup.exact:
                 f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(var[comp])
-            return {"f": f, "s": s, "lengthscale": self.lengthscales[comp], **tau}
+            return {"f": residual.draws(f, comp, self.r_means, self.r_vars, g), "s": s,
+                    "lengthscale": self.lengthscales[comp], **extra}
         A, c = self.setup.item_terms()
         f = f_m @ A.T
         if not self.setup.exact:
             f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * torch.sqrt(c / self.s[comp][:, None])
-        return {"f": f, "s": s, **tau}
+        return {"f": residual.draws(f, comp, self.r_means, self.r_vars, g), "s": s, **extra}
 
     # ------------------------------------------------------------------ output
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:
