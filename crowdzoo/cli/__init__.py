@@ -39,7 +39,7 @@ from .compare import cmd_compare
 from .demo import cmd_demo
 from .fit import cmd_fit
 from .flags import route_flags
-from .messages import _interrupted, _show_warning
+from .messages import _interrupted, _show_warning, cli_setting
 from .parser import METHODS, MODELS
 from .parser import make_parser as _parser
 from .plan import plan_fit as _plan
@@ -66,10 +66,10 @@ def main(argv=None) -> int:
         try:
             return handler(args)
         except DataError as err:
-            print(f"crowdzoo: error: {err}", file=sys.stderr)
+            print(f"crowdzoo: error: {err.render(cli_setting)}", file=sys.stderr)
             return 2
         except NumericalError as err:
-            print(f"crowdzoo: numerical failure: {err}", file=sys.stderr)
+            print(f"crowdzoo: numerical failure: {err.render(cli_setting)}", file=sys.stderr)
             return 3
         except KeyboardInterrupt as err:
             print(_interrupted(args, argv, err), file=sys.stderr)

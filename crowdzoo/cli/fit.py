@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import DataError
 from .links import cmd_fit as fit_links
 from .links import is_links, need_pairs
-from .messages import _setting_message, cli_message
+from .messages import cli_message, route_message
 from .outputs import _write_predictions, write_utilities
 from .parser import OUTPUTS
 from .plan import plan_fit
@@ -56,7 +56,7 @@ def _fit(model, train, args, out: Path, plan: dict):
         post = cz.fit(model, train, method=args.method, seed=args.seed, **settings)
     except DataError as err:
         _remove_empty(made)
-        raise DataError(_setting_message(err), arg=err.arg) from None
+        raise DataError(route_message(err), arg=err.arg) from None
     except BaseException:
         _remove_empty(made)
         raise

@@ -130,6 +130,10 @@ MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "
                  "n_inducing_users": "n_inducing_users"}
 
 
+#: the model settings the links options fill: {CLI option: model setting}
+LINK_MODEL_OPTIONS = {"components": "n_clusters", "latent_dim": "latent_dim", "hidden": "hidden"}
+
+
 #: route parameters that are not command-line flags (objects, or set by the CLI itself)
 NOT_FLAGS = frozenset({"setup", "callback", "resume", "checkpoint", "progress_bar", "guide", "entry", "seed"})
 
