@@ -38,7 +38,9 @@ from .runs import _check_out, _prepare_out, _remove_empty, _resume_file
 
 #: options of a links fit that belong to preference pairs: {dest: flag}
 PAIRS_ONLY = {"pairs": "--pairs", "tie_col": "--tie-col", "ties": "--ties", "users": "--users",
-              "user_col": "--user-col", "user_id_col": "--user-id-col", "test_fraction": "--test-fraction"}
+              "user_col": "--user-col", "user_id_col": "--user-id-col", "test_fraction": "--test-fraction",
+              "choices": "--choices", "choice_col": "--choice-col", "item_col": "--item-col",
+              "chosen_col": "--chosen-col", "worst_col": "--worst-col"}
 
 
 #: options that belong to links models: {dest: flag}
@@ -81,7 +83,7 @@ def _check_options(args, e) -> None:
     """The options of a links fit: --links and --items given, no option of preference pairs."""
     for dest, flag in PAIRS_ONLY.items():
         if getattr(args, dest, None):
-            what = ("give its labels as --links" if dest == "pairs" else
+            what = ("give its labels as --links" if dest in ("pairs", "choices") else
                     "its labels come from --links" if dest != "test_fraction" else
                     "a links fit holds no labels out: drop it")
             raise DataError(f"{flag}: {args.model} clusters items from links, so it takes no {flag}; {what} "
