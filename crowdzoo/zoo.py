@@ -46,11 +46,14 @@ def _load(path: str):
 class Example(NamedTuple):
     """A model's tiny example: a small ``model`` and ``data`` it fits in about a second with
     ``settings[route]`` (the keyword arguments of ``crowdzoo.fit`` for that route; the generic
-    engines' routes may be left out, their quick settings are the tests')."""
+    engines' routes may be left out, their quick settings are the tests'). ``choices``: for a model
+    whose table entry lists routes that take choices (``Entry.choices``), a small
+    :class:`~crowdzoo.data.ChoiceData` those routes fit with the same settings; None otherwise."""
 
     model: Any
     data: Any
     settings: dict = {}
+    choices: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
