@@ -45,19 +45,21 @@ bench: $(VENV)
 	$(PY) benchmarks/bench_scale.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_active.py --out docs/benchmarks.md
 
-# crowdzoo beside BoTorch, choix and crowd-kit, each method in its own process; the peers
-# live in their own .venv-peers (never dependencies of crowdzoo). Writes its section of docs/benchmarks.md.
+# crowdzoo beside BoTorch, choix and crowd-kit, and its tie model beside evalica, each method in its own
+# process; the peers live in their own .venv-peers (never dependencies of crowdzoo). Writes their two
+# sections of docs/benchmarks.md.
 PEERS   := .venv-peers/.installed
 
-$(PEERS):
+$(PEERS): Makefile
 	test -d .venv-peers || python3 -m venv .venv-peers
 	.venv-peers/bin/pip install -q --upgrade pip
 	.venv-peers/bin/pip install -q torch==2.13.0
-	.venv-peers/bin/pip install -q botorch choix crowd-kit numpy scipy pandas
+	.venv-peers/bin/pip install -q botorch choix crowd-kit evalica==0.4.2 numpy scipy pandas
 	touch $(PEERS)
 
 bench-peers: $(VENV) $(PEERS)
 	$(PY) benchmarks/peers/run_peers.py --out docs/benchmarks.md
+	$(PY) benchmarks/peers/run_ties.py --out docs/benchmarks.md
 
 lint: $(VENV)
 	.venv/bin/ruff check crowdzoo tests benchmarks

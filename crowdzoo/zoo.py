@@ -46,11 +46,14 @@ def _load(path: str):
 class Example(NamedTuple):
     """A model's tiny example: a small ``model`` and ``data`` it fits in about a second with
     ``settings[route]`` (the keyword arguments of ``crowdzoo.fit`` for that route; the generic
-    engines' routes may be left out, their quick settings are the tests')."""
+    engines' routes may be left out, their quick settings are the tests'). ``choices``: for a model
+    whose table entry lists routes that take choices (``Entry.choices``), a small
+    :class:`~crowdzoo.data.ChoiceData` those routes fit with the same settings; None otherwise."""
 
     model: Any
     data: Any
     settings: dict = {}
+    choices: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,11 +300,12 @@ def _check_choices(e: Entry, data, method: str | None) -> None:
                             "user's choices fit gppl", arg="users", problem="no user per choice")
         return
     which = [f"{x.name} ({', '.join(x.choices)})" for x in ZOO if x.choices]
-    use = (f"fit it with method={e.choices[0]!r} (its routes with choices: {list(e.choices)})" if e.choices
-           else f"fit a model with a choice likelihood: {'; '.join(which)}")
+    use = (f"fit it with {{method={e.choices[0]!r}}} (its routes with choices: {list(e.choices)})"
+           if e.choices else f"fit a model with a choice likelihood: {'; '.join(which)}")
     raise DataError(f"data: {e.name}'s {method!r} route has no likelihood of choices among k items: {use}, "
                     "or break the choices into pairs (data.rank_breaking())", arg="data",
-                    problem=f"choices, which {e.name}'s {method!r} route cannot model")
+                    problem=f"choices, which {e.name}'s {method!r} route cannot model",
+                    settings=("method",))
 
 
 def _check_data(e: Entry, data, method: str | None = None) -> None:
@@ -326,11 +330,12 @@ def _check_data(e: Entry, data, method: str | None = None) -> None:
     if method is not None and method not in e.ties and data.has_ties:
         r = int((data.y == 0.5).argmax())
         which = [x.name for x in ZOO if x.ties]
-        use = (f"fit it with method={e.ties[0]!r} (its routes with ties: {list(e.ties)})" if e.ties
-               else f"fit a model with a tie likelihood ({', '.join(which)})")
+        use = (f"fit it with {{method={e.ties[0]!r}}} (its routes with ties: {list(e.ties)})"
+               if e.ties else f"fit a model with a tie likelihood ({', '.join(which)})")
         raise DataError(f"y: row {r}: a tie (y = 0.5), and {e.name}'s {method!r} route has no tie "
                         f"likelihood: {use}, or build the data with ties='half' or 'drop'", arg="y", row=r,
-                        problem=f"a tie, which {e.name}'s {method!r} route cannot model")
+                        problem=f"a tie, which {e.name}'s {method!r} route cannot model",
+                        settings=("method",))
 
 
 def route_settings(fn) -> dict:

@@ -317,3 +317,67 @@ def test_loo_of_an_approximation_warns_at_most():
     mcmc, approx = ck.loo(_tree(ll)), ck.loo(_tree(ll, approximate=1))
     assert mcmc.verdict == "fail", mcmc.detail
     assert approx.verdict == "warn" and "warns at most" in approx.detail
+
+
+# ---------------------------------------------------------------- choices among k items
+@pytest.fixture(scope="module")
+def survey():
+    """Best–worst choices of 4 among 15 items drawn from the logit choice model at known utilities:
+    400 to fit, 800 held out."""
+    from crowdzoo.data import simulate_choices
+
+    f = np.random.default_rng(5).normal(0, 1.5, 15)
+    data, _ = simulate_choices(15, 1200, 4, n_features=0, link="logit", worst=True, f=f, seed=1)
+    return data.subset(np.arange(400)), data.subset(np.arange(400, 1200)), f
+
+
+def _softmax(f, data):
+    u = np.where(data.mask, f[np.maximum(data.sets, 0)], -np.inf)
+    e = np.exp(u - u.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def test_choice_calibration_passes_the_truth_and_fails_utilities_made_over_confident(survey):
+    _, held, f = survey
+    truth = ck.choice_calibration(_softmax(f, held), held.mask, held.best, where="held-out choices")
+    sure = ck.choice_calibration(_softmax(5 * f, held), held.mask, held.best, where="held-out choices")
+    assert truth.verdict == "pass" and sure.verdict == "fail"
+    assert sure.extra["gap"] > 0.1 > abs(truth.extra["gap"])
+    # ECE by another route: every member a (p, chosen) pair, grouped by tenth of p with pandas
+    import pandas as pd
+
+    p = _softmax(5 * f, held)
+    hit = np.zeros(p.shape)
+    hit[np.arange(held.n_rows), held.best] = 1.0
+    members = pd.DataFrame({"p": p[held.mask], "hit": hit[held.mask]})
+    members["bin"] = np.minimum(np.floor(members["p"] * 10), 9)
+    g = members.groupby("bin")
+    ece = (g.size() * (g["hit"].mean() - g["p"].mean()).abs()).sum() / len(members)
+    assert sure.extra["ece"] == pytest.approx(ece, abs=1e-12)
+    # on the training choices a failing ECE only warns (the null holds for unseen choices)
+    train_sure = ck.choice_calibration(_softmax(5 * f, held), held.mask, held.best)
+    assert train_sure.verdict == "warn"
+
+
+def test_a_choice_fit_passes_its_report_and_a_wrong_model_fails_the_ppc(survey, tmp_path):
+    train, held, f = survey
+    post = cz.fit(cz.BradleyTerry(), train, method="map")
+    rep = cz.report(post, tmp_path / "r.md", test=held)
+    checks = {c.name: c for c in rep.checks}
+    assert checks["calibration (held-out choices)"].verdict == "pass"
+    assert checks["calibration (training choices)"].verdict in ("pass", "warn")
+    assert checks["PPC: item choice rates"].verdict == "pass"
+    assert checks["PPC: item worst rates"].verdict == "pass"
+    assert "400 choices of 4 items (best and worst), 15 items" in (tmp_path / "r.md").read_text()
+    assert any(cap.startswith("Reliability diagram") for cap in rep.figures)
+    # the PPC reads each item's observed choice rate: choices that always took the least appealing
+    # member are far outside the fitted model's replicates
+    dt = post.to_arviz(n_draws=200)
+    least = np.where(train.mask, f[np.maximum(train.sets, 0)], np.inf).argmin(1)
+    dt["observed_data"]["best"].values[:] = least
+    choice = {c.name: c for c in ck.ppc_choice_rates(dt)}["PPC: item choice rates"]
+    assert choice.verdict == "fail"
+    # observed rates by another route: each item's share of the sets offering it where it was chosen
+    offered = np.bincount(train.sets[train.mask], minlength=15)
+    chosen = np.bincount(train.sets[np.arange(train.n_rows), least], minlength=15)
+    np.testing.assert_allclose(choice.extra["observed"], (chosen / offered)[offered > 0])

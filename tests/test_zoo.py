@@ -1,7 +1,8 @@
 """The zoo's architecture (one model, one home): one table drives fit, load, the CLI and the
 docs; every (model, route) of the table, fitted on the model's own tiny example, is reproducible
 from its seed without touching the caller's random state and saves and loads to the same
-predictions (no list of models here: a new entry is tested as it is added); natgrad fits resume
+predictions (no list of models here: a new entry is tested as it is added), and so does every route
+that takes choices on its model's tiny choice example; natgrad fits resume
 after an interrupt; priors and kernels are objects; a Bradley–Terry model added through the table
 matches an independent fit."""
 from __future__ import annotations
@@ -27,6 +28,7 @@ PKG = Path(cz.__file__).parent
 QUICK = {zoo.SVI: dict(num_steps=15, n_draws=12), zoo.MAP: dict(max_iter=50),
          zoo.NUTS: dict(num_samples=8, warmup_steps=8, num_chains=1, jit_compile=False)}
 ROUTES = [(e.name, m) for e in zoo.ZOO for m in e.routes]
+CHOICE_ROUTES = [(e.name, m) for e in zoo.ZOO for m in e.choices]
 
 
 def quick_settings(e, method, example):
@@ -117,13 +119,44 @@ def test_every_route_is_reproducible_leaves_the_rng_alone_and_round_trips(name, 
     round_trip(zoo.entry(name), method, tmp_path)
 
 
+def _predict_choices(post, data):
+    """P(chosen) of every member of the choice example's own sets (R, k_max)."""
+    ids = np.asarray(data.item_ids)
+    return post.predict_choice([ids[row[row >= 0]] for row in data.sets])
+
+
+@pytest.mark.parametrize("name,method", CHOICE_ROUTES)
+def test_every_choice_route_is_reproducible_leaves_the_rng_alone_and_round_trips(name, method, tmp_path):
+    """Each route the table says takes choices fits its model's tiny choice example: twice with one seed
+    to the same predictions, without touching the caller's RNGs, and through save and load."""
+    e = zoo.entry(name)
+    example = e.make_example(seed=0)
+    data, kw = example.choices, quick_settings(e, method, example)
+    torch.manual_seed(123)
+    np.random.seed(123)
+    before_t, before_np = torch.get_rng_state(), np.random.get_state()[1].copy()
+    p1 = cz.fit(example.model, data, method=method, seed=3, **kw)
+    assert torch.equal(torch.get_rng_state(), before_t), "the route changed torch's global RNG"
+    assert np.array_equal(np.random.get_state()[1], before_np), "the route changed numpy's global RNG"
+    q1 = _predict_choices(p1, data)
+    assert np.allclose(q1.sum(1), 1.0, atol=1e-9) and np.all(q1[~data.mask] == 0)
+    p2 = cz.fit(example.model, data, method=method, seed=3, **kw)
+    assert np.array_equal(_predict_choices(p2, data), q1), "same seed, different posterior"
+    p1.save(tmp_path / "post.pt")
+    back = cz.load(tmp_path / "post.pt")
+    assert type(back) is type(p1) and back.method == method and back.name == name
+    assert np.array_equal(_predict_choices(back, data), q1)
+
+
 def test_every_entry_has_a_tiny_example_of_its_data_kind():
-    from crowdzoo.data import LinkData, PairwiseData
+    from crowdzoo.data import ChoiceData, LinkData, PairwiseData
 
     for e in zoo.ZOO:
         ex = e.make_example(seed=1)
         assert isinstance(ex.model, e.model_class()), e.name
         assert isinstance(ex.data, LinkData if e.data == "links" else PairwiseData), e.name
+        # a choice example exactly where the table lists routes that take choices
+        assert isinstance(ex.choices, ChoiceData) if e.choices else ex.choices is None, e.name
         assert not set(ex.settings) - set(e.routes), f"{e.name}'s example sets routes it has not"
         for m, kw in ex.settings.items():
             assert not set(kw) - set(zoo.route_settings(e.route(m))), f"{e.name} {m}: unknown settings"

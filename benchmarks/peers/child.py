@@ -6,8 +6,9 @@ it needs and builds its inputs (not timed) and returns ``fit``. The peak-memory 
 (/proc/self/clear_refs) and ``fit()`` is called: only that call is timed (*fit s*), and *fit peak*
 is the resident peak it reached above the resident memory before it; *peak_self_mib* is the
 process's own resident peak over its life (VmHWM before the reset and at the end). ``fit()``
-returns a function that predicts: held-out probabilities P(at ≻ bt), one score per item and a dict
-of notes, which go to RESULT.json with the timings. An exception is written there too, classified:
+returns a function that predicts: held-out probabilities P(at ≻ bt) (or, on a problem with ties,
+(n, 3) probabilities of at ≻ bt, a tie and bt ≻ at), one score per item and a dict of notes, which go
+to RESULT.json with the timings. An exception is written there too, classified:
 ``oom`` (MemoryError, or an allocator's "can't allocate memory"), ``unavailable`` (an option the
 installed version does not take: TypeError "unexpected keyword argument", or crowdzoo's DataError
 "not a setting of") or ``error``.
@@ -77,7 +78,10 @@ def main(methods, argv=None):
         out["fit_peak_mib"] = _status_mib("VmHWM") - rss0
         out["rss_before_fit_mib"] = rss0
         p, scores, notes = predict()
-        out.update(p=[float(v) for v in p], scores=[float(v) for v in scores], notes=notes)
+        import numpy as np
+
+        # p: P(at ≻ bt) per held-out pair, or (n, 3) probabilities of (at ≻ bt, tie, bt ≻ at)
+        out.update(p=np.asarray(p, dtype=float).tolist(), scores=[float(v) for v in scores], notes=notes)
         out["warnings"] = sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0][:160]}"
                                   for w in caught})
     except Exception as exc:  # every failure is a result to report

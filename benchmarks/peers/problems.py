@@ -1,6 +1,6 @@
 """The peers benchmark's problems, written once to .npz files that every method reads.
 
-Two kinds of problem, both read by crowdzoo's venv and by the peers' venv (numpy only at load):
+Three kinds of problem, all read by crowdzoo's venv and by the peers' venv (numpy only at load):
 
 * ``gppl_problem(N)`` — the sine problem's generator: N items with D features uniform on (−2, 2), the true
   utility f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂ (further features irrelevant), random distinct item
@@ -13,6 +13,8 @@ Two kinds of problem, both read by crowdzoo's venv and by the peers' venv (numpy
   n_components=3, seed=0)`` split by ``cz.split_pairs(data, 0.2, seed=0)`` into 1000 training and
   250 held-out labels. The truth scored by τ is the consensus t; the held-out labels are each
   user's own (drawn from their personal utilities F).
+* ``ties_problem(tau)`` — a taste panel whose labels include ties (y = ½), drawn from GPPL's ordered
+  probit at the tie threshold ``tau`` (run_ties.py's problems).
 
 Arrays in a problem file: ``X`` (N, D) item features, ``a``, ``b``, ``y`` training pairs (y = 1
 when a is preferred), ``at``, ``bt``, ``yt`` held-out pairs, ``f`` the true item utility, and for
@@ -71,6 +73,25 @@ def crowd_problem(seed=0):
                 U=np.asarray(data.user_features, dtype=float), f=truth["t"], F=truth["F"],
                 a=train.a, b=train.b, y=train.y.astype(float), users=train.users,
                 at=test.a, bt=test.b, yt=test.y.astype(float), users_t=test.users)
+
+
+def ties_problem(tau, seed=0, n_items=30, n_labels=800, test=0.25):
+    """A taste panel with ties (needs crowdzoo: run in its venv), as docs/ties.md's comparison draws it:
+    ``cz.simulate_gppl(n_items=30, n_pairs=800, s=0.5, tau=tau, seed=seed)``, 30 items with two
+    features, labels from the ordered probit of ``crowdzoo.gp.ordinal`` (y = ½ a tie), a quarter held
+    out (``numpy.random.default_rng(seed + 1)``). The truth scored by τ is the items' utility f."""
+    from crowdzoo.data.simulate import simulate_gppl
+
+    data, f = simulate_gppl(n_items=n_items, n_pairs=n_labels, s=0.5, tau=tau, seed=seed)
+    held = np.random.default_rng(seed + 1).random(n_labels) < test
+    y = np.asarray(data.y, dtype=float)
+    desc = (f"a taste panel with ties: `cz.simulate_gppl(n_items={n_items}, n_pairs={n_labels}, s=0.5, "
+            f"tau={tau}, seed={seed})`, 30 items with 2 features, labels from the ordered probit (threshold "
+            f"τ = {tau}; {np.mean(y == 0.5):.0%} ties), {int((~held).sum())} training and {int(held.sum())} "
+            "held-out labels")
+    return dict(name=f"ties, τ = {tau}", description=desc, X=np.asarray(data.item_features, dtype=float),
+                f=np.asarray(f, dtype=float), a=data.a[~held], b=data.b[~held], y=y[~held], at=data.a[held],
+                bt=data.b[held], yt=y[held])
 
 
 def save(path, problem):

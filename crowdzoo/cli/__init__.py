@@ -7,6 +7,8 @@
     crowdzoo fit gppl --pairs PAIRS.csv --method natgrad --max-iter 200 --tol 1e-3 --out DIR
     crowdzoo fit gppl ... --resume DIR/checkpoint.pt       continue a fit stopped by Ctrl-C
     crowdzoo predict RUN_DIR --pairs NEW.csv -o NEW_P.csv    P(a ≻ b) for new pairs
+    crowdzoo fit bradley-terry --choices CHOICES.csv --out DIR   choices among k items (crowdzoo.cli.choices)
+    crowdzoo predict RUN_DIR --choices SETS.csv -o SETS_P.csv    P(chosen) of each member of new sets
     crowdzoo fit scdc --links LINKS.csv --items ITEMS.csv --out DIR   links models: crowdzoo.cli.links
     crowdzoo predict RUN_DIR --items NEW.csv -o NEW_Z.csv    clusters of new items (a links run)
     crowdzoo suggest RUN_DIR --n 20 [--users u1,u2] [--candidates C.csv] -o next.csv   pairs to ask next
@@ -23,7 +25,8 @@ The package, one module per job: :mod:`~crowdzoo.cli.parser` (commands and optio
 ``--help`` answers without importing torch; a given flag the chosen route does not take is refused),
 :mod:`~crowdzoo.cli.reading` (CSV files, feature tables, one-hot), :mod:`~crowdzoo.cli.messages`
 (errors and warnings in the command line's words), :mod:`~crowdzoo.cli.runs` (run folders),
-:mod:`~crowdzoo.cli.outputs` (a fit's tables), and a module per command: :mod:`~crowdzoo.cli.fit`,
+:mod:`~crowdzoo.cli.outputs` (a fit's tables), :mod:`~crowdzoo.cli.choices` (``--choices``: choices
+among k items), and a module per command: :mod:`~crowdzoo.cli.fit`,
 :mod:`~crowdzoo.cli.links` (fits of the links models), :mod:`~crowdzoo.cli.predict`,
 :mod:`~crowdzoo.cli.suggest`, :mod:`~crowdzoo.cli.report`, :mod:`~crowdzoo.cli.demo`,
 :mod:`~crowdzoo.cli.compare`.
@@ -39,7 +42,7 @@ from .compare import cmd_compare
 from .demo import cmd_demo
 from .fit import cmd_fit
 from .flags import route_flags
-from .messages import _interrupted, _show_warning
+from .messages import _interrupted, _show_warning, cli_setting
 from .parser import METHODS, MODELS
 from .parser import make_parser as _parser
 from .plan import plan_fit as _plan
@@ -66,10 +69,10 @@ def main(argv=None) -> int:
         try:
             return handler(args)
         except DataError as err:
-            print(f"crowdzoo: error: {err}", file=sys.stderr)
+            print(f"crowdzoo: error: {err.render(cli_setting)}", file=sys.stderr)
             return 2
         except NumericalError as err:
-            print(f"crowdzoo: numerical failure: {err}", file=sys.stderr)
+            print(f"crowdzoo: numerical failure: {err.render(cli_setting)}", file=sys.stderr)
             return 3
         except KeyboardInterrupt as err:
             print(_interrupted(args, argv, err), file=sys.stderr)

@@ -1,4 +1,5 @@
-"""``crowdzoo fit``: a links model's fit goes to :mod:`crowdzoo.cli.links`; a preference model's is
+"""``crowdzoo fit``: a links model's fit goes to :mod:`crowdzoo.cli.links`, a fit of choices among k
+items (``--choices``) reads them with :mod:`crowdzoo.cli.choices`; a preference model's is
 planned (:mod:`crowdzoo.cli.plan`: every option given must apply), its CSVs read, fitted, and its run
 folder written: posterior.pt first, then the tables of :mod:`crowdzoo.cli.outputs`, metrics.json and
 run.json."""
@@ -10,10 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+from .. import zoo
 from ..errors import DataError
+from .choices import check_fit_options, check_no_choice_options, read_choices, write_predictions
+from .links import LINKS_ONLY, is_links, need_pairs
 from .links import cmd_fit as fit_links
-from .links import is_links, need_pairs
-from .messages import _setting_message, cli_message
+from .messages import cli_message, route_message
 from .outputs import _write_predictions, write_utilities
 from .parser import OUTPUTS
 from .plan import plan_fit
@@ -56,7 +59,7 @@ def _fit(model, train, args, out: Path, plan: dict):
         post = cz.fit(model, train, method=args.method, seed=args.seed, **settings)
     except DataError as err:
         _remove_empty(made)
-        raise DataError(_setting_message(err), arg=err.arg) from None
+        raise DataError(route_message(err), arg=err.arg) from None
     except BaseException:
         _remove_empty(made)
         raise
@@ -67,13 +70,13 @@ def _fit(model, train, args, out: Path, plan: dict):
     return post, seconds
 
 
-def _say_fitted(e, args, post, seconds: float, out: Path, n_labels: int) -> None:
+def _say_fitted(e, args, post, seconds: float, out: Path, n_labels: int, what: str = "labels") -> None:
     """One line on stderr as soon as the fit ends, before the (maybe long) scoring."""
     its = (f" ({post.settings['iterations']} iterations, "
            f"{'converged' if post.settings.get('converged') else 'not converged'})"
            if "iterations" in post.settings else "")
     print(f"crowdzoo: fitted {e.name} by {args.method or 'its default route'} in {seconds:.1f} s{its}; wrote "
-          f"{out / 'posterior.pt'}; scoring the {n_labels:,} training labels", file=sys.stderr, flush=True)
+          f"{out / 'posterior.pt'}; scoring the {n_labels:,} training {what}", file=sys.stderr, flush=True)
 
 
 def _write_run(out: Path, args, metrics: dict, crowd: bool) -> None:
@@ -126,9 +129,42 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None, pairs=
     return metrics
 
 
+def fit_choices(args) -> int:
+    """``crowdzoo fit MODEL --choices FILE.csv``: choices among k items (:mod:`crowdzoo.cli.choices`),
+    for a model and route whose likelihood takes them; writes posterior.pt first, then utilities.csv,
+    predictions.csv (each row of --choices with its P(chosen)), metrics.json and run.json."""
+    e = zoo.entry(args.model)
+    for dest, flag in LINKS_ONLY.items():
+        if getattr(args, dest, None) is not None:
+            raise DataError(f"{flag}: not with --choices; {flag} is for the links models", arg=flag)
+    check_fit_options(args, e)
+    out = Path(args.out)
+    plan = plan_fit(args)
+    outputs = _outputs(args)
+    _check_out(out, args.overwrite, keep=_resume_file(args, out))
+    frame, data = read_choices(args.choices, args)
+    crowd = e.data == "crowd pairs"
+    model = e.model_class()(**plan["model_kw"])
+    post, seconds = _fit(model, data, args, out, plan)
+    _say_fitted(e, args, post, seconds, out, data.n_rows, "choices")
+    _, written = write_utilities(out, post, data, outputs, crowd, args.seed, False)
+    metrics = {"method": args.method, "seconds": seconds, "n_choices": data.n_rows, "n_rows": len(frame)}
+    if "predictions" in outputs:
+        metrics.update(write_predictions(out / "predictions.csv", frame, data, post, args))
+        written.append("predictions.csv")
+    metrics.update({k: post.settings[k] for k in ("iterations", "converged") if k in post.settings})
+    _write_run(out, args, metrics, crowd)
+    print(json.dumps(metrics, indent=2))
+    print(f"wrote {', '.join(str(out / f) for f in written + ['metrics.json', 'run.json', 'posterior.pt'])}")
+    return 0
+
+
 def cmd_fit(args) -> int:
     if is_links(args.model):
         return fit_links(args)
+    if getattr(args, "choices", None) is not None:
+        return fit_choices(args)
+    check_no_choice_options(args)
     need_pairs(args)
     out = Path(args.out)
     plan = plan_fit(args)

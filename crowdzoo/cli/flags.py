@@ -125,9 +125,36 @@ def model_defaults_static(e: Entry) -> dict:
     return out
 
 
+def method_defaults_static(module: str, cls: str, name: str) -> dict:
+    """{parameter: default} of the method ``cls.name`` of ``module``, read from its source with ``ast``
+    (nothing imported; a default that is not a Python literal is left out): the Python API's defaults
+    that the command line's options share (e.g. the columns of ``ChoiceData.from_frame``)."""
+    import ast
+
+    path = _source_file(module)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    fn = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    out = {}
+    for arg, default in pairs:
+        try:
+            out[arg.arg] = ast.literal_eval(default)
+        except ValueError:
+            continue
+    return out
+
+
 #: CLI option → the model setting it fills (only models with that setting receive it)
 MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "n_components",
                  "n_inducing_users": "n_inducing_users", "item_residual": "item_residual"}
+
+
+#: the model settings the links options fill: {CLI option: model setting}
+LINK_MODEL_OPTIONS = {"components": "n_clusters", "latent_dim": "latent_dim", "hidden": "hidden"}
 
 
 #: route parameters that are not command-line flags (objects, or set by the CLI itself)

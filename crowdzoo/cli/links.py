@@ -30,19 +30,17 @@ import pandas as pd
 
 from .. import zoo
 from ..errors import DataError
-from .flags import route_signature_static
-from .messages import _setting_message, cli_message
+from .flags import LINK_MODEL_OPTIONS, route_signature_static
+from .messages import cli_message, route_message
 from .plan import plan_fit
 from .reading import ITEMS, _names, _need_columns, _read_csv, _table_features
 from .runs import _check_out, _prepare_out, _remove_empty, _resume_file
 
-#: the model settings the links options fill: {CLI option: model setting}
-LINK_MODEL_OPTIONS = {"components": "n_clusters", "latent_dim": "latent_dim", "hidden": "hidden"}
-
-
 #: options of a links fit that belong to preference pairs: {dest: flag}
 PAIRS_ONLY = {"pairs": "--pairs", "tie_col": "--tie-col", "ties": "--ties", "users": "--users",
-              "user_col": "--user-col", "user_id_col": "--user-id-col", "test_fraction": "--test-fraction"}
+              "user_col": "--user-col", "user_id_col": "--user-id-col", "test_fraction": "--test-fraction",
+              "choices": "--choices", "choice_col": "--choice-col", "item_col": "--item-col",
+              "chosen_col": "--chosen-col", "worst_col": "--worst-col"}
 
 
 #: options that belong to links models: {dest: flag}
@@ -85,7 +83,7 @@ def _check_options(args, e) -> None:
     """The options of a links fit: --links and --items given, no option of preference pairs."""
     for dest, flag in PAIRS_ONLY.items():
         if getattr(args, dest, None):
-            what = ("give its labels as --links" if dest == "pairs" else
+            what = ("give its labels as --links" if dest in ("pairs", "choices") else
                     "its labels come from --links" if dest != "test_fraction" else
                     "a links fit holds no labels out: drop it")
             raise DataError(f"{flag}: {args.model} clusters items from links, so it takes no {flag}; {what} "
@@ -126,13 +124,7 @@ def _plan(args) -> dict:
     try:
         plan["model"] = plan["entry"].model_class()(**plan["model_kw"])
     except DataError as err:  # a model setting out of its range: named by its option
-        flags = {name: "--" + opt.replace("_", "-") for opt, name in LINK_MODEL_OPTIONS.items()}
-        flags["n_clusters"] = "--components"
-        arg = err.arg or str(err).partition(": ")[0]
-        msg = str(err)
-        if arg in flags and msg.startswith(f"{arg}: "):
-            msg = flags[arg] + msg[len(arg):]
-        raise DataError(msg, arg=flags.get(arg)) from None
+        raise DataError(route_message(err), arg=err.arg) from None
     return plan
 
 
@@ -239,7 +231,7 @@ def run_fit(data, features: pd.DataFrame, item_columns: list, args, out: Path, p
         post = cz.fit(plan["model"], data, method=args.method, seed=args.seed, **settings)
     except DataError as err:
         _remove_empty(made)
-        raise DataError(_setting_message(err)) from None
+        raise DataError(route_message(err), arg=err.arg) from None
     except BaseException:
         _remove_empty(made)
         raise

@@ -7,18 +7,21 @@ where each argument lives for the command at hand — a table ``{argument: place
 builds its message from those fields (:func:`cli_message`); it never rewrites the Python message.
 Warnings of a command come as one ``crowdzoo: warning:`` line each; Ctrl-C as one line naming the
 checkpoint and the command that continues the fit.
+
+A fit's errors and warnings that advise on its settings name them by placeholders
+(:class:`~crowdzoo.errors.Advises`); the command line fills those with its flags (:func:`cli_setting`),
+so that no message is searched for setting names.
 """
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
 
 from .. import zoo
-from ..errors import DataError, _show
-from .flags import route_flags, route_signature_static
+from ..errors import Advises, DataError, _show, python_setting
+from .flags import ALL, LINK_MODEL_OPTIONS, MODEL_OPTIONS, route_flags, route_signature_static
 
 #: where the tables of a pairs fit live, for the arguments that name them
 TABLES = {"items": "--items", "item_features": "--items", "item_ids": "--items", "users": "--users",
@@ -86,40 +89,61 @@ def unseen_message(err: DataError, cols: dict, flag: str = "--pairs", remedy: st
     return cli_message(err, {**pairs_places(flag, cols), "new_users": "--unknown-users"}, advice, flag)
 
 
-#: the API arguments a data warning may begin with, and the flag each is in the command line
+#: the API arguments a data warning may be about, and the flag each is in the command line
 WARNING_PLACES = {"items": "--items", "item_features": "--items", "users": "--users",
                   "user_features": "--users", "df": "--pairs"}
 
 
-def warning_text(message: str) -> str:
-    """A warning's text in the command line's words: its leading argument (a data warning's, from
-    :data:`WARNING_PLACES`) and the route settings it names, as the command line's flags."""
-    text = " ".join(str(message).split())
-    arg, sep, rest = text.partition(": ")
-    if sep and arg in WARNING_PLACES:
-        text = WARNING_PLACES[arg] + sep + rest
-    return _flag_names(text)
+def setting_flag(name: str) -> str | None:
+    """The command line's flag of a fit setting: a route setting's generated flag, a model setting's
+    option (``n_inducing`` → ``--n-inducing``, a links model's ``n_clusters`` → ``--components``), or
+    ``--resume``, ``--method``, ``--seed``; None for a setting the command line does not offer."""
+    if name in route_flags():
+        return route_flags()[name].flag
+    options = {**MODEL_OPTIONS, **LINK_MODEL_OPTIONS, "resume": "resume", "method": "method", "seed": "seed"}
+    opt = next((o for o, n in options.items() if n == name), None)
+    return None if opt is None else "--" + opt.replace("_", "-")
 
 
-def _flag_names(msg: str) -> str:
-    """Route settings named in a message (``max_iter``, ``tol=0.001``) written as the CLI's flags."""
-    for name, spec in route_flags().items():
-        msg = re.sub(rf"\b{name}=", spec.flag + "=", msg)
-        if "_" in name:
-            msg = re.sub(rf"(?<![-\w]){name}\b", spec.flag, msg)
-    return msg
+def cli_setting(name: str, value: str | None = None) -> str:
+    """A setting named in a message (its placeholder, :func:`crowdzoo.errors.render`) as the command
+    line writes it: ``--max-iter``, ``--max-iter 400``, ``--no-learn-kernel`` for ``learn_kernel=False``,
+    ``--n-inducing all`` for ``n_inducing=None``, ``--likelihood exact`` for ``likelihood='exact'``. A
+    setting without a flag keeps the Python API's words."""
+    flag = setting_flag(name)
+    if flag is None:
+        return python_setting(name, value)
+    if value is None:
+        return flag
+    v = value.strip("'\"")
+    spec = route_flags().get(name)
+    if spec is not None and spec.type is bool and v in ("True", "False"):
+        return flag if v == "True" else "--no-" + flag[2:]
+    if name in ("n_inducing", "n_inducing_users") and v == "None":
+        v = ALL
+    return f"{flag} {v}"
 
 
-def _setting_message(err: DataError) -> str:
-    """A route's DataError naming a setting, in the command line's words: its argument (``err.arg``, or
-    the name its message begins with) as the setting's flag."""
-    msg = str(err)
-    arg = err.arg or msg.partition(": ")[0]
-    flag = route_flags()[arg].flag if arg in route_flags() else f"--{arg}" if arg in ("resume", "method") \
-        else None
-    if flag is not None and msg.startswith(f"{arg}: "):
-        msg = flag + msg[len(arg):]
-    return _flag_names(msg)
+def warning_text(message) -> str:
+    """A warning in the command line's words, from its fields: the settings it advises on
+    (:class:`~crowdzoo.errors.Advises`) as flags, and the argument a data warning is about (``arg``,
+    which its message begins with) as the flag of its file (:data:`WARNING_PLACES`)."""
+    text = message.render(cli_setting) if isinstance(message, Advises) else str(message)
+    arg = getattr(message, "arg", None)
+    if arg in WARNING_PLACES and text.startswith(f"{arg}: "):
+        text = WARNING_PLACES[arg] + text[len(arg):]
+    return " ".join(text.split())
+
+
+def route_message(err) -> str:
+    """A fit's DataError (or NumericalError) in the command line's words, from its fields: the settings
+    it names by placeholders as flags (:func:`cli_setting`), and its argument, where that is a setting
+    with a flag (``err.arg``, e.g. ``batch_size``), as the flag that leads the message."""
+    arg = getattr(err, "arg", None)
+    flag = setting_flag(arg) if arg else None
+    if flag is not None and err.problem_template is not None:
+        return f"{flag}: {err.render_problem(cli_setting)}"
+    return err.render(cli_setting)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

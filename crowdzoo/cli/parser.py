@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from .. import zoo
+from .choices import CHOICE_COLUMNS, api_defaults, takers
 from .flags import ALL, MODEL_OPTIONS, model_defaults_static, route_flags
 from .links import links_models
 from .reading import ITEMS, ONE_HOT_HELP, USERS
@@ -55,9 +56,10 @@ def make_parser() -> argparse.ArgumentParser:
     fit.add_argument("--pairs", default=None,
                      help="preference models (all but the links models): CSV with one row per label: "
                           "columns --a-col, --b-col, --y-col (and a user column for crowd models)")
+    _choice_options(fit)
     fit.add_argument("--items", default=None,
                      help="CSV of item features with an id column (--id-col); without it the items are the "
-                          "ids seen in --pairs, with no features (independent utilities)")
+                          "ids seen in --pairs (or --choices), with no features (independent utilities)")
     fit.add_argument("--users", default=None,
                      help="crowd models: CSV of user features with an id column (--user-id-col)")
     fit.add_argument("--user-col", default=None,
@@ -88,6 +90,11 @@ def make_parser() -> argparse.ArgumentParser:
     pred.add_argument("--pairs", default=None,
                       help="CSV of pairs with the run's --a-col and --b-col (and --user-col) columns; a "
                            "label column is not needed")
+    pred.add_argument("--choices", default=None,
+                      help="CSV of choice sets laid out as the run's --choices (its --choice-col and "
+                           "--item-col columns; the chosen column is not needed): writes each row's p = "
+                           "P(its item is chosen as best from its set), by the model's choice likelihood, "
+                           "for any run of a model with one utility per item")
     pred.add_argument("--items", default=None,
                       help="a run of a links model (scdc, bayesscdc): CSV of new items with the run's id and "
                            "feature columns; writes each item's most probable cluster and its probability")
@@ -132,6 +139,23 @@ def make_parser() -> argparse.ArgumentParser:
                           "--pairs (its separator and columns, from run.json); ties are left out (default: "
                           "the split == test rows of the run's predictions.csv, from --test-fraction)")
     return ap
+
+
+def _choice_options(fit) -> None:
+    """``fit --choices`` and the options that name its columns (defaults: the Python API's,
+    ``ChoiceData.from_frame``'s)."""
+    d = api_defaults()
+    fit.add_argument("--choices", default=None,
+                     help="instead of --pairs, choices among k items (best-of-k, best–worst): CSV with one "
+                          "row per (choice, item offered): columns --choice-col (which choice the row "
+                          "belongs to), --item-col (the item offered), --chosen-col (1 on the item chosen as "
+                          "best, 0 on the others) and optionally --worst-col (1 on the item rejected as "
+                          "worst); sets may differ in size. Models and routes with a choice likelihood: "
+                          f"{takers()} (default: the first of each); predictions.csv then has each row's "
+                          "P(chosen)")
+    for arg, (_, flag) in CHOICE_COLUMNS.items():
+        shown = f"default: {d[arg]}" if d[arg] else "default: none, a best-only survey"
+        fit.add_argument(flag, default=None, help=f"the {arg} column of --choices ({shown})")
 
 
 def _inducing(value: str):

@@ -1,5 +1,6 @@
-"""``crowdzoo predict``: P(a ≻ b) for new pairs from a run of a preference model, or the clusters of
-new items from a run of a links model, reading the columns the run used (its run.json)."""
+"""``crowdzoo predict``: P(a ≻ b) for new pairs from a run of a preference model, P(chosen) for the
+members of new choice sets (``--choices``), or the clusters of new items from a run of a links model,
+reading the columns the run used (its run.json)."""
 from __future__ import annotations
 
 import sys
@@ -10,9 +11,10 @@ import pandas as pd
 
 from .. import zoo
 from ..errors import DataError, _show
+from .choices import choice_columns, predict_rows, run_layout, takers
 from .links import cluster_table, is_links, links_models
 from .messages import unseen_message
-from .reading import ITEMS, _read_csv, _sep_hint, _table_features
+from .reading import ITEMS, _need_columns, _read_csv, _sep_hint, _table_features
 from .runs import _load_run, _run_settings, check_out_file, write_result
 
 
@@ -22,6 +24,8 @@ def cmd_predict(args) -> int:
         raise DataError(f"run_dir: not a folder: {run_dir}")
     run = _run_settings(run_dir)
     e = zoo.entry(run.get("model", "gppl"))
+    if getattr(args, "choices", None) is not None:
+        return predict_choices(args, run_dir, run, e)
     if e.data == "links" or args.items is not None or args.pairs is None:
         _check_links_run(args, run_dir, run)
         return predict_clusters(args, run_dir, run)
@@ -67,6 +71,38 @@ def predict_pairs(args, run_dir: Path, run: dict, e) -> int:
     except DataError as err:
         raise DataError(unseen_message(err, cols), arg="--pairs", row=err.row, ids=err.ids) from None
     write_result(pairs.assign(p=p, **extra), args.out, sep, "P(a ≻ b) of {n} pairs")
+    return 0
+
+
+def predict_choices(args, run_dir: Path, run: dict, e) -> int:
+    """``crowdzoo predict RUN --choices NEW.csv``: each row's P(its item is chosen as best from its
+    choice's set), reading the run's --choice-col and --item-col (the Python API's defaults for a run
+    fitted on --pairs), for a model with one utility per item."""
+    for given, flag in ((args.pairs, "--pairs"), (args.items, "--items")):
+        if given is not None:
+            raise DataError(f"{flag}: not with --choices; predict one file at a time", arg=flag)
+    if e.data == "links" or zoo.takes_users(e):
+        what = "clusters items" if e.data == "links" else "predicts each user's preferences"
+        raise DataError(f"--choices: {run_dir} is a {e.name} run, which {what}; --choices predicts choices "
+                        "for models with one utility per item (those that take --choices when fitted: "
+                        f"{takers()})", arg="--choices")
+    layout = run_layout(run)
+    sep = args.sep or layout.sep
+    layout.sep = sep
+    frame = _read_csv(args.choices, "--choices", sep)
+    cols = choice_columns(layout, "the run's ")
+    _need_columns(frame, args.choices, "--choices", {cols[k][0]: cols[k][1] for k in ("choice", "item")},
+                  settable=False)
+    if len(frame) == 0:
+        raise DataError(f"--choices: {args.choices} has a header but no rows (no choices)", arg="--choices")
+    check_out_file(args)
+    post = _load_run(run_dir, "run_dir")
+    try:
+        p = predict_rows(post, frame, layout)
+    except NotImplementedError:
+        raise DataError(f"--choices: {run_dir}'s {e.name} posterior has no choice predictions",
+                        arg="--choices") from None
+    write_result(frame.assign(p=p), args.out, sep, "P(chosen) of {n} rows")
     return 0
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from .. import zoo
-from ..errors import DataError
+from ..errors import DataError, _show
+from .choices import choice_columns, read_choices, run_layout
 from .messages import unseen_message
 from .reading import load_csvs
 from .runs import _load_run, _run_settings
@@ -63,6 +64,22 @@ def _test_pairs(path, run: dict):
     return load_csvs(path, None, layout, flag="--test", layout="the run's ")[1]
 
 
+def _test_choices(path, run: dict):
+    """Held-out choices from a CSV laid out as the run's --choices (its separator and columns)."""
+    return read_choices(path, run_layout(run), flag="--test", layout="the run's ", items=False)[1]
+
+
+def _unseen_choice(err: DataError, run: dict) -> str:
+    """A prediction's DataError on held-out choices in the command line's words: the items the run was
+    not fitted on, named by the run's --item-col."""
+    if not err.ids:
+        return f"--test: {err.problem or err}"
+    col, option = choice_columns(run_layout(run), "the run's ")["item"]
+    shown = ", ".join(_show(i) for i in err.ids[:5]) + (", …" if len(err.ids) > 5 else "")
+    return (f"--test, column {col!r} ({option}): {len(err.ids)} item(s) not in the fit's data ({shown}); the "
+            "report scores held-out choices among the run's own items: leave those choices out")
+
+
 def write_report(run_dir: Path, out: Path, reference: Path | None = None, draws: int = 500, test=None):
     """The diagnostic report of a run folder: its posterior, held-out labels (the file ``test``,
     laid out as the run's --pairs; else the decided ``split == test`` rows of predictions.csv) and
@@ -71,17 +88,21 @@ def write_report(run_dir: Path, out: Path, reference: Path | None = None, draws:
 
     run = _run_settings(run_dir)
     post = _load_run(run_dir, "run_dir")
-    held_out = None if test is not None else _held_out_rows(run_dir, run)
-    test_data = _test_pairs(test, run) if test is not None else None
+    choices = run.get("choices") is not None
+    held_out = None if test is not None or choices else _held_out_rows(run_dir, run)
+    test_data = None if test is None else _test_choices(test, run) if choices else _test_pairs(test, run)
     settings = {"run": str(run_dir)}
     settings.update({f"cli.{k}": v for k, v in run.items() if v is not None and k != "func"})
     if test is not None:
-        settings["held-out labels"] = f"{test} ({test_data.n_pairs} decided labels)"
+        settings["held-out labels"] = (f"{test} ({test_data.n_rows} choices)" if choices else
+                                       f"{test} ({test_data.n_pairs} decided labels)")
     ref = _load_run(reference, "--reference") if reference else None
     try:
         return report(post, out, test=test_data, held_out=held_out, reference=ref, settings=settings,
                       n_draws=draws)
     except DataError as err:  # an id of the held-out file the fit does not know
+        if choices:
+            raise DataError(_unseen_choice(err, run), arg="--test", ids=err.ids) from None
         cols = {"a": (run.get("a_col", "a"), "the run's --a-col"),
                 "b": (run.get("b_col", "b"), "the run's --b-col"),
                 "users": (run.get("user_col") or "user", "the run's --user-col")}

@@ -163,7 +163,7 @@ def read(path, fmt: str, what: str):
     """The dict stored at ``path`` in format ``fmt``, or a DataError saying what the file is not."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(f"{what}: {path} is not a file")
+        raise DataError(f"{what}: {path} is not a file", arg=what)
     try:
         state = torch.load(p, weights_only=True)
     except Exception as err:  # truncated, empty, text or foreign files
@@ -171,18 +171,18 @@ def read(path, fmt: str, what: str):
             head = fh.read(4)
         if not head:
             raise DataError(f"{what}: {path} is empty (0 bytes): the write that made it did not finish; "
-                            "save the posterior again, or refit") from None
+                            "save the posterior again, or refit", arg=what) from None
         if head == b"PK\x03\x04":  # torch.save's zip container, cut short or damaged
             raise DataError(f"{what}: {path} is damaged or truncated ({p.stat().st_size:,} bytes of a zip "
                             "archive that could not be read: was it copied or written only in part?); save "
-                            "the posterior again, or refit") from None
+                            "the posterior again, or refit", arg=what) from None
         raise DataError(f"{what}: {path} is not a crowdzoo file ({fmt}); it could not be read "
-                        f"({type(err).__name__}). Was it written by posterior.save()?") from None
+                        f"({type(err).__name__}). Was it written by posterior.save()?", arg=what) from None
     if not isinstance(state, dict) or state.get("format") != fmt:
         found = state.get("format") if isinstance(state, dict) else None
         extra = (f" (it is {found!r}: written by another version of crowdzoo; refit)"
                  if isinstance(found, str) and found.startswith("crowdzoo") else "")
-        raise DataError(f"{what}: {path} is not a crowdzoo file of format {fmt}{extra}")
+        raise DataError(f"{what}: {path} is not a crowdzoo file of format {fmt}{extra}", arg=what)
     return state
 
 

@@ -381,8 +381,8 @@ class LinkData:
         if item_ids is None and isinstance(O, pd.DataFrame):
             item_ids = O.index.to_numpy()
         if len(df) == 0:
-            warnings.warn("df: no annotations (the table has no rows); the fit will cluster the items from "
-                          "their observations alone", DataWarning, stacklevel=2)
+            warnings.warn(DataWarning("df: no annotations (the table has no rows); the fit will cluster the "
+                                      "items from their observations alone", arg="df"), stacklevel=2)
 
         def where(r):
             return f"row {r} (index {_show(df.index[r])})"

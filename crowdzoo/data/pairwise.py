@@ -105,13 +105,14 @@ def _features(name: str, X, ids=None, what: str = "item") -> np.ndarray:
     return arr
 
 
-def _warn(message: str) -> None:
-    """A :class:`DataWarning` attributed to the caller's first line outside crowdzoo."""
+def _warn(message: str, arg: str) -> None:
+    """A :class:`DataWarning` about the argument ``arg`` (which ``message`` begins with), attributed to
+    the caller's first line outside crowdzoo."""
     package = str(Path(__file__).resolve().parents[1]) + os.sep
     level, frame = 2, sys._getframe(1)
     while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, DataWarning, stacklevel=level)
+    warnings.warn(DataWarning(message, arg=arg), stacklevel=level)
 
 
 def _few(names, k: int = 5) -> str:
@@ -133,7 +134,7 @@ def _feature_warnings(name: str, X: np.ndarray, cols, ids, what: str, rows_too: 
               + (f"they cannot tell {what}s apart; drop them" if const.size > 1
                  else f"it cannot tell {what}s apart; drop it")
               + (f". With no informative column left, every {what} looks the same to a GP over the features"
-                 if const.size == d else ""))
+                 if const.size == d else ""), name)
     X = X + 0.0  # -0.0 and 0.0 are one value
     columns = np.ascontiguousarray(X.T)
     first, dups = {}, []
@@ -146,7 +147,7 @@ def _feature_warnings(name: str, X: np.ndarray, cols, ids, what: str, rows_too: 
     if dups:
         _warn(f"{name}: duplicated column{'s' if len(dups) > 1 else ''} {_few(dups)} (the same value for "
               f"every {what}): each repeat counts the same feature again in the kernel's distances; drop the "
-              "repeats")
+              "repeats", name)
     if rows_too:
         inverse, _ = pd.factorize(pd.Series([row.tobytes() for row in np.ascontiguousarray(X)]))
         shared = np.flatnonzero(np.bincount(inverse)[inverse] > 1)
@@ -159,7 +160,7 @@ def _feature_warnings(name: str, X: np.ndarray, cols, ids, what: str, rows_too: 
                   f"({len(groups)} group(s), e.g. {examples}): a GP over the features forces the utilities "
                   f"of {what}s with identical features to be equal. Add a feature that tells them apart, or "
                   "give the model independent utilities (an items frame with no feature columns, or "
-                  "BradleyTerry)")
+                  "BradleyTerry)", name)
 
 
 #: what ``from_frame`` does with ties: refuse them, leave them out, two half labels, or a third outcome

@@ -118,10 +118,13 @@ def finish(post, groups, coords, dims, obs_dim, identified):
         const = {"chosen": ids[d.chosen_items]}
         if d.users is not None:
             const["user"] = np.asarray(d.user_ids)[d.users]
+        # the items of each set as positions among the items (−1 after a row's last member): what the
+        # choice-rate PPC maps replicated slots to items with
+        const["set_item"] = np.asarray(d.sets, dtype=np.int64)
     else:  # links (LinkData): the two items and the worker of each annotation
         const = {"i": ids[d.i], "j": ids[d.j], "worker": np.asarray(d.worker_ids)[d.worker]}
     groups["constant_data"] = const
-    dims.update({k: [obs_dim] for k in const})
+    dims.update({k: [obs_dim, "slot"] if k == "set_item" else [obs_dim] for k in const})
     if post.sample_stats:
         st = post.sample_stats
         groups["sample_stats"] = {"diverging": np.asarray(st["diverging"]),

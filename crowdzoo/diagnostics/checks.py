@@ -9,8 +9,10 @@ Every check reads an ArviZ ``DataTree`` from ``posterior.to_arviz()`` (see
   ELBO reached a plateau);
 * :func:`sampler` — NUTS divergences, trees that hit the maximum depth, E-BFMI;
 * :func:`ppc_win_rates` — posterior predictive check of each item's win rate (and each user's
-  rate of choosing the first item) against replicated labels;
-* :func:`calibration` — reliability of predicted probabilities, expected calibration error (ECE);
+  rate of choosing the first item) against replicated labels; for choices among k items,
+  :func:`ppc_choice_rates`, each item's rate of being chosen (and rejected as worst);
+* :func:`calibration` — reliability of predicted probabilities, expected calibration error (ECE); for
+  choices, :func:`choice_calibration` over every member of every set;
 * :func:`loo` — PSIS-LOO (Vehtari et al. 2017) and its Pareto k̂;
 * :func:`agreement` — an approximate route against a NUTS reference, group by group
   (:mod:`crowdzoo.diagnostics.compare`): mean |difference of posterior means| in NUTS posterior sds,
@@ -385,6 +387,87 @@ def three_way_calibrations(probs: np.ndarray, y: np.ndarray, where: str) -> list
             (probs[:, 1], (y == 0.5).astype(float), f"{where}: P(tie)")]
 
 
+def choice_calibration(p: np.ndarray, mask: np.ndarray, best: np.ndarray, where: str = "training choices",
+                       n_bins: int = 10, n_null: int = 400, seed: int = 0) -> Check:
+    """Reliability of predicted choice probabilities ``p`` (R, k_max) of sets ``mask`` (R, k_max)
+    whose chosen slots are ``best`` (R,): every member of every set is one (predicted probability,
+    chosen or not) pair, binned by the prediction into ``n_bins`` equal bins; ECE = Σ_b (n_b / n)
+    |observed share chosen_b − mean predicted_b|. As for pairs (:func:`calibration`), the verdict
+    compares ECE with its distribution under perfect calibration, ``n_null`` sets of choices drawn one
+    per row from the rows' own probabilities: beyond the 95 % quantile warns, beyond the 99.9 %
+    quantile fails (at most warns on the training choices). No orientation to choose: each member is
+    counted once. The detail holds the calibration table (predicted against observed by bin) and the
+    confidence gap (mean largest probability of a row less the share of rows whose most probable
+    member was chosen: > 0 over-confident)."""
+    p, mask, best = np.asarray(p, dtype=float), np.asarray(mask, dtype=bool), np.asarray(best)
+    R = p.shape[0]
+    rows = np.arange(R)
+    hit = np.zeros(p.shape)
+    hit[rows, best] = 1.0
+    q = p[mask]
+    ece, n, conf, freq = _ece(q, hit[mask], n_bins)
+    n_null = int(min(n_null, max(50, 4_000_000 // q.size)))  # bounded memory on big data
+    rng = np.random.default_rng(seed)
+    cum = np.cumsum(np.where(mask, p, 0.0), 1)
+    u = rng.random((n_null, R, 1)) * cum[:, -1:]
+    drawn = np.minimum((cum[None] < u).sum(-1), mask.sum(1) - 1)  # (n_null, R): a slot per row
+    sim = np.zeros((n_null,) + p.shape)
+    sim[np.arange(n_null)[:, None], rows[None, :], drawn] = 1.0
+    null = _ece(q, sim[:, mask], n_bins)[0]
+    q95, q999 = np.quantile(null, [0.95, 0.999])
+    verdict = "pass" if ece <= q95 else "warn" if ece <= q999 else "fail"
+    in_sample = where.startswith("training")
+    if in_sample and verdict == "fail":  # as for pairs: the null holds for choices the fit has not seen
+        verdict = "warn"
+    gap = float(p.max(1).mean() - (p.argmax(1) == best).mean())
+    table = "; ".join(f"{b / n_bins:.1f}–{(b + 1) / n_bins:.1f}: {conf[b]:.3f} → {freq[b]:.3f} (n {n[b]})"
+                      for b in range(n_bins) if n[b])
+    return Check(f"calibration ({where})", verdict, f"ECE {ece:.3f} (perfect: ≤ {q95:.3f} in 95 %)",
+                 "ECE within the 95 % quantile of ECE under perfect calibration pass, 99.9 % warn, else "
+                 f"fail ({n_bins} bins of every set member's P(chosen), {n_null} simulated sets of choices)"
+                 + ("; on training choices at most warn (its null holds for unseen choices)" * in_sample),
+                 f"{R} choices, {q.size} members{'; in-sample, so optimistic' if in_sample else ''}; "
+                 f"confidence gap {gap:+.3f}; predicted → observed share chosen by bin: {table}",
+                 {"n": n, "confidence": conf, "frequency": freq, "ece": float(ece), "gap": gap})
+
+
+def is_choices(dt) -> bool:
+    """Whether the tree holds choices among k items (its observed data the best's slot of each row)."""
+    return "observed_data" in dt.children and "best" in dt.observed_data and "y" not in dt.observed_data
+
+
+def ppc_choice_rates(dt) -> list[Check]:
+    """Choices among k items: each item's choice rate (the share of the sets offering it in which it was
+    chosen as best) and, for best–worst data, its worst rate (the share of the sets with a worst that
+    offer it in which it was rejected as worst), observed against the posterior predictive
+    distribution of the same statistic over replicated choices, as :func:`ppc_win_rates` does for
+    pairs. Reads the items of each set from the constant data ``set_item`` (positions, −1 padding)."""
+    if "set_item" not in dt.constant_data:
+        return [Check("PPC: item choice rates", "skip", "–", "needs the items of each set",
+                      "the tree has no constant data 'set_item' (the items of each set)")]
+    sets = np.asarray(dt.constant_data["set_item"].values)
+    R = sets.shape[0]
+    mask = sets >= 0
+    N = int(sets.max()) + 1
+    coord = dt.posterior.coords.get("item") if "item" in dt.posterior.coords else None
+    ids = np.asarray(coord.values) if coord is not None and coord.size >= N else np.arange(N)
+    out = []
+    for var, name in (("best", "PPC: item choice rates"), ("worst", "PPC: item worst rates")):
+        if var not in dt.observed_data:
+            continue
+        obs = np.asarray(dt.observed_data[var].values)
+        rep = np.asarray(dt.posterior_predictive[var].values).reshape(-1, R)
+        rows = np.flatnonzero(obs >= 0)  # a best-only row of best–worst data has no worst (−1)
+        n = np.bincount(sets[rows][mask[rows]], minlength=N)
+        seen = np.bincount(sets[rows, obs[rows]], minlength=N)
+        drawn = sets[rows[None, :], rep[:, rows]]  # (S, rows): the replicated choices' items
+        S = drawn.shape[0]
+        rep_n = np.bincount((drawn + N * np.arange(S)[:, None]).ravel(), minlength=S * N).reshape(S, N)
+        keep = n > 0
+        out.append(_ppc_check(name, "items", ids[:N][keep], seen[keep] / n[keep], rep_n[:, keep] / n[keep]))
+    return out
+
+
 def k_threshold(n_draws: int) -> float:
     """Pareto k̂ above which a label's PSIS estimate is unreliable with S draws:
     min(1 − 1/log10 S, 0.7) (Vehtari et al. 2024, "Pareto smoothed importance sampling", §3)."""
@@ -405,7 +488,7 @@ def loo(dt) -> Check:
     probit model, log Φ(z) ≈ 0 in every draw, give such k̂ > 1 with spans of 10⁻⁶ nats.)"""
     import arviz_stats as azs
 
-    ll = dt.log_likelihood["y"]
+    ll = dt.log_likelihood["y" if "y" in dt.log_likelihood else "choice"]  # a label's, or a choice row's
     flat = np.asarray(ll.values).reshape(-1, ll.shape[-1])
     span = np.ptp(flat, 0)
     # labels whose log-likelihood hardly varies have elpd_i = that value and k̂ = 0; PSIS's Pareto
@@ -528,22 +611,33 @@ def agreement(dt, ref) -> list[Check]:
                   {k: g["cover90"] for k, g in per.items()})]
 
 
-def run_all(dt, held_out=None, reference=None, outcomes=None) -> list[Check]:
+def run_all(dt, held_out=None, reference=None, outcomes=None, choices=None) -> list[Check]:
     """Every check that applies; ``held_out`` = (p, y) of held-out labels for calibration,
     ``reference`` a NUTS ``DataTree`` on the same data. ``outcomes``: for a fit with ties as a third
     outcome, a list of (p, y, where) calibrations to run instead of the one read from the
     log-likelihood, which knows only the probability of each label's own outcome
-    (:func:`three_way_calibrations`)."""
+    (:func:`three_way_calibrations`). ``choices``: for a fit of choices among k items, a list of
+    (p, mask, best, where) for :func:`choice_calibration` (the predicted probability of every set
+    member, which the log-likelihood of the chosen one does not give)."""
     out = convergence(dt) + optimisation(dt) + sampler(dt)
     missing = [g for g in ("constant_data", "posterior_predictive") if g not in dt.children]
+    choice = is_choices(dt)
     if missing:  # a tree made elsewhere without the labels' items or replicated labels
         out.append(Check("PPC", "skip", "–", "needs the constant_data and posterior_predictive groups",
                          f"the tree has no {' or '.join(missing)} group"))
     elif "worker" in dt.constant_data:
         out += ppc_link_rates(dt)
+    elif choice:
+        out += ppc_choice_rates(dt)
     else:
         out += ppc_win_rates(dt) + ppc_tie_rates(dt)
-    if outcomes is None:
+    if choice:
+        out += [choice_calibration(p, mask, best, where=where) for p, mask, best, where in choices or []]
+        if not choices:
+            out.append(Check("calibration (training choices)", "skip", "–", "needs each member's predicted "
+                             "P(chosen)", "a tree alone holds the chosen member's likelihood only; pass the "
+                             "posterior"))
+    elif outcomes is None:
         out.append(calibration(*predicted_from_loglik(dt)))
     else:
         out += [calibration(p, y, where=where) for p, y, where in outcomes]

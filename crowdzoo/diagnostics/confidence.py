@@ -98,13 +98,13 @@ def check(post, data, method: str, refit, users: bool, seed: int = 0) -> dict | 
     out["held_out_log_loss"] = loss
     if not loss > math.log(2):  # NaN: every held-out label a tie, nothing to say
         return {**out, "verdict": "pass"}
-    warnings.warn(
+    warnings.warn(OverconfidenceWarning(
         f"{post.name} {method}: the fit predicts {out['confident_share']:.0%} of its training labels with "
         f"P > .99, but a refit without {HOLD_OUT:.0%} of them scores those worse than a coin (log loss "
         f"{loss:.2f} > {math.log(2):.2f}): its predictions are far more confident than the data support. "
         "A scale prior that allows huge utilities can do this (e.g. the paper's priors with one free "
-        "utility per item); try the model's default priors, fewer free utilities (n_inducing), or "
-        "another route", OverconfidenceWarning, stacklevel=3)
+        "utility per item); try the model's default priors, fewer free utilities ({n_inducing}), or "
+        "another route ({method})", settings=("n_inducing", "method")), stacklevel=3)
     return {**out, "verdict": "fail"}
 
 

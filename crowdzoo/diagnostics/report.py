@@ -60,9 +60,22 @@ def _outcomes(post, data, where: str):
     return ck.three_way_calibrations(probs, frame["y"].to_numpy(dtype=float), where)
 
 
-def _held_out(post, test):
-    if test is None or getattr(post, "tau", None) is not None:  # with ties: three-way, in _outcomes
+def _choices(post, data, where: str):
+    """The choice calibrations (:func:`~crowdzoo.diagnostics.checks.choice_calibration`) of a fit of
+    choices among k items on ``data``'s choices (a :class:`~crowdzoo.ChoiceData`): each set member's
+    predicted probability of being chosen, by the posterior's predictive mixture; None for other data."""
+    if data is None or not hasattr(data, "sets"):
         return None
+    ids = np.asarray(data.item_ids)
+    sets = [ids[row[row >= 0]] for row in data.sets]
+    kw = {"users": np.asarray(data.user_ids)[data.users]} if data.users is not None else {}
+    p = post.predict_choice(sets, **kw)
+    return [(p, data.mask, data.best, where)]
+
+
+def _held_out(post, test):
+    if test is None or getattr(post, "tau", None) is not None or hasattr(test, "sets"):
+        return None  # ties: three ways, in _outcomes; choices: over every set member, in _choices
     frame = test.to_frame()
     kw = {"users": frame["user"].to_numpy()} if "user" in frame and test.users is not None else {}
     p = np.asarray(post.predict_proba(frame["a"].to_numpy(), frame["b"].to_numpy(), **kw), dtype=float)
@@ -79,6 +92,12 @@ def _settings(post, dt, extra):
     d = post.data
     if hasattr(d, "n_pairs"):
         out["data"] = (f"{d.n_pairs} labels, {d.n_items} items"
+                       + (f", {d.n_users} users" if d.users is not None else ""))
+    elif hasattr(d, "sets"):  # choices among k items
+        k = d.set_sizes
+        sizes = f"{int(k.min())}" + (f"–{int(k.max())}" if k.max() > k.min() else "")
+        out["data"] = (f"{d.n_rows} choices of {sizes}"
+                       + f" items{' (best and worst)' if d.worst is not None else ''}, {d.n_items} items"
                        + (f", {d.n_users} users" if d.users is not None else ""))
     else:  # links
         out["data"] = f"{d.n_annotations} annotations, {d.n_items} items, {d.n_workers} workers"
@@ -218,7 +237,10 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
     are skipped.
     A fit with ties as a third outcome is calibrated three ways (P(a ≻ b | not a tie) on the decided
     labels, P(tie) on all), on the training labels and on ``test``'s, and its posterior predictive
-    checks add each item's tie rate.
+    checks add each item's tie rate. A fit of choices among k items is calibrated over every member of
+    every set (its predicted P(chosen) against whether it was chosen), on the training choices and on
+    ``test``'s (a :class:`~crowdzoo.ChoiceData`), and its posterior predictive checks compare each
+    item's choice rate (and worst rate) with replicated choices.
     ``test``: held-out :class:`~crowdzoo.PairwiseData` for the held-out calibration check (or
     ``held_out=(p, y)``, predicted P(y = 1) and labels, when the predictions exist already);
     ``reference``: a NUTS posterior (or its ``to_arviz()`` tree) on the same data, for the agreement
@@ -248,7 +270,10 @@ def report(posterior, path, test=None, held_out=None, reference=None, settings: 
     outcomes = None if posterior is None else _outcomes(posterior, posterior.data, "training labels")
     if outcomes is not None and test is not None:
         outcomes += _outcomes(posterior, test, "held-out labels")
-    checks = ck.run_all(dt, held_out=held_out, reference=ref, outcomes=outcomes)
+    choices = None if posterior is None else _choices(posterior, posterior.data, "training choices")
+    if choices is not None and test is not None:
+        choices += _choices(posterior, test, "held-out choices") or []
+    checks = ck.run_all(dt, held_out=held_out, reference=ref, outcomes=outcomes, choices=choices)
     from .confidence import as_check
 
     # what crowdzoo.fit measured (a tree made elsewhere has no fit settings)

@@ -26,8 +26,8 @@ def check_learnable(model, features, what: str = "learn_kernel") -> None:
     named = isinstance(kern, str) or (isinstance(kern, Kernel) and kern.lengthscale is None)
     if not named or np.asarray(features).shape[1] == 0:
         raise DataError(f"{what}: needs a named kernel ('se', 'matern32') whose length-scales the model "
-                        f"sets, on items with features; pass kernel='se' or kernel='matern32', or "
-                        f"{what}=False")
+                        "sets, on items with features; pass {kernel='se'} or {kernel='matern32'}, or "
+                        f"{{{what}=False}}", arg=what, settings=("kernel", what))
 
 
 @dataclass
@@ -49,8 +49,9 @@ class KernelSpace:
         what = "learn_kernel" if learn_kernel else "learn_inducing"
         check_learnable(model, features, what)
         if learn_inducing and setup.exact:
-            raise DataError("learn_inducing: the model is exact (every item is inducing, n_inducing=None); "
-                            "set n_inducing=M to learn M inducing inputs, or learn_inducing=False")
+            raise DataError("learn_inducing: the model is exact (every item is inducing, {n_inducing=None}); "
+                            "set {n_inducing=M} to learn M inducing inputs, or {learn_inducing=False}",
+                            arg="learn_inducing", settings=("n_inducing", "learn_inducing"))
         X = torch.as_tensor(np.asarray(features), dtype=DTYPE)
         parts = [torch.log(setup.kernel.lengthscale).reshape(-1)]
         if learn_inducing:
@@ -291,7 +292,7 @@ def varying_space(model, setup, learn_kernel: bool):
     if learn_kernel and priors:
         raise DataError("learn_kernel: with lengthscale_prior (or user_lengthscale_prior) the "
                         "length-scales are already inferred (a posterior under the prior); pass one "
-                        "of the two")
+                        "of the two", arg="learn_kernel")
     if learn_kernel:
         return model.kernel_space(setup)
     return model.prior_space(setup) if priors else None

@@ -54,9 +54,11 @@ def progress(total: int, desc: str, enabled: bool | str | None):
     return bar
 
 
-def check_finite(value: float, what: str, step: int, advice: str) -> None:
+def check_finite(value: float, what: str, step: int, advice: str, settings=()) -> None:
+    """A NumericalError when ``value`` is NaN or infinite; ``advice`` names the fit settings
+    ``settings`` by placeholders (:class:`~crowdzoo.errors.Advises`)."""
     if value != value or value in (float("inf"), float("-inf")):
-        raise NumericalError(f"{what} became {value} at iteration {step}. Try: {advice}")
+        raise NumericalError(f"{what} became {value} at iteration {step}. Try: {advice}", settings=settings)
 
 
 def summary(bar, line: str) -> None:

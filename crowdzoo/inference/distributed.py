@@ -148,7 +148,8 @@ class Shard:
         for r, v in enumerate(got):
             if not torch.equal(v, got[0]):
                 raise DataError(f"distributed: rank {r} has other {what} than rank 0 ({v.tolist()} vs "
-                                f"{got[0].tolist()}); give every rank the same data and settings")
+                                f"{got[0].tolist()}); give every rank the same data and settings",
+                                arg="distributed")
 
 
 def bounds(n_labels: int, rank: int, world: int) -> tuple[int, int]:
@@ -176,8 +177,8 @@ def shard(data, distributed: bool) -> Shard:
     if not distributed:
         if held is not None and held[2] != n_held:
             raise DataError(f"data: holds labels {held[0]}..{held[1] - 1} of {held[2]} (one rank's shard, "
-                            "from read_shard); fit it with distributed=True inside the torchrun launch, or "
-                            "read the whole file")
+                            "from read_shard); fit it with {distributed=True} inside the torchrun launch, or "
+                            "read the whole file", arg="data", settings=("distributed",))
         return Shard(0, 1, 0, n_held, n_held, 0)
     rank, world = rank_and_world()
     if held is None:

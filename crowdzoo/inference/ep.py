@@ -39,8 +39,9 @@ def probit_site_update(m, v, tau, nu, sgn, damping=0.5):
     v_cav = 1.0 / (1.0 / v - tau)
     m_cav = v_cav * (m / v - nu)
     if (v_cav <= 0).any() or not torch.isfinite(v_cav).all():
-        raise NumericalError("EP produced a negative cavity variance. Try: a smaller `damping` "
-                             "(e.g. 0.2) or fewer iterations between checks.")
+        raise NumericalError("EP produced a negative cavity variance. Try: a smaller {damping} "
+                             "(e.g. {damping=0.2}) or fewer iterations between checks.",
+                             settings=("damping",))
     denom = torch.sqrt(1.0 + v_cav)
     zi = sgn * m_cav / denom
     ratio = torch.exp(-0.5 * zi * zi - 0.5 * math.log(2 * math.pi) - log_ndtr(zi))

@@ -87,7 +87,7 @@ def default_batch_size(batch_size: int | None, learning: bool, P: int) -> int:
     if batch_size is not None:
         if int(batch_size) != batch_size or batch_size < 1:
             raise DataError(f"batch_size: expected a positive integer (labels per iteration), got "
-                            f"{batch_size!r}")
+                            f"{batch_size!r}", arg="batch_size")
         return int(batch_size)
     return P if learning and P <= LEARN_FULL_BATCH else max(1000, -(-P // PASS_STEPS))
 
@@ -98,6 +98,6 @@ def rho_floor(rho_min: float | None, learning: bool, full_batch: bool, full: flo
     is the bound's only when q keeps up with them), 0 otherwise (the paper's ρ_i)."""
     if rho_min is not None:
         if not 0.0 <= rho_min <= 1.0:
-            raise DataError(f"rho_min: expected a value in [0, 1], got {rho_min!r}")
+            raise DataError(f"rho_min: expected a value in [0, 1], got {rho_min!r}", arg="rho_min")
         return float(rho_min)
     return 0.0 if not learning else (full if full_batch else 0.1)

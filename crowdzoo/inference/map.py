@@ -50,9 +50,10 @@ def fit_map(model, data, seed: int = 0, max_iter: int = 500, tol: float = 1e-9, 
     converged = float(grad.abs().max()) <= 1e-5 * max(1.0, abs(losses[-1])) or (
         len(losses) >= 2 and abs(losses[-1] - losses[-2]) <= tol * max(1.0, abs(losses[-1])))
     if not converged:
-        warnings.warn(f"MAP: L-BFGS stopped after max_iter={max_iter} iterations without meeting its "
-                      f"tolerances (largest gradient {float(grad.abs().max()):.3g}). Try a larger max_iter.",
-                      ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(
+            f"MAP: L-BFGS stopped after {{max_iter={max_iter}}} iterations without meeting its tolerances "
+            f"(largest gradient {float(grad.abs().max()):.3g}). Try a larger {{max_iter}}.",
+            settings=("max_iter",)), stacklevel=3)
     with torch.no_grad():
         sites = {n: transforms[n].inv(p.detach())[None] for n, p in zip(names, params)}
     return entry.posterior_class().from_draws(

@@ -169,17 +169,20 @@ class StopRule:
         self.falls = 0
         if self.halvings == self.max_halvings:
             self.reason = "falling"
-            warnings.warn(f"{self.what}: the lower bound fell at {self.patience} evaluations in a row "
-                          f"(to {bound:.4g} at iteration {i}) even after halving the step size "
-                          f"{self.halvings} times; stopped unconverged. Try a larger delay ε, a larger "
-                          "forgetting_rate r, or a larger batch_size.", ConvergenceWarning, stacklevel=5)
+            warnings.warn(ConvergenceWarning(
+                f"{self.what}: the lower bound fell at {self.patience} evaluations in a row (to {bound:.4g} "
+                f"at iteration {i}) even after halving the step size {self.halvings} times; stopped "
+                "unconverged. Try a larger {delay} ε, a larger {forgetting_rate} r, or a larger "
+                "{batch_size}.",
+                settings=("delay", "forgetting_rate", "batch_size")), stacklevel=5)
             return True
         self.halvings += 1
         self.scale *= 0.5
-        warnings.warn(f"{self.what}: the lower bound fell at {self.patience} evaluations in a row "
-                      f"(to {bound:.4g} at iteration {i}); step size halved (ρ_i × {self.scale:g}) for the "
-                      "rest of the fit. A larger delay ε or forgetting_rate r avoids this.",
-                      ConvergenceWarning, stacklevel=5)
+        warnings.warn(ConvergenceWarning(
+            f"{self.what}: the lower bound fell at {self.patience} evaluations in a row (to {bound:.4g} at "
+            f"iteration {i}); step size halved (ρ_i × {self.scale:g}) for the rest of the fit. A larger "
+            "{delay} ε or {forgetting_rate} r avoids this.", settings=("delay", "forgetting_rate")),
+            stacklevel=5)
         return False
 
     def finish(self, max_iter: int) -> None:
@@ -188,9 +191,10 @@ class StopRule:
             last = (f"; the bound last changed by {abs(self.bounds[-1] - self.bounds[-2]):.3g} "
                     f"(relative {abs(self.bounds[-1] - self.bounds[-2]) / abs(self.bounds[-2]):.2g})"
                     if len(self.bounds) >= 2 else "")
-            warnings.warn(f"{self.what}: stopped after max_iter={max_iter} iterations without meeting "
-                          f"the stop rule (relative change of the bound < tol={self.tol:g}){last}. "
-                          "Try a larger max_iter, or a larger tol.", ConvergenceWarning, stacklevel=5)
+            warnings.warn(ConvergenceWarning(
+                f"{self.what}: stopped after {{max_iter={max_iter}}} iterations without meeting the stop "
+                f"rule (relative change of the bound < {{tol={self.tol:g}}}){last}. Try a larger "
+                "{max_iter}, or a larger {tol}.", settings=("max_iter", "tol")), stacklevel=5)
 
     def settings(self) -> dict:
         return dict(converged=self.converged, stop_reason=self.reason, step_scale=self.scale)
@@ -224,7 +228,7 @@ def read_checkpoint(resume) -> dict:
     ckpt = getattr(resume, "checkpoint", None)
     if ckpt is None:
         raise DataError(f"resume: expected a checkpoint file or a natgrad posterior, got "
-                        f"{type(resume).__name__} (method {getattr(resume, 'method', None)!r})")
+                        f"{type(resume).__name__} (method {getattr(resume, 'method', None)!r})", arg="resume")
     return ckpt
 
 
@@ -298,8 +302,11 @@ def run(problem: Problem, settings: Settings, *, shard=None, **kw) -> Result:
 
 
 def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advice: str, resume=None,
-             meta: dict | None = None, setup=None) -> Result:
+             meta: dict | None = None, setup=None, advice_settings=()) -> Result:
     """Run the natural-gradient loop on ``problem`` (module docstring).
+
+    ``advice``: what to try when the bound becomes NaN, naming the fit settings ``advice_settings`` by
+    placeholders (:class:`~crowdzoo.errors.Advises`: ``"a larger {delay} ε"``).
 
     ``max_iter`` counts every iteration of the run, resumed or not: a fit interrupted at iteration
     30 of 100 and resumed runs 70 more. ``settings.callback(i, state)`` is called after each
@@ -324,7 +331,7 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
     else:
         if int(ckpt["n_labels"]) != P:
             raise DataError(f"resume: the checkpoint was written for {ckpt['n_labels']} labels, the data has "
-                            f"{P}; resume with the same data")
+                            f"{P}; resume with the same data", arg="resume")
         state, ev, start = ckpt["state"], ckpt["eval"], int(ckpt["iteration"])
         gen.set_state(ckpt["generator"])
         stop.restore(ckpt["stop"])
@@ -352,7 +359,7 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
                 halt = False
                 if not (i % st.eval_every) or i == st.max_iter:
                     bound = problem.bound(state, ev, pi_ev)
-                    check_finite(bound, f"the lower bound ({what})", i, advice)
+                    check_finite(bound, f"the lower bound ({what})", i, advice, advice_settings)
                     bar.set_postfix(bound=f"{bound:.2f}")
                     settled = problem.gain is None or abs(problem.gain(at_eval, state)) < st.tol * abs(bound)
                     halt = stop.update(i, bound, i, settled)

@@ -41,6 +41,10 @@ from ..core.seeds import isolated
 from ..errors import ConvergenceWarning, DataError, NumericalError
 from .common import check_finite, progress, summary
 
+#: what to try when the ELBO becomes NaN, naming the route's settings by placeholders
+ADVICE = "a smaller {lr}, a larger {subsample_size}, or a guide with init_scale≈0.01"
+ADVICE_SETTINGS = ("lr", "subsample_size")
+
 
 def make_guide(guide, model_fn, args, default=None, seed: int = 0):
     """The guide to run: the model's default (``default(model_fn, args, seed)``, from the zoo's
@@ -82,7 +86,8 @@ def program_of(model, setup, data, subsample_size, learn_kernel: bool, name: str
         return model.program(setup, data, subsample_size)
     if "learn_kernel" not in inspect.signature(model.program).parameters:
         raise DataError(f"learn_kernel: {name}'s {route} route cannot learn the kernel's hyper-parameters; "
-                        f"use learn_kernel=False (or a route that learns them: `crowdzoo models`)")
+                        "use {learn_kernel=False} (or a route that learns them: `crowdzoo models`)",
+                        arg="learn_kernel", settings=("learn_kernel",))
     return model.program(setup, data, subsample_size, learn_kernel=True)
 
 
@@ -137,11 +142,9 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
                 try:
                     loss = svi.step()
                 except ValueError as err:  # Pyro's validation of a NaN parameter
-                    raise NumericalError(
-                        f"SVI failed at step {i}: {str(err).splitlines()[0][:200]}. Try: a smaller lr, "
-                        "a larger subsample_size, or a guide with init_scale≈0.01") from None
-                check_finite(loss, "the ELBO", i,
-                             "a smaller lr, a larger subsample_size, or a guide with init_scale≈0.01")
+                    raise NumericalError(f"SVI failed at step {i}: {str(err).splitlines()[0][:200]}. Try: "
+                                         + ADVICE, settings=ADVICE_SETTINGS) from None
+                check_finite(loss, "the ELBO", i, ADVICE, ADVICE_SETTINGS)
                 losses[i] = loss
                 if i % 50 == 0:
                     bar.set_postfix(elbo=f"{-loss:.2f}")
@@ -151,10 +154,11 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
         flat = plateau(losses)
         converged = None if flat is None else flat["settled"]
         if converged is False:
-            warnings.warn(f"svi: the ELBO was still rising over the last tenth of its {num_steps} steps (by "
-                          f"{flat['elbo_rel_change']:.2g} of |ELBO|, noise {flat['elbo_rel_noise']:.2g}); "
-                          f"give more num_steps (e.g. num_steps={2 * num_steps}) or a larger lr",
-                          ConvergenceWarning, stacklevel=2)
+            warnings.warn(ConvergenceWarning(
+                f"svi: the ELBO was still rising over the last tenth of its {num_steps} steps (by "
+                f"{flat['elbo_rel_change']:.2g} of |ELBO|, noise {flat['elbo_rel_noise']:.2g}); give more "
+                f"{{num_steps}} (e.g. {{num_steps={2 * num_steps}}}) or a larger {{lr}}",
+                settings=("num_steps", "lr")), stacklevel=2)
         measured = {k: v for k, v in (flat or {}).items() if k != "settled"}
         nodes = pyro.poutine.trace(model_fn).get_trace().nodes
         names = [n for n, site in nodes.items()

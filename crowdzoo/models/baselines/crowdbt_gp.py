@@ -218,9 +218,10 @@ def fit_map(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
         raise NumericalError("crowdBT: the MAP objective is NaN. Try: a smaller score_sd or a "
                              "stronger reliability_prior.")
     if not converged:
-        warnings.warn(f"crowdBT MAP: L-BFGS stopped on its budget (max_iter={max_iter} iterations, "
-                      f"{int(1.25 * max_iter)} evaluations) without meeting its tolerances (last loss "
-                      f"{losses[-1]:.6g}). Try a larger max_iter.", ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(
+            f"crowdBT MAP: L-BFGS stopped on its budget ({{max_iter={max_iter}}} iterations, "
+            f"{int(1.25 * max_iter)} evaluations) without meeting its tolerances (last loss "
+            f"{losses[-1]:.6g}). Try a larger {{max_iter}}.", settings=("max_iter",)), stacklevel=3)
     s_hat = s.detach()
     eta = torch.sigmoid(logit_eta.detach())
     seen = torch.zeros(N, dtype=torch.bool)

@@ -164,7 +164,8 @@ def fit_natgrad(model, data, seed: int = 0, delay: float = 1.0, forgetting_rate:
                              checkpoint_every=checkpoint_every, callback=callback)
     res = loop.run(loop.algorithm(init, step, bound, problem, P), settings, seed=seed,
                    what="natgrad GPPL-per-user",
-                   advice="a larger delay ε or forgetting rate r (smaller steps)",
+                   advice="a larger {delay} ε or {forgetting_rate} r (smaller steps)",
+                   advice_settings=("delay", "forgetting_rate"),
                    resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
     q = res.state.q
     return PerUserPosterior(model=model, setup=setup, data=data, method="natgrad", means=q.m, covs=q.S,

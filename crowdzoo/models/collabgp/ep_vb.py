@@ -256,7 +256,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
            vb_sweeps: int = 50, seed: int = 0, progress_bar=None, gp_factors: str = "exact"):
     """The EP–VB sweeps of the module docstring. Returns (EPState, trace dict)."""
     if gp_factors not in ("exact", "factorised"):
-        raise DataError(f"gp_factors: 'exact' or 'factorised', got {gp_factors!r}")
+        raise DataError(f"gp_factors: 'exact' or 'factorised', got {gp_factors!r}", arg="gp_factors")
     D, P, U, L = setup.D, setup.P, setup.n_users, setup.L
     z, u, t = setup.z, setup.u, setup.t
     zeros = lambda *s: torch.zeros(*s, dtype=DTYPE)  # noqa: E731
@@ -311,7 +311,8 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
             if not torch.isfinite(mean_g).all():
                 raise NumericalError(
                     f"EP for collabGP: the posterior of g became NaN at sweep {it}. Try: a smaller "
-                    "n_latent, a stronger damping (damping=0.8), or longer length-scales.")
+                    "n_latent, a stronger {damping} ({damping=0.8}), or longer length-scales.",
+                    settings=("damping",))
             change = float("inf") if mg_old is None else float((mean_g - mg_old).abs().max())
             mg_old = mean_g
             trace["max_change"].append(change)
@@ -347,11 +348,12 @@ def fit_ep(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float
     from .posterior import CollabGPPosterior
 
     if not 0.0 < damping <= 1.0:
-        raise DataError(f"damping: the per-sweep factor must be in (0, 1], got {damping}")
+        raise DataError(f"damping: the per-sweep factor must be in (0, 1], got {damping}", arg="damping")
     learned = {}
     if learn_kernel:
         if setup is not None:
-            raise DataError("learn_kernel: the setup fixes the kernels; pass setup=None to learn them")
+            raise DataError("learn_kernel: the setup fixes the kernels; pass setup=None to learn them",
+                            arg="learn_kernel")
         model, learned = learn_kernel_ep(model, data, seed, dict(max_iter=max_iter, tol=tol, damping=damping,
                                                                  vb_sweeps=vb_sweeps, gp_factors=gp_factors),
                                          kernel_iter)
@@ -385,8 +387,8 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
 
     if np.asarray(data.item_features).shape[1] == 0 or not isinstance(model.kernel, str):
         raise DataError("learn_kernel: collabGP learns the length-scale of a named item kernel ('se', "
-                        "'matern32') on items with features; pass kernel='se' with item features, or "
-                        "learn_kernel=False")
+                        "'matern32') on items with features; pass {kernel='se'} with item features, or "
+                        "{learn_kernel=False}", arg="learn_kernel", settings=("kernel", "learn_kernel"))
     base = model.setup(data, seed=seed)
     # one log factor per side on the starting length-scales (isotropic or per-dimension): the
     # evidence is searched along the start's direction, as the paper's grid searches one value

@@ -130,7 +130,8 @@ class CollabGP:
                 continue
             raise DataError(f"{name}: collabGP's svi and nuts routes infer the length-scales under the "
                             f"prior; its {method!r} route keeps them fixed or maximises the EP evidence "
-                            "over them (drop the prior, or fit with method='svi' or 'nuts')")
+                            "over them (drop the prior, or fit with {method='svi'} or 'nuts')", arg=name,
+                            settings=("method",))
 
     def program(self, setup: CollabSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model and its arguments (the labels live in ``setup``): :func:`collabgp_model` with

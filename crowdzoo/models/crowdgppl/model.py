@@ -180,10 +180,11 @@ class CrowdGPPL:
             if method == "natgrad" and settings.get("learn_kernel"):
                 continue
             raise DataError(f"{name}: crowdGPPL's svi and nuts routes infer the length-scales under the "
-                            f"prior, natgrad with learn_kernel=True finds their MAP; its {method!r} route"
-                            + (" without learn_kernel=True" if method == "natgrad" else "")
-                            + " keeps them fixed (drop the prior, pass learn_kernel=True, or fit with "
-                              "method='svi' or 'nuts')")
+                            "prior, natgrad with {learn_kernel=True} finds their MAP; its " + repr(method)
+                            + " route"
+                            + (" without {learn_kernel=True}" if method == "natgrad" else "")
+                            + " keeps them fixed (drop the prior, pass {learn_kernel=True}, or fit with "
+                              "{method='svi'} or 'nuts')", arg=name, settings=("learn_kernel", "method"))
 
     @classmethod
     def paper(cls, **kw) -> CrowdGPPL:
@@ -268,7 +269,8 @@ class CrowdGPPL:
 
         if not _has_kernel(setup.items):
             raise DataError("learn_kernel: the model has no item kernel (item_features=False or items "
-                            "without features); set item_features=True or learn_kernel=False")
+                            "without features); set item_features=True or {learn_kernel=False}",
+                            arg="learn_kernel", settings=("learn_kernel",))
         items = ARDGP.of(self.item_gp(), setup.items, "learn_kernel")
         users = None if setup.users is None else ARDGP.of(self.user_gp(), setup.users, "learn_kernel")
         return CrowdARD(setup, items, users)

@@ -115,7 +115,8 @@ class CrowdKernels:
     def of(cls, model, data, setup, seed):
         if not model.item_features:
             raise DataError("learn_kernel: the model has no item kernel (item_features=False); set "
-                            "item_features=True or learn_kernel=False")
+                            "item_features=True or {learn_kernel=False}", arg="learn_kernel",
+                            settings=("learn_kernel",))
         items = KernelSpace.of(model.item_gp(), data.item_features, setup.items, seed, True, False)
         users = None
         if setup.users is not None:
@@ -560,16 +561,17 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     if likelihood is None:
         likelihood = default_likelihood(learn_kernel, batch_size, data)
     if likelihood not in ("linearised", "exact"):
-        raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
+        raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}", arg="likelihood")
     sh = shard(data, distributed)
     ties = data.has_ties if sh.world == 1 else bool(sh.sum(torch.tensor(float(data.has_ties))) > 0)
     if ties and likelihood != "exact":
         raise DataError("likelihood: the labels have ties (y = 0.5), which only the exact likelihood models "
-                        "(the ordinal probit); pass likelihood='exact' or leave it unset", arg="likelihood")
+                        "(the ordinal probit); pass {likelihood='exact'} or leave it unset", arg="likelihood",
+                        settings=("likelihood",))
     if init_var is None:
         init_var = 1.0 if likelihood == "linearised" else 0.01
     if not init_var > 0:
-        raise DataError(f"init_var: must be positive, got {init_var}")
+        raise DataError(f"init_var: must be positive, got {init_var}", arg="init_var")
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
     pri = {k: require_gamma(d, f"prior_{k}") for k, d in setup.priors.items()
            if k != "t" or setup.consensus}
@@ -603,8 +605,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                              checkpoint_every=checkpoint_every, callback=callback)
     res = loop.run(loop.algorithm(init, step, bound, problem, P, state_gain(space is not None)), settings,
                    shard=sh, seed=seed, what=f"natgrad crowdGPPL ({likelihood})",
-                   advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
-                          "likelihood='exact', or fewer components",
+                   advice="a larger {delay} ε or {forgetting_rate} r (smaller steps), a larger {batch_size}, "
+                          "{likelihood='exact'}, or fewer components ({n_components})",
+                   advice_settings=("delay", "forgetting_rate", "batch_size", "likelihood", "n_components"),
                    resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
     return _posterior(model, data, res, problem, dict(likelihood=likelihood, init_var=init_var,
                                                        learn_kernel=learn_kernel, ranks=sh.world))

@@ -271,13 +271,14 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
     ``cache_size`` community fits the joint rule keeps (by member set) before emptying its cache.
     """
     if membership not in ("marginal", "joint"):
-        raise DataError(f"membership: expected 'marginal' or 'joint', got {membership!r}")
+        raise DataError(f"membership: expected 'marginal' or 'joint', got {membership!r}", arg="membership")
     for name, v, lo in (("n_sweeps", n_sweeps, 1), ("n_chains", n_chains, 1), ("thin", thin, 1),
                         ("burn_in", burn_in, 0)):
         if int(v) != v or v < lo:
-            raise DataError(f"{name}: expected an integer ≥ {lo}, got {v!r}")
+            raise DataError(f"{name}: expected an integer ≥ {lo}, got {v!r}", arg=name)
     if burn_in >= n_sweeps:
-        raise DataError(f"burn_in: must be smaller than n_sweeps ({n_sweeps}), got {burn_in}")
+        raise DataError(f"burn_in: must be smaller than {{n_sweeps}} ({n_sweeps}), got {burn_in}",
+                        arg="burn_in", settings=("n_sweeps",))
     check_data(model, data)
     setup = setup or model.setup(data, seed=seed)
     U = data.n_users

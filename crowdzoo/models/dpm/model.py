@@ -169,7 +169,7 @@ class DPMCommunities:
         rest = (sgn, lab, mask, int(self.truncation), self._concentration(), subsample_size)
         if learn_kernel and self.lengthscale_prior is not None:
             raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
-                            "(a posterior under the prior); pass one of the two")
+                            "(a posterior under the prior); pass one of the two", arg="learn_kernel")
         if learn_kernel or self.lengthscale_prior is not None:
             what = "learn_kernel" if learn_kernel else "lengthscale_prior"
             return dpm_lengthscale_model, (self.lengthscale_space(setup, what), a, b, *rest)

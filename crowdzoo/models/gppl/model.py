@@ -148,10 +148,11 @@ class GPPL:
             return
         if method in ("natgrad", "ep") and settings.get("learn_kernel"):
             return  # natgrad and ep add log p(ℓ) to the length-scales' objective (type-II MAP)
-        raise DataError(f"lengthscale_prior: the svi and nuts routes infer the length-scales under the "
-                        f"prior, natgrad and ep with learn_kernel=True find their MAP; {method!r}"
-                        + (" without learn_kernel=True" if method in ("natgrad", "ep") else "")
-                        + " would ignore it (drop lengthscale_prior, or fit with method='svi' or 'nuts')")
+        raise DataError("lengthscale_prior: the svi and nuts routes infer the length-scales under the "
+                        "prior, natgrad and ep with {learn_kernel=True} find their MAP; " + repr(method)
+                        + (" without {learn_kernel=True}" if method in ("natgrad", "ep") else "")
+                        + " would ignore it (drop lengthscale_prior, or fit with {method='svi'} or 'nuts')",
+                        arg="lengthscale_prior", settings=("learn_kernel", "method"))
 
     def prior_s(self) -> dist.Distribution:
         if self.s_prior is not None:
@@ -202,14 +203,15 @@ class GPPL:
         if hasattr(data, "sets"):  # a ChoiceData
             if self.lengthscale_prior is not None or learn_kernel:
                 raise DataError("lengthscale_prior: choices are fitted with fixed length-scales (the median "
-                                "heuristic or lengthscale=); drop lengthscale_prior and learn_kernel")
+                                "heuristic or lengthscale=); drop lengthscale_prior and {learn_kernel}",
+                                arg="lengthscale_prior", settings=("learn_kernel",))
             return gppl_choice_model, (setup, *choice_tensors(data), subsample_size)
         a, b, y = label_tensors(data)
         if self.lengthscale_prior is None and not learn_kernel:
             return gppl_model, (setup, a, b, y, subsample_size)
         if self.lengthscale_prior is not None and learn_kernel:
             raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
-                            "(a posterior under the prior); pass one of the two")
+                            "(a posterior under the prior); pass one of the two", arg="learn_kernel")
         what = "learn_kernel" if learn_kernel else "lengthscale_prior"
         if np.asarray(data.item_features).shape[1] == 0:  # the setup's X is then the row index
             raise DataError(f"{what}: the items have no features, so there are no length-scales to learn")

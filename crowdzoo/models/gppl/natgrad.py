@@ -318,10 +318,11 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     if likelihood is None:
         likelihood = default_likelihood(learn_kernel or learn_inducing, ties, setup)
     if likelihood not in ("linearised", "exact"):
-        raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}")
+        raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}", arg="likelihood")
     if ties and likelihood != "exact":
         raise DataError("likelihood: the labels have ties (y = 0.5), which only the exact likelihood models "
-                        "(the ordinal probit); pass likelihood='exact' or leave it unset", arg="likelihood")
+                        "(the ordinal probit); pass {likelihood='exact'} or leave it unset", arg="likelihood",
+                        settings=("likelihood",))
     a, b, y = label_tensors(data)
     a, b, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, y))  # this rank's labels (a view)
     P = sh.n_labels
@@ -345,8 +346,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                              checkpoint_every=checkpoint_every, callback=callback)
     res = loop.run(loop.algorithm(init, step, bound, problem, P, state_gain(learning)), settings,
                    shard=sh, seed=seed, what=f"natgrad GPPL ({likelihood})",
-                   advice="a larger delay ε or forgetting rate r (smaller steps), a larger batch_size, "
-                          "or fewer inducing points",
+                   advice="a larger {delay} ε or {forgetting_rate} r (smaller steps), a larger {batch_size}, "
+                          "or fewer inducing points ({n_inducing})",
+                   advice_settings=("delay", "forgetting_rate", "batch_size", "n_inducing"),
                    resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
     return _posterior(model, data, res, problem, dict(likelihood=likelihood, inner_iter=inner_iter,
                                                        learn_kernel=learn_kernel, ranks=sh.world,
@@ -409,5 +411,6 @@ def _linearised_step(q: Gaussian, A_d, y, Es, Q, K_inv, r_i, pi, inner_iter,
         Lam_lik, eta_lik = reduce(pi * A_d.gram(w), pi * A_d.tmul(G / Q * (y - Phi + G * mu)))
         Lam, eta = natural.natural_params(q, Es * K_inv, Lam_lik, eta_lik, r_i)
     if not torch.isfinite(eta).all():
-        raise NumericalError("natgrad: the linearised update produced NaN. Try: a larger delay ε.")
+        raise NumericalError("natgrad: the linearised update produced NaN. Try: a larger {delay} ε.",
+                             settings=("delay",))
     return natural.gaussian(Lam, eta, WHAT)

@@ -153,11 +153,11 @@ def check_architecture(model) -> None:
         if v is None and name == "latent_dim":
             continue
         if int(v) != v or v < 1:
-            raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
+            raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}", arg=name)
     if model.hidden is not None:
         model.hidden = tuple(int(h) for h in model.hidden)
         if any(h < 1 for h in model.hidden):
-            raise DataError(f"hidden: layer widths must be ≥ 1, got {model.hidden}")
+            raise DataError(f"hidden: layer widths must be ≥ 1, got {model.hidden}", arg="hidden")
     if model.settings not in SETTINGS:
         raise DataError(f"settings: expected one of {SETTINGS}, got {model.settings!r}")
     if model.likelihood not in ("auto", "bernoulli", "gaussian"):

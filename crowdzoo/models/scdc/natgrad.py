@@ -75,8 +75,9 @@ from .posterior import SCDCPosterior
 from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
 from .svi import _warn_unconverged, link_tensors
 
-ADVICE = ("a smaller lr (e.g. 3e-4), a larger step_delay (slower early natural-gradient steps), or "
-          "likelihood='gaussian' for unscaled data")
+ADVICE = ("a smaller {lr} (e.g. {lr=3e-4}), a larger {step_delay} (slower early natural-gradient steps), "
+          "or likelihood='gaussian' for unscaled data")
+ADVICE_SETTINGS = ("lr", "step_delay")
 _CHUNK = 4096
 FINISH_ROUNDS = 3  # alternations of the workers' exact update and the whole graph's messages
 
@@ -238,7 +239,7 @@ def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, g
         n_k, sx, sxx = item_stats(loc, slice(0, batch.n_uniform), batch.item_scale)
         a_st, b_st = worker_stats(s.detach(), batch.w, batch.L, n_workers, batch.ann_scale)
         J, *stats = sh.sum_grads(nets.parameters(), J.detach(), n_k, sx, sxx, a_st, b_st)
-    check_finite(float(J), "the bound J", epoch, ADVICE)
+    check_finite(float(J), "the bound J", epoch, ADVICE, ADVICE_SETTINGS)
     opt.step()
     return float(J), Stats(*stats)
 
@@ -425,32 +426,35 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
     messages summed over the ranks, so that each returns the whole posterior (its ``workers()`` counts
     every rank's annotations). Only rank 0 shows progress, warns and writes checkpoints."""
     if int(batch_size) != batch_size or batch_size < 1:
-        raise DataError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}")
+        raise DataError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}", arg="batch_size")
     model, sizes = resolve(model, data, batch_size)
     n_epochs = sizes.n_epochs if n_epochs is None else n_epochs
     pretrain = sizes.pretrain if pretrain is None else pretrain
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size), ("patience", patience)):
         if int(v) != v or v < 1:
-            raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
+            raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}", arg=name)
     for name, v in (("pretrain", pretrain), ("checkpoint_every", checkpoint_every)):
         if int(v) != v or v < 0:
-            raise DataError(f"{name}: expected an integer ≥ 0, got {v!r}")
+            raise DataError(f"{name}: expected an integer ≥ 0, got {v!r}", arg=name)
     n_init = check_n_init(n_init)
     if not tol >= 0:
-        raise DataError(f"tol: expected a number ≥ 0, got {tol!r}")
+        raise DataError(f"tol: expected a number ≥ 0, got {tol!r}", arg="tol")
     step_delay = (100.0 if pretrain else 10.0) if step_delay is None else step_delay
     forgetting_rate = (1.0 if pretrain else 0.6) if forgetting_rate is None else forgetting_rate
     if not 0.5 < forgetting_rate <= 1.0:
-        raise DataError(f"forgetting_rate: expected a value in (0.5, 1], got {forgetting_rate!r}")
+        raise DataError(f"forgetting_rate: expected a value in (0.5, 1], got {forgetting_rate!r}",
+                        arg="forgetting_rate")
     if not step_delay >= 1.0:
-        raise DataError(f"step_delay: expected a value ≥ 1, got {step_delay!r}")
+        raise DataError(f"step_delay: expected a value ≥ 1, got {step_delay!r}", arg="step_delay")
     if device != "cpu" and not torch.cuda.is_available():
-        raise DataError(f"device: {device!r} requested but torch sees no GPU; use device='cpu'")
+        raise DataError(f"device: {device!r} requested but torch sees no GPU; use {{device='cpu'}}",
+                        arg="device", settings=("device",))
     warmup = (0 if pretrain else n_epochs // 4) if warmup is None else warmup
     if init not in ("kmeans", "random"):
-        raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}")
+        raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}", arg="init")
     if int(warmup) != warmup or not 0 <= warmup < n_epochs:
-        raise DataError(f"warmup: expected an integer in [0, n_epochs = {n_epochs}), got {warmup!r}")
+        raise DataError(f"warmup: expected an integer in [0, {{n_epochs}} = {n_epochs}), got {warmup!r}",
+                        arg="warmup", settings=("n_epochs",))
     sh = replicated(data.n_items, distributed)
     held, lo, A = _annotations(data, sh)
     N, W = data.n_items, max(data.n_workers, 1)
@@ -482,7 +486,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
             problem = loop.Problem(functools.partial(init_state, fx, s), functools.partial(step, fx),
                                    functools.partial(bound, fx), N)
             res = loop.run(problem, settings, shard=sh, seed=s, what=name, advice=ADVICE,
-                           progress_bar=progress_bar, resume=again,
+                           advice_settings=ADVICE_SETTINGS, progress_bar=progress_bar, resume=again,
                            checkpoint=checkpoint, checkpoint_every=checkpoint_every, callback=callback,
                            meta=dict(model=model, method="natgrad",
                                      restarts=dict(index=r, bounds=bounds, best=best)), setup=setup)
@@ -503,8 +507,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
             n = torch.bincount(t.w, minlength=W).to(F64)
             counts["worker_annotations"] = sh.sum(n).round().long().tolist()
         trace = np.asarray(res.stop.bounds)
-        clusters = check_collapse(loc.phi, trace, what, "longer pretraining (pretrain=, e.g. 100–200 "
-                                  "epochs), another seed, or a larger n_init")
+        clusters = check_collapse(loc.phi, trace, what, "longer pretraining ({pretrain=N}, N of 100–200 "
+                                  "epochs), another seed, or a larger {n_init}", ("pretrain", "n_init"))
     q = Conjugate(*(x.cpu() for x in q))
     nets = nets.cpu()
     d = model.latent_dim
@@ -591,7 +595,8 @@ def _annotations(data, sh):
         lo, hi, A = data.annotation_range
         if sh.world == 1:
             raise DataError(f"data: holds annotations {lo}..{hi - 1} of {A} (one rank's shard); fit it with "
-                            "distributed=True inside the torchrun launch, or give the whole data")
+                            "{distributed=True} inside the torchrun launch, or give the whole data",
+                            arg="data", settings=("distributed",))
         check_tiling(lo, hi, A, sh.rank, sh.world, "annotations")
         return data, lo, A
     A = data.n_annotations

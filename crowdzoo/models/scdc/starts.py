@@ -30,7 +30,7 @@ FALL = 0.05  # a final bound this far (relative) below the fit's best epoch: the
 
 def check_n_init(n_init) -> int:
     if int(n_init) != n_init or n_init < 1:
-        raise DataError(f"n_init: expected an integer ≥ 1, got {n_init!r}")
+        raise DataError(f"n_init: expected an integer ≥ 1, got {n_init!r}", arg="n_init")
     return int(n_init)
 
 
@@ -83,10 +83,11 @@ def occupancy(probs: torch.Tensor) -> tuple[int, float]:
     return int((mass >= MIN_MASS).sum()), float(torch.exp(entropy))
 
 
-def check_collapse(probs: torch.Tensor, trace, what: str, retry: str) -> dict:
+def check_collapse(probs: torch.Tensor, trace, what: str, retry: str, retry_settings=()) -> dict:
     """Warn (:class:`~crowdzoo.errors.CollapseWarning`) when fewer than K clusters hold ≥ 1 % of the
     responsibility mass of ``probs`` (N, K), or the per-epoch bound ``trace`` ended more than ``FALL``
-    below its best; ``retry`` names what to try. Returns the settings to record: clusters in use and
+    below its best; ``retry`` names what to try, with the fit settings ``retry_settings`` by
+    placeholders (:class:`~crowdzoo.errors.Advises`). Returns the settings to record: clusters in use and
     their effective number."""
     K = probs.shape[-1]
     used, effective = occupancy(probs)
@@ -95,8 +96,8 @@ def check_collapse(probs: torch.Tensor, trace, what: str, retry: str) -> dict:
     if used < K:
         said.append(f"only {used} of its K = {K} clusters hold ≥ {MIN_MASS:.0%} of the items "
                     f"(effective number {effective:.1f}): clusters emptied or merged. If the data have about "
-                    f"{used} clusters, K is larger than they need (n_clusters={used} fits them without this "
-                    "warning); if they have more, the mixture collapsed")
+                    f"{used} clusters, K is larger than they need ({{n_clusters={used}}} fits them without "
+                    "this warning); if they have more, the mixture collapsed")
     if trace.size >= 2 and np.isfinite(trace).all():
         top, last = trace.max(), trace[-1]
         if top - last > FALL * abs(top):
@@ -104,6 +105,7 @@ def check_collapse(probs: torch.Tensor, trace, what: str, retry: str) -> dict:
             said.append(f"the bound ended at {last:.4g}, {fall:.0f} % below its best "
                         f"epoch ({top:.4g}, epoch {int(trace.argmax()) + 1}): the mixture degenerated")
     if said:
-        warnings.warn(f"{what}: {'; and '.join(said)}. Try: {retry}", CollapseWarning, stacklevel=5)
+        warnings.warn(CollapseWarning(f"{what}: {'; and '.join(said)}. Try: {retry}",
+                                      settings=("n_clusters", *retry_settings)), stacklevel=5)
     return dict(clusters_used=used, clusters_effective=round(effective, 4) if math.isfinite(effective)
                 else effective)

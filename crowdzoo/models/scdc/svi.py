@@ -31,7 +31,8 @@ from .model import DTYPE, Batch, Globals, elbo, init_globals, scdc_model
 from .posterior import SCDCPosterior, encode_items
 from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
 
-ADVICE = "a smaller lr (e.g. 3e-4), a larger batch_size, or likelihood='gaussian' for unscaled data"
+ADVICE = "a smaller {lr} (e.g. {lr=3e-4}), a larger {batch_size}, or likelihood='gaussian' for unscaled data"
+ADVICE_SETTINGS = ("lr", "batch_size")
 
 
 class LinkTensors(NamedTuple):
@@ -50,8 +51,8 @@ def link_tensors(data, shard_ok: bool = False) -> LinkTensors:
     if data.is_shard and not shard_ok:
         lo, hi, A = data.annotation_range
         raise DataError(f"data: holds annotations {lo}..{hi - 1} of {A} (one rank's shard); fit it with "
-                        "method='natgrad', distributed=True inside the torchrun launch, or give the whole "
-                        "data")
+                        "{method='natgrad'}, {distributed=True} inside the torchrun launch, or give the "
+                        "whole data", arg="data", settings=("method", "distributed"))
     long = torch.long
     return LinkTensors(torch.as_tensor(data.O, dtype=DTYPE), torch.as_tensor(data.i, dtype=long),
                        torch.as_tensor(data.j, dtype=long), torch.as_tensor(data.worker, dtype=long),
@@ -102,17 +103,18 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int | None = None, batch_size:
     1 %, and (CollapseWarning) when fewer than K clusters hold 1 % of the items or the ELBO fell from
     its best (:func:`~.starts.check_collapse`)."""
     if int(batch_size) != batch_size or batch_size < 1:
-        raise DataError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}")
+        raise DataError(f"batch_size: expected an integer ≥ 1, got {batch_size!r}", arg="batch_size")
     model, sizes = resolve(model, data, batch_size)
     n_epochs = sizes.n_epochs if n_epochs is None else n_epochs
     pretrain = sizes.pretrain if pretrain is None else pretrain
     for name, v in (("n_epochs", n_epochs), ("batch_size", batch_size)):
         if int(v) != v or v < 1:
-            raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}")
+            raise DataError(f"{name}: expected an integer ≥ 1, got {v!r}", arg=name)
     if int(pretrain) != pretrain or pretrain < 0:
-        raise DataError(f"pretrain: expected an integer ≥ 0, got {pretrain!r}")
+        raise DataError(f"pretrain: expected an integer ≥ 0, got {pretrain!r}", arg="pretrain")
     if device != "cpu" and not torch.cuda.is_available():
-        raise DataError(f"device: {device!r} requested but torch sees no GPU; use device='cpu'")
+        raise DataError(f"device: {device!r} requested but torch sees no GPU; use {{device='cpu'}}",
+                        arg="device", settings=("device",))
     n_init = check_n_init(n_init)
     A, steps = data.n_annotations, math.ceil(data.n_items / batch_size)
     annotation_batch = annotation_batch if annotation_batch is not None else math.ceil(A / steps)
@@ -137,8 +139,9 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int | None = None, batch_size:
         pyro.get_param_store().set_state(stores[kept.index])
     post = kept.fit
     post.settings.update(seed=seed, **init_settings(n_init, kept, seeds))
-    retry = "pretraining (pretrain=, e.g. 50–200 epochs), another seed, or a larger n_init"
-    post.settings.update(check_collapse(post.cluster_probs, post.trace["elbo"], name, retry))
+    retry = "pretraining ({pretrain=N}, N of 50–200 epochs), another seed, or a larger {n_init}"
+    post.settings.update(check_collapse(post.cluster_probs, post.trace["elbo"], name, retry,
+                                        ("pretrain", "n_init")))
     return post
 
 
@@ -171,7 +174,7 @@ def _fit_once(model, data, seed: int, n_epochs: int, batch_size: int, annotation
                 for batch in batches(t, batch_size, annotation_batch, gen, device):
                     opt.zero_grad()
                     loss = loss_fn(batch, nets, g, gen) / N
-                    check_finite(float(loss.detach()), "the ELBO", epoch, ADVICE)
+                    check_finite(float(loss.detach()), "the ELBO", epoch, ADVICE, ADVICE_SETTINGS)
                     loss.backward()
                     opt.step()
                     total += float(loss.detach()) * batch.n_uniform
@@ -255,7 +258,7 @@ def _trace_loss(guide, num_particles):
             return trace_elbo.differentiable_loss(scdc_model, guide, batch, nets, g)
         except ValueError as err:
             raise NumericalError(f"SVI with the given guide failed: {str(err).splitlines()[0][:200]}. "
-                                 f"Try: {ADVICE}") from None
+                                 f"Try: {ADVICE}", settings=ADVICE_SETTINGS) from None
     return loss
 
 
@@ -274,5 +277,6 @@ def epoch_rise(trace) -> float | None:
 def _warn_unconverged(trace, what="scdc svi", bound="ELBO"):
     rise = epoch_rise(trace)
     if rise is not None and rise > 1.0:
-        warnings.warn(f"{what}: the {bound} still rose by {rise:.1f} % over the last tenth of "
-                      "the epochs; raise n_epochs", ConvergenceWarning, stacklevel=3)
+        warnings.warn(ConvergenceWarning(f"{what}: the {bound} still rose by {rise:.1f} % over the last "
+                                         "tenth of the epochs; raise {n_epochs}", settings=("n_epochs",)),
+                      stacklevel=3)
