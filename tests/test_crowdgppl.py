@@ -167,13 +167,14 @@ def test_clear_errors(crowd):
 
 
 def test_surplus_components_are_switched_off():
-    """Fig. 3: with C = 6 components for a crowd made of one, the exact-likelihood natgrad leaves
-    one active component (its contribution var(v̂_c) · mean(ŵ_c²) dominates the others) and that
+    """Fig. 3: with C = 6 components for a crowd made of one, the exact-likelihood natgrad on the full
+    batch leaves one active component (its contribution var(v̂_c) · mean(ŵ_c²) dominates the others) and that
     component matches the true one."""
     from crowdzoo.comparisons.simulation import _item_rows, match_components
 
     data, truth = cz.simulate_crowd(n_items=40, n_users=20, n_pairs=1500, n_components=1, s_v=0.3, seed=0)
-    post = cz.fit(CrowdGPPL(n_components=6), data, method="natgrad", likelihood="exact", progress_bar=False)
+    post = cz.fit(CrowdGPPL(n_components=6), data, method="natgrad", likelihood="exact", batch_size=1500,
+                  progress_bar=False)
     V = (post.v_m[0] @ _item_rows(post).T).numpy()
     activity = V.var(1) * (post.w_m[0].numpy() ** 2).mean(1)
     order = np.argsort(activity)[::-1]
