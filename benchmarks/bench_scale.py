@@ -73,7 +73,7 @@ def held_out(folder: Path, model: str | None) -> dict:
             "oracle_acc": float((oracle > 0.5).mean()), "oracle_log_loss": float(-np.log(oracle).mean())}
 
 
-def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None) -> dict:
+def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None, extra=()) -> dict:
     exe = Path(sys.executable).with_name("crowdzoo")
     out = folder / f"run-{model}"
     cmd = [str(exe), "fit", model, "--pairs", str(folder / "train.csv"), "--a-col", "winner",
@@ -85,6 +85,7 @@ def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None)
         cmd += ["--outputs", outputs]
     if model != "gppl":
         cmd += ["--user-col", "taster"]
+    cmd += list(extra)
     # a fresh parent per command, so that its RUSAGE_CHILDREN peak is this command's alone
     wrap = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(rc)")
@@ -163,6 +164,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="markdown file whose section to rewrite")
     ap.add_argument("--models", default="gppl,crowdgppl")
     ap.add_argument("--max-iter", type=int, default=20, help="0: each model's own stop rule")
+    ap.add_argument("--extra", default="", help="more `crowdzoo fit` flags for every model, e.g. "
+                                                 "\"--likelihood linearised\" (the rows say so)")
     ap.add_argument("--held-out", action="store_true",
                     help="one fit per model with every output, scored on the held-out labels beside "
                          "the per-item win rate (a section of its own)")
@@ -173,7 +176,9 @@ def main(argv=None):
         rows = []
         for model in args.models.split(","):
             for outputs in ((None,) if args.held_out else (None, "utilities")):
-                rows.append(run_cli(model, folder, args.max_iter, outputs))
+                rows.append(run_cli(model, folder, args.max_iter, outputs, args.extra.split()))
+                if args.extra:
+                    rows[-1]["model"] = f"{model} {args.extra}"
                 if args.held_out and rows[-1]["rc"] == 0:
                     rows[-1].update(held_out(folder, model))
                 print(json.dumps(rows[-1]), flush=True)

@@ -123,6 +123,10 @@ def test_auto_switches_the_residual_on_where_the_item_side_is_sparse():
     a, b, u, y = train
     pooled = PairwiseData.from_arrays(a, b, y, item_features=X)
     crowd = PairwiseData.from_arrays(a, b, y, item_features=X, users=u)
+    from crowdzoo.gp.residual import default_prior
+
+    for m in (cz.GPPL(), cz.CrowdGPPL()):  # one prior, documented in one place
+        assert (m.shape_r0, m.rate_r0) == default_prior()
     assert cz.GPPL().setup(pooled).residual_prior is None  # every item inducing: exact
     assert cz.GPPL(n_inducing=10).setup(pooled).residual_prior is not None
     assert cz.GPPL(item_residual=True).setup(pooled).residual_prior is not None

@@ -363,9 +363,9 @@ def default_likelihood(learning: bool, ties: bool, setup) -> str:
     A sparse GP's pairs carry the conditional variance c_p / s of Eq. 19, which the linearisation about
     the mean (Eq. 9–11) leaves out while every prediction (Eq. 3) includes it: fitted as if there were
     no such noise and predicted with it, the probabilities come out too close to ½. On 991,668 labels
-    over 3,000 items (M = 500, the item residual on; ``benchmarks/bench_scale.py``'s crowd) the
-    linearised route's held-out log loss was .621 in 675 s, the exact one's .456 in 150 s, the items'
-    win rates' .532."""
+    over 3,000 items (M = 500, the item residual on; ``benchmarks/bench_scale.py --held-out``) the
+    linearised route's held-out log loss was .621 (a 578 s command), the exact one's .456 (152 s), the
+    items' win rates' .532."""
     if learning or ties or not setup.exact:
         return "exact"
     return "linearised"
