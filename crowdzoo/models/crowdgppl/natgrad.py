@@ -508,7 +508,7 @@ def default_likelihood(learn_kernel: bool, batch_size: int, data, setup=None) ->
     linearisation about the mean (Eq. 32–38) leaves out while predictions (Eq. 25, 3) include it, so
     the linearised route's probabilities come out too close to ½ (GPPL's
     :func:`~crowdzoo.models.gppl.natgrad.default_likelihood`). On 197,839 labels of a 600-item,
-    4,000-user crowd with low-rank tastes (``benchmarks/bench_scale.py``'s kind, 450 inducing items) the
+    4,000-user crowd with low-rank tastes (``benchmarks/bench_panel_fit.py``, 450 inducing items) the
     held-out personal log loss was .479 linearised and .439 exact (the items' win rates: .529)."""
     if learn_kernel or data.has_ties:  # ties: only the exact likelihood has a third outcome
         return "exact"
