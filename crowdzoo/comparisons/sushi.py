@@ -52,9 +52,9 @@ def methods(batch_size: int, n_inducing: int = 25, quick: bool = False):
 
     C = 5 if quick else 20
     crowd = dict(n_components=C, n_inducing=n_inducing, n_inducing_users=25, shape_t0=1, rate_t0=100,
-                 shape_v0=1, rate_v0=10, shape_w0=1, rate_w0=10)
-    ng = dict(batch_size=batch_size, max_iter=60 if quick else 500)
-    gppl = dict(n_inducing=n_inducing, shape_s0=1.0, rate_s0=100.0)
+                 shape_v0=1, rate_v0=10, shape_w0=1, rate_w0=10, item_residual=False)
+    ng = dict(batch_size=batch_size, max_iter=60 if quick else 500, likelihood="linearised")  # the paper's
+    gppl = dict(n_inducing=n_inducing, shape_s0=1.0, rate_s0=100.0, item_residual=False)
     collab = cz.CollabGP(n_latent=5 if quick else 20, n_pseudo_pairs=25, n_pseudo_users=25,
                          lengthscale="median distance", user_lengthscale="median distance")  # the paper's
     return {
