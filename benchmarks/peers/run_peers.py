@@ -399,12 +399,13 @@ def render(raw):
     return "\n".join(L) + "\n"
 
 
-def write_section(path, text):
-    """Replace the text between the peers markers (or append it); nothing else in the file changes."""
+def write_section(path, text, start=START, end=END):
+    """Replace the text between the markers ``start`` and ``end`` (the peers section's by default), or
+    append it; nothing else in the file changes."""
     old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    if START in old and END in old:
-        before, rest = old.split(START, 1)
-        after = rest.split(END, 1)[1]
+    if start in old and end in old:
+        before, rest = old.split(start, 1)
+        after = rest.split(end, 1)[1]
         new = before + text.rstrip("\n") + after
         if not after.strip():
             new = before + text

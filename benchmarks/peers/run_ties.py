@@ -39,7 +39,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
 from harness import cpu_name  # noqa: E402
 from problems import save, ties_problem  # noqa: E402
-from run_peers import _versions, run_child  # noqa: E402
+from run_peers import _versions, run_child, write_section  # noqa: E402
 
 START = "<!-- bench_peers_ties: run_ties.py rewrites this section -->"
 END = "<!-- bench_peers_ties:end -->"
@@ -233,18 +233,6 @@ def render(raw):
     return "\n".join(L) + "\n"
 
 
-def write_section(path, text):
-    """Replace the text between this section's markers (or append it); nothing else in the file changes."""
-    old = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    if START in old and END in old:
-        before, rest = old.split(START, 1)
-        new = before + text.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    with open(path, "w") as fh:
-        fh.write(new)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs/benchmarks.md", help="markdown file (its section on ties)")
@@ -265,7 +253,7 @@ def main(argv=None):
     else:
         raw = run_all(args, argv if argv is not None else sys.argv[1:])
     text = render(raw)
-    write_section(args.out, text)
+    write_section(args.out, text, START, END)
     print(text)
 
 
