@@ -121,7 +121,8 @@ class GPPL:
         """Refuse settings that ``method`` cannot honour (called by :func:`crowdzoo.fit`)."""
         if self.lengthscale_prior is None or method in ("svi", "nuts"):
             return
-        if method in ("natgrad", "ep") and settings.get("learn_kernel"):
+        learn = settings.get("learn_kernel")
+        if method in ("natgrad", "ep") and (learn or (learn is None and method == "natgrad")):
             return  # natgrad and ep add log p(ℓ) to the length-scales' objective (type-II MAP)
         raise DataError(f"lengthscale_prior: the svi and nuts routes infer the length-scales under the "
                         f"prior, natgrad and ep with learn_kernel=True find their MAP; {method!r}"
