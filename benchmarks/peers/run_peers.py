@@ -136,6 +136,9 @@ def run_child(python, script, method, problem_path, config, result_path, threads
     and status ok / timeout / oom / unavailable / error."""
     if os.path.exists(result_path):
         os.remove(result_path)
+    if not os.path.exists(python):  # the peers' venv not built (make bench-peers builds it)
+        return {"status": "unavailable", "error": f"no interpreter {os.path.relpath(python, ROOT)} (make "
+                "bench-peers builds .venv-peers)", "total_s": 0.0, "peak_mib": 0.0}
     cmd = [python, os.path.join(HERE, script), method, problem_path, result_path, "--threads", str(threads),
            "--config", json.dumps(config)]
     lim = int(mem_gib * 2**30)

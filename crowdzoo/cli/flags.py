@@ -176,7 +176,8 @@ class RouteFlag:
 #: docstring has the whole rule)
 UNSET = {"learn_kernel": "learned where the items have features, the model leaves the length-scales to "
                          "the median heuristic and each step takes every label (--no-learn-kernel: the "
-                         "median heuristic)"}
+                         "median heuristic)",
+         "tol": "1e-4, or 3e-4 while the kernel learns"}
 
 
 @functools.lru_cache(maxsize=1)

@@ -67,6 +67,9 @@ from .posterior import GPPLPosterior
 
 WHAT = "S⁻¹ (natural-gradient precision)"
 
+#: the stop rule's tolerance while the kernel learns (``fit_natgrad``'s ``tol`` unset; 1e-4 otherwise)
+LEARNING_TOL = 3e-4
+
 
 class Basis(NamedTuple):
     """The coordinates q lives in, at one θ: f_m itself (K = K_mm, pair rows A_a − A_b) or, when the
@@ -246,7 +249,7 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
 
 def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 batch_size: int | None = None, delay: float = 1.0, forgetting_rate: float = 0.9,
-                max_iter: int = 500, min_iter: int = 10, tol: float = 1e-4, eval_every: int = 5,
+                max_iter: int = 500, min_iter: int = 10, tol: float | None = None, eval_every: int = 5,
                 eval_size: int = 2000, inner_iter: int = 3, n_gh: int = 20,
                 learn_kernel: bool | None = None, learn_inducing: bool = False, kernel_lr: float = 0.3,
                 rho_min: float | None = None, distributed: bool = False,
@@ -260,7 +263,11 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     ``forgetting_rate`` r of ρ_i, ``likelihood`` ``"linearised"`` (Eq. 7–11, the paper; the default)
     or ``"exact"`` (Gauss–Hermite natural gradients; the default when the kernel is learned, because
     the length-scales climb the bound of Eq. 30, which only the exact q maximises), ``inner_iter``
-    re-linearisations of G per batch.
+    re-linearisations of G per batch. ``tol``: the stop rule's relative change of the bound between
+    evaluations (every ``eval_every`` iterations); unset, 1e-4, or :data:`LEARNING_TOL` (3·10⁻⁴) while
+    the kernel learns: the bound then keeps creeping up for tens of iterations as the length-scales of
+    irrelevant features grow, a tail that leaves the predictions as they were (on the calibration
+    battery 3·10⁻⁴ stops a third sooner at the same mean held-out log loss, .4486 against .4488).
     ``checkpoint``: a file the loop writes every ``checkpoint_every`` iterations and on
     KeyboardInterrupt; ``resume``: such a file, or a natgrad posterior, to continue from (the
     same posterior as an uninterrupted run; ``max_iter`` counts the whole run).
@@ -300,6 +307,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     P = sh.n_labels
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
     learning = space is not None
+    if tol is None:  # while the kernel learns the bound creeps on as irrelevant length-scales grow
+        tol = LEARNING_TOL if learning else 1e-4
     batch_size = default_batch_size(batch_size, learning, P)
     log_prior = None if space is None else log_prior_of_theta(getattr(model, "lengthscale_prior", None),
                                                                 data.item_features.shape[1], counted=sh.lead)
