@@ -366,7 +366,7 @@ def render(raw):
           f"benchmarks/peers/run_peers.py --out docs/benchmarks.md`; this run: `{' '.join(cmd)}`).", "",
           f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}; crowdzoo's venv: torch "
           f"{m['crowdzoo_venv'].get('torch')}, pyro-ppl {m['crowdzoo_venv'].get('pyro-ppl')}; peers' venv: "
-          + ", ".join(f"{k} {v}" for k, v in pv.items()) +
+          + (", ".join(f"{k} {v}" for k, v in pv.items()) or "not built") +
           f". {m['threads']} threads in every child (torch and the BLAS / OpenMP pools); crowdzoo at "
           f"{m['commit']}; {m['date']}.", "",
           "Every method runs on the same data in its own process, one after another. *fit s*: the fit only, "
