@@ -31,7 +31,7 @@ def main() -> None:
     nuts = dict(method="nuts", num_samples=500, warmup_steps=500, num_chains=2)
     ref = cz.fit(cz.GPPL(), data, seed=0, **nuts)
     fits = {"NUTS, seed 1": cz.fit(cz.GPPL(), data, seed=1, **nuts),
-            "natgrad": cz.fit(cz.GPPL(), data, method="natgrad", progress_bar=False),
+            "natgrad": cz.fit(cz.GPPL(), data, method="natgrad", learn_kernel=False, progress_bar=False),
             "ep": cz.fit(cz.GPPL(), data, method="ep"),
             "svi (AutoMultivariateNormal)": cz.fit(cz.GPPL(), data, method="svi", num_steps=3000,
                                                    progress_bar=False),

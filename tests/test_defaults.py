@@ -205,3 +205,38 @@ def test_no_fit_converges_before_its_batches_have_covered_the_labels():
         warnings.simplefilter("ignore")
         whole = cz.fit(cz.GPPL(), data, method="natgrad", tol=0.5, min_iter=1, progress_bar=False)
     assert whole.settings["converged"] and whole.settings["iterations"] < 30
+
+
+def test_the_cli_and_the_api_learn_gppls_kernel_alike(tmp_path, capsys, one_thread):
+    """`crowdzoo fit gppl` with its defaults and cz.fit(GPPL(), ...) on the same CSV rows learn the same
+    length-scales and give the same predictions; --no-learn-kernel and learn_kernel=False both keep the
+    median heuristic; `fit --help` says what the unset default does."""
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(30, 3))
+    f = np.sin(1.5 * X[:, 0]) + 0.5 * np.cos(2 * X[:, 1])
+    a = rng.integers(30, size=300)
+    b = (a + 1 + rng.integers(29, size=300)) % 30
+    ids = np.array([f"item-{i}" for i in range(30)])
+    y = (rng.random(300) < norm.cdf(f[a] - f[b])).astype(int)
+    pairs = pd.DataFrame({"a": ids[a], "b": ids[b], "y": y})
+    items = pd.DataFrame(X, index=pd.Index(ids, name="id"), columns=["x0", "x1", "x2"])
+    pairs.to_csv(tmp_path / "pairs.csv", index=False)
+    items.to_csv(tmp_path / "items.csv")
+    data = cz.PairwiseData.from_frame(pairs, items)
+    qa, qb = ids[:10], ids[10:20]
+    for flag, kw in (([], {}), (["--no-learn-kernel"], {"learn_kernel": False})):
+        out = tmp_path / f"run{len(flag)}"
+        assert cli.main(["fit", "gppl", "--pairs", str(tmp_path / "pairs.csv"), "--items",
+                         str(tmp_path / "items.csv"), "--out", str(out), "--no-progress", *flag]) == 0
+        post_cli = cz.load(out / "posterior.pt")
+        post_api = cz.fit(cz.GPPL(), data, progress_bar=False, **kw)
+        assert post_cli.settings["learn_kernel"] is post_api.settings["learn_kernel"] is (not flag)
+        assert post_cli.settings.get("learned_lengthscale") == post_api.settings.get("learned_lengthscale")
+        np.testing.assert_allclose(post_cli.predict_proba(qa, qb), post_api.predict_proba(qa, qb),
+                                   rtol=1e-10, atol=1e-12)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "--help"])
+    assert "learn_kernel; default unset (gppl natgrad)" in " ".join(capsys.readouterr().out.split())

@@ -197,9 +197,9 @@ def test_bad_requests_are_refused(problem):
         cz.fit(cz.GPPL(lengthscale_prior=PRIOR), bare, method="nuts")
     with pytest.raises(DataError, match="learn_kernel"):
         cz.fit(cz.GPPL(), bare, method="svi", learn_kernel=True, num_steps=1)
-    for method in ("natgrad", "ep"):  # ep, and natgrad without learn_kernel, would ignore the prior
+    for method in ("natgrad", "ep"):  # either with learn_kernel=False (ep's default) would ignore the prior
         with pytest.raises(DataError, match="lengthscale_prior"):
-            cz.fit(cz.GPPL(kernel="se", lengthscale_prior=PRIOR), data, method=method)
+            cz.fit(cz.GPPL(kernel="se", lengthscale_prior=PRIOR), data, method=method, learn_kernel=False)
     with pytest.raises(DataError, match="learn_kernel"):
         cz.fit(cz.GPPL(kernel="se", lengthscale_prior=PRIOR), data, method="svi", learn_kernel=True,
                num_steps=1)

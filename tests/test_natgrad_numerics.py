@@ -179,7 +179,7 @@ def test_gppl_with_a_wide_scale_prior_matches_the_authors_gppl():
     d = synthetic_sushi(0, 5)
     pooled = cz.PairwiseData.from_arrays(d.train.a, d.train.b, d.train.y, d.train.item_features)
     post = cz.fit(cz.GPPL(n_inducing=25, shape_s0=1.0, rate_s0=100.0), pooled, method="natgrad",
-                  progress_bar=False)
+                  learn_kernel=False, progress_bar=False)  # the authors' GPPL: the median heuristic
     p = post.predict_proba(d.test.a, d.test.b)
     assert post.settings["converged"]
     assert metrics.accuracy(d.test.y, p) >= 0.631 - 0.01
@@ -251,7 +251,9 @@ def test_synthetic_sushi_is_the_shared_generator(seed, n_train):
     np.testing.assert_array_equal(np.argsort(ref["gold_rank"], axis=1), d.gold_order)
 
 
-@pytest.mark.parametrize("n_pairs", [400, 20])  # fewer distinct items than pairs (factored), and more
+# fewer distinct items than pairs (factored; 40² ≤ 400 M: the products through the items' n × n
+# matrices; 40² > 90 × 12: through the rows), and more items than pairs (dense rows)
+@pytest.mark.parametrize("n_pairs", [400, 90, 20])
 def test_pair_rows_factored_through_items_equal_the_dense_rows(n_pairs):
     """PairRows keeps D = R[a] − R[b] through the items' rows: D m, the row-wise D S Dᵀ, Dᵀ v and
     Dᵀ diag(λ) D equal the products of the dense (P, M) rows, and pair_factors gives pair_terms' and
@@ -266,7 +268,8 @@ def test_pair_rows_factored_through_items_equal_the_dense_rows(n_pairs):
         setup = cz.GPPL(n_inducing=M).setup(data)
         for whitened, dense in ((True, setup.pair_terms), (False, setup.pair_rows)):
             rows, c = setup.pair_factors(at, bt, whitened, factor_from=0)
-            assert (rows.ia is not None) == (n_pairs == 400)  # 40 items ≤ 400 / 2 pairs: factored
+            assert (rows.ia is not None) == (n_pairs >= 80)  # 40 items ≤ P / 2 pairs: factored
+            assert rows.through_items == (n_pairs == 400 or (n_pairs == 90 and M is None))
             assert setup.pair_factors(at, bt, whitened)[0].ia is None  # too small to be worth it
             D, c0 = dense(at, bt)
             torch.testing.assert_close(rows.dense, D, rtol=0, atol=1e-12)
@@ -294,7 +297,8 @@ def test_learned_kernel_takes_the_full_batch_unless_told():
         warnings.simplefilter("ignore", ConvergenceWarning)
         learned = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=True, max_iter=10,
                          progress_bar=False)
-        fixed = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", max_iter=10, progress_bar=False)
+        fixed = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=False, max_iter=10,
+                       progress_bar=False)
         told = cz.fit(cz.GPPL(kernel="se"), data, method="natgrad", learn_kernel=True, batch_size=500,
                       max_iter=10, progress_bar=False)
     assert learned.settings["batch_size"] == 1500

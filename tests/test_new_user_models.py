@@ -112,7 +112,7 @@ def test_a_shown_progress_bar_ends_with_a_summary_line(capsys):
     data, _ = cz.simulate_gppl(n_items=12, n_pairs=100, seed=0)
     cz.fit(cz.GPPL(), data, progress_bar=True)
     err = capsys.readouterr().err
-    assert "natgrad GPPL (linearised): " in err and " iterations, bound " in err and "converged" in err
+    assert "natgrad GPPL (exact): " in err and " iterations, bound " in err and "converged" in err
     cz.fit(cz.GPPL(), data, progress_bar=False)
     assert capsys.readouterr().err == ""
 

@@ -6,8 +6,9 @@ Three kinds of problem, all read by crowdzoo's venv and by the peers' venv (nump
   utility f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂ (further features irrelevant), random distinct item
   pairs, y ~ Bernoulli(Φ(f_a − f_b)), one ``numpy.random.default_rng(seed)`` drawing X, then the
   training pairs, then the held-out pairs (the draw of ``tests/test_learn_kernel.py`` at N = 100).
-  Sizes: N = 100 → D = 3, 1000 training and 1000 held-out pairs (the sine problem of the tests); larger N →
-  D = 5, max(2·10⁴, 10 N) training pairs (N = 1000: 2·10⁴; N = 5000: 5·10⁴) and 5000 held out.
+  Sizes: N = 100 → D = 3, 1000 training and 1000 held-out pairs (the sine problem of the tests); N up to
+  200 → D = 4 (x₃ irrelevant), 10 N training pairs and 1000 held out (N = 150: 1500); larger N → D = 5,
+  max(2·10⁴, 10 N) training pairs (N = 1000: 2·10⁴; N = 5000: 5·10⁴) and 5000 held out.
 * ``crowd_problem()`` — the simulated crowd of docs/benchmarks.md's crowdGPPL speed target
   (benchmarks/bench_crowd.py): ``cz.simulate_crowd(n_items=50, n_users=20, n_pairs=1250,
   n_components=3, seed=0)`` split by ``cz.split_pairs(data, 0.2, seed=0)`` into 1000 training and
@@ -31,10 +32,15 @@ def true_utility(X):
     return np.sin(X[:, 0]) + 0.5 * np.cos(2 * X[:, 1]) + 0.3 * X[:, 0] * X[:, 2]
 
 
+IRRELEVANT = {3: "", 4: " (x₃ irrelevant)", 5: " (x₃, x₄ irrelevant)"}
+
+
 def gppl_sizes(n_items):
     """(D, training pairs, held-out pairs) for N items."""
     if n_items <= 100:
         return 3, 1000, 1000
+    if n_items <= 200:
+        return 4, 10 * n_items, 1000
     return 5, max(20_000, 10 * n_items), 5000
 
 
@@ -54,7 +60,7 @@ def gppl_problem(n_items, seed=0):
 
     (a, b, y), (at, bt, yt) = pairs(n_train), pairs(n_test)
     desc = (f"N = {n_items:,} items, D = {D} features uniform on (−2, 2), f = sin x₀ + 0.5 cos 2x₁ + "
-            f"0.3 x₀x₂{' (x₃, x₄ irrelevant)' if D > 3 else ''}, {n_train:,} training and {n_test:,} "
+            f"0.3 x₀x₂{IRRELEVANT[D]}, {n_train:,} training and {n_test:,} "
             f"held-out random distinct pairs, y ~ Bernoulli(Φ(f_a − f_b)), seed {seed}")
     return dict(name=f"N = {n_items:,}", description=desc, X=X, f=f, a=a, b=b, y=y, at=at, bt=bt, yt=yt)
 

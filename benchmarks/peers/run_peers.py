@@ -63,10 +63,12 @@ PEERS = [
 #: crowdzoo's GPPL configurations: (label, GPPL kwargs, cz.fit kwargs). n_inducing, when not given,
 #: is every item up to N = 200 and 200 inducing items beyond (see gppl_kwargs)
 GPPL_CONFIGS = [
-    ("crowdzoo natgrad (zoo defaults: Matérn-3/2, linearised)", {}, {"method": "natgrad"}),
-    ("crowdzoo natgrad, SE", {"kernel": "se"}, {"method": "natgrad"}),
+    ("crowdzoo natgrad (zoo defaults: Matérn-3/2, learned ℓ on full batches)", {}, {"method": "natgrad"}),
+    ("crowdzoo natgrad, median heuristic (Matérn-3/2, linearised)", {},
+     {"method": "natgrad", "learn_kernel": False}),
+    ("crowdzoo natgrad, SE", {"kernel": "se"}, {"method": "natgrad", "learn_kernel": False}),
     ("crowdzoo natgrad, SE, exact likelihood", {"kernel": "se"},
-     {"method": "natgrad", "likelihood": "exact"}),
+     {"method": "natgrad", "likelihood": "exact", "learn_kernel": False}),
     ("crowdzoo natgrad, SE, exact, learn_kernel", {"kernel": "se"},
      {"method": "natgrad", "likelihood": "exact", "learn_kernel": True}),
     ("crowdzoo ep, SE", {"kernel": "se"}, {"method": "ep"}),
@@ -86,6 +88,7 @@ CROWD_CONFIGS = [
 #: --quick: the N = 100 problem, these methods
 QUICK = {BOTORCH, "choix ep_pairwise (probit, α = 1)", "choix opt_pairwise (BT ML, defaults)",
          "crowd-kit BradleyTerry (n_iter = 100)", "crowd-kit NoisyBradleyTerry (defaults)",
+         "crowdzoo natgrad (zoo defaults: Matérn-3/2, learned ℓ on full batches)",
          "crowdzoo natgrad, SE, exact likelihood", "crowdzoo ep, SE", "crowdzoo ep, SE, learn_kernel"}
 
 INDUCING_FROM = 200
@@ -133,6 +136,9 @@ def run_child(python, script, method, problem_path, config, result_path, threads
     and status ok / timeout / oom / unavailable / error."""
     if os.path.exists(result_path):
         os.remove(result_path)
+    if not os.path.exists(python):  # the peers' venv not built (make bench-peers builds it)
+        return {"status": "unavailable", "error": f"no interpreter {os.path.relpath(python, ROOT)} (make "
+                "bench-peers builds .venv-peers)", "total_s": 0.0, "peak_mib": 0.0}
     cmd = [python, os.path.join(HERE, script), method, problem_path, result_path, "--threads", str(threads),
            "--config", json.dumps(config)]
     lim = int(mem_gib * 2**30)
@@ -360,7 +366,7 @@ def render(raw):
           f"benchmarks/peers/run_peers.py --out docs/benchmarks.md`; this run: `{' '.join(cmd)}`).", "",
           f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}; crowdzoo's venv: torch "
           f"{m['crowdzoo_venv'].get('torch')}, pyro-ppl {m['crowdzoo_venv'].get('pyro-ppl')}; peers' venv: "
-          + ", ".join(f"{k} {v}" for k, v in pv.items()) +
+          + (", ".join(f"{k} {v}" for k, v in pv.items()) or "not built") +
           f". {m['threads']} threads in every child (torch and the BLAS / OpenMP pools); crowdzoo at "
           f"{m['commit']}; {m['date']}.", "",
           "Every method runs on the same data in its own process, one after another. *fit s*: the fit only, "
@@ -419,7 +425,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs/benchmarks.md", help="markdown file (its peers section)")
     ap.add_argument("--quick", action="store_true", help="the N = 100 problem, a few methods (a smoke run)")
-    ap.add_argument("--sizes", default="100,crowd,1000,5000",
+    ap.add_argument("--sizes", default="100,150,crowd,1000,5000",
                     help="comma-separated problems, in order: numbers of items N for the sine problem's "
                     "generator, and 'crowd'")
     ap.add_argument("--threads", type=int, default=2, help="threads in every child (default 2)")

@@ -38,12 +38,15 @@ def cmd_demo(args) -> int:
     metrics = run_fit(data, args, out, f_true=f_true, plan=plan, pairs=pairs)
     top = pd.read_csv(out / "utilities.csv").head(10)
     quick = " --quick" if args.quick else ""
+    learned = cz.load(out / "posterior.pt").settings.get("learned_lengthscale")
+    kernel = ("median-heuristic length-scales" if learned is None else "length-scales learned from the "
+              f"median heuristic's (ℓ = {', '.join(f'{v:.2g}' for v in learned)})")
     report = [
         "# crowdzoo demo: GPPL on a simulated preference problem", "",
         f"Reproduce: `crowdzoo demo --out {args.out} --method {args.method} --seed {args.seed}{quick}`",
         "", f"- data: {n_items} items with 2-D features, {n_pairs} pairwise labels drawn from GPPL "
         f"(`crowdzoo.simulate_gppl`, seed {args.seed}); 20 % of the pairs held out",
-        f"- model: GPPL, Matérn 3/2 kernel, median-heuristic length-scales; route `{args.method}`", "",
+        f"- model: GPPL, Matérn 3/2 kernel, {kernel}; route `{args.method}`", "",
         "| metric | value |", "|---|---:|",
         *[f"| {k} | {v:.3f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()],
         "", "Top items by posterior mean utility:", "", _markdown(top), "",

@@ -195,7 +195,16 @@ class RouteFlag:
     def help(self) -> str:
         shown = "; ".join(f"{'unset' if d is None else repr(d)} ({', '.join(routes)})"
                           for d, routes in self.defaults)
-        return f"route setting {self.name}; default {shown}"
+        unset = UNSET.get(self.name) if any(d is None for d, _ in self.defaults) else None
+        return f"route setting {self.name}; default {shown}" + (f"; unset: {unset}" if unset else "")
+
+
+#: what a route setting left unset (None) does, for the settings whose help says it (the route's
+#: docstring has the whole rule)
+UNSET = {"learn_kernel": "learned where the items have features, the model leaves the length-scales to "
+                         "the median heuristic and each step takes every label (--no-learn-kernel: the "
+                         "median heuristic)",
+         "tol": "1e-4, or 3e-4 while the kernel learns"}
 
 
 @functools.lru_cache(maxsize=1)

@@ -311,10 +311,13 @@ def describe() -> pd.DataFrame:
     return pd.DataFrame([dict(crowd=k, read=r, **dataclasses.asdict(p)) for k, (p, r) in CROWDS.items()])
 
 
-def update(models: list[str], md_path, repeats: int = 2) -> str:
+def update(models: list[str], md_path, repeats: int = 2, note: str = "") -> str:
     """Rerun the default rows of zoo ``models`` on every crowd (seeds 0 … ``repeats`` − 1) and put them
     in place of those models' rows in the battery's CSV beside ``md_path``; rewrite the Markdown. For a
-    change to some models, without refitting the others (whose rows stay as their last full run)."""
+    change to some models, without refitting the others (whose rows stay as their last full run). The
+    page's first line keeps what made it and the earlier reruns of other models, and says this one
+    (with ``note``, e.g. the machine's load, after it)."""
+    import re
     from pathlib import Path
 
     md_path = Path(md_path)
@@ -329,10 +332,13 @@ def update(models: list[str], md_path, repeats: int = 2) -> str:
     crowds = {c: i for i, c in enumerate(CROWDS)}
     df = df.sort_values("crowd", key=lambda c: c.map(crowds), kind="stable").reset_index(drop=True)
     df.to_csv(csv, index=False)
-    first = md_path.read_text().splitlines()[0].split(" Rows of")[0]
+    first = md_path.read_text().splitlines()[0]
     made = first if first.startswith("Made by") else "Made by `crowdzoo compare calibration`."
+    rerun = f"Rows of {', '.join(models)} rerun by "
+    made = re.sub(r" ?" + re.escape(rerun) + r"`[^`]*`\.( [^`]*?(?= Rows of |$))?", "", made)  # the last one
     cmd = f"python -m crowdzoo.comparisons.calibration --update {md_path} --models {' '.join(models)}"
-    text = f"{made} Rows of {', '.join(models)} rerun by `{cmd} --repeats {repeats}`.\n\n{summarise(df)}\n"
+    said = f"{rerun}`{cmd} --repeats {repeats}`." + (f" {note}" if note else "")
+    text = f"{made} {said}\n\n{summarise(df)}\n"
     md_path.write_text(text)
     return text
 
@@ -344,5 +350,6 @@ if __name__ == "__main__":
     ap.add_argument("--update", required=True, help="the battery's Markdown (its CSV lies beside it)")
     ap.add_argument("--models", nargs="+", required=True)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--note", default="", help="a sentence said after the rerun's (e.g. the machine's load)")
     a = ap.parse_args()
-    update(a.models, a.update, a.repeats)
+    update(a.models, a.update, a.repeats, a.note)

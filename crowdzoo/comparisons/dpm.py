@@ -58,7 +58,7 @@ def methods(quick: bool = False):
     C = 5 if quick else 20
     return {
         "DPM (gibbs)": (cz.DPMCommunities(), {"method": "gibbs", "n_chains": 2, **sweeps}),
-        "GPPL pooled": (cz.GPPL(), {"method": "natgrad", "likelihood": "exact"}),
+        "GPPL pooled": (cz.GPPL(), {"method": "natgrad", "likelihood": "exact", "learn_kernel": False}),
         "GPPL-per-user": (cz.GPPLPerUser(), {"method": "natgrad"}),
         "crowdGPPL": (cz.CrowdGPPL(n_components=C), {"method": "natgrad", "likelihood": "exact"}),
         "collabGP\\u": (cz.CollabGP(n_latent=C, n_pseudo_pairs=25, user_features=False,

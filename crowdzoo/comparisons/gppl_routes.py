@@ -20,8 +20,8 @@ ROUTES = {
     "nuts": {"method": "nuts", "num_samples": 1000, "warmup_steps": 500, "num_chains": 4},
     "ep": {"method": "ep"},
     "svi (AutoMultivariateNormal)": {"method": "svi", "num_steps": 3000, "lr": 0.02},
-    "natgrad (linearised, paper)": {"method": "natgrad", "likelihood": "linearised"},
-    "natgrad (exact likelihood)": {"method": "natgrad", "likelihood": "exact"},
+    "natgrad (linearised, paper)": {"method": "natgrad", "likelihood": "linearised", "learn_kernel": False},
+    "natgrad (exact likelihood)": {"method": "natgrad", "likelihood": "exact", "learn_kernel": False},
 }
 
 

@@ -40,7 +40,8 @@ def _methods(C=20, M=25):
     crowd = cz.CrowdGPPL(n_components=C, n_inducing=M, shape_t0=1, rate_t0=100, shape_v0=1, rate_v0=100,
                          shape_w0=1, rate_w0=100, item_residual=False)
     return {"crowdGPPL": (crowd, {"likelihood": "linearised"}),  # the paper's, whatever the default picks
-            "GPPL": (cz.GPPL(n_inducing=M, item_residual=False, **prior), {"likelihood": "exact"}),
+            "GPPL": (cz.GPPL(n_inducing=M, item_residual=False, **prior), {"likelihood": "exact",
+                                                                           "learn_kernel": False}),
             "GPPL-per-user": (cz.GPPLPerUser(n_inducing=M, **prior), {})}
 
 

@@ -64,7 +64,7 @@ def methods(batch_size: int, n_inducing: int = 25, quick: bool = False):
         "crowdGPPL\\u": (cz.CrowdGPPL(**crowd).variant("\\u"), ng),
         "crowdGPPL\\u\\x": (cz.CrowdGPPL(**crowd).variant("\\u\\x"), ng),
         "crowdGPPL\\u\\t": (cz.CrowdGPPL(**crowd).variant("\\u\\t"), ng),
-        "GPPL": (cz.GPPL(**gppl), ng),
+        "GPPL": (cz.GPPL(**gppl), {**ng, "learn_kernel": False}),  # the paper's kernel
         "GPPL-per-user": (cz.GPPLPerUser(**gppl), {"max_iter": ng["max_iter"]}),
         "collabGP": (collab, {"method": "ep"}),
         "collabGP\\u": (collab.variant("\\u"), {"method": "ep"}),

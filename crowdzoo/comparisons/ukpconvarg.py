@@ -64,7 +64,7 @@ def methods(personal: bool, quick: bool):
                  shape_t0=2, rate_t0=200, shape_v0=2, rate_v0=200, shape_w0=1, rate_w0=10)
     out = {"GPPL": (cz.GPPL(n_inducing=st["M"], shape_s0=2.0, rate_s0=200.0, scaled_lengthscale=True,
                             item_residual=False),
-                    "natgrad", ng),
+                    "natgrad", {**ng, "learn_kernel": False}),  # the paper's kernel, as crowdGPPL's
            "crowdGPPL": (cz.CrowdGPPL(**crowd), "natgrad", ng)}
     if personal:
         out["crowdGPPL\\t"] = (cz.CrowdGPPL(**{**crowd, "consensus": False}), "natgrad", ng)

@@ -39,7 +39,7 @@ class SparseGP:
     def build(cls, kernel, X, Z, jitter, exact, **extra):
         K_mm = kernel(Z, Z)
         L_mm = cholesky(K_mm, jitter=jitter, what="K_mm (inducing-input kernel)")
-        B = solve_lower(L_mm, kernel(Z, X))
+        B = solve_lower(L_mm, K_mm if Z is X else kernel(Z, X))  # every item inducing: K_mn is K_mm
         return cls(kernel=kernel, X=X, Z=Z, K_mm=K_mm, L_mm=L_mm, B=B, exact=exact, jitter=jitter, **extra)
 
     @property
@@ -129,7 +129,14 @@ class PairRows(NamedTuple):
     """Pair-difference rows D (P, M) = R[ia] − R[ib] kept as the rows R (n, M) of the pairs' n distinct
     items: D m, the row-wise D S Dᵀ, Dᵀ v and Dᵀ diag(λ) D then cost O(n M²) + O(P M) instead of
     O(P M²), which is the most of a full batch over few items (2·10⁴ pairs over 10³ items: a
-    sixteenth). ``ia`` None: R is D itself."""
+    sixteenth). ``ia`` None: R is D itself.
+
+    Where the items' n × n matrices are no larger than the gathered (P, M) rows (n² ≤ P M),
+    D S Dᵀ and Dᵀ diag(λ) D go through them instead — the items' covariances R S Rᵀ, read at each
+    pair, and the items' weighted Laplacian Σ_p λ_p (e_a − e_b)(e_a − e_b)ᵀ between Rᵀ and R — as
+    matrix products, which run several times faster than gathering and multiplying P rows (150 items
+    and 1500 pairs: 0.4 against 2.9 ms for D S Dᵀ, 0.4 against 0.9 ms for the Gram matrix, one thread;
+    their gradients in R too, which the learned kernel's steps take)."""
 
     R: torch.Tensor
     ia: torch.Tensor | None
@@ -138,6 +145,12 @@ class PairRows(NamedTuple):
     @property
     def dense(self) -> torch.Tensor:
         return self.R if self.ia is None else self.R[self.ia] - self.R[self.ib]
+
+    @property
+    def through_items(self) -> bool:
+        """Whether the products go through the items' n × n matrices (class docstring)."""
+        n, M = self.R.shape
+        return self.ia is not None and n * n <= self.ia.shape[0] * M
 
     def mean(self, m: torch.Tensor) -> torch.Tensor:
         """D m (P,)."""
@@ -149,6 +162,10 @@ class PairRows(NamedTuple):
         RS = self.R @ S
         if self.ia is None:
             return (RS * self.R).sum(-1)
+        if self.through_items:
+            C = RS @ self.R.T  # the items' covariances R S Rᵀ (n, n)
+            q = C.diagonal()
+            return q[self.ia] + q[self.ib] - 2.0 * C[self.ia, self.ib]
         q = (RS * self.R).sum(-1)
         return q[self.ia] + q[self.ib] - 2.0 * (RS[self.ia] * self.R[self.ib]).sum(-1)
 
@@ -160,9 +177,17 @@ class PairRows(NamedTuple):
         return self.R.T @ w
 
     def gram(self, lam: torch.Tensor) -> torch.Tensor:
-        """Dᵀ diag(λ) D (M, M) = Rᵀ G, G_i = Σ_{p: a_p = i} λ_p D_p − Σ_{p: b_p = i} λ_p D_p."""
+        """Dᵀ diag(λ) D (M, M) = Rᵀ G, G_i = Σ_{p: a_p = i} λ_p D_p − Σ_{p: b_p = i} λ_p D_p (or, through
+        the items, Rᵀ Λ R with Λ the items' weighted Laplacian)."""
         if self.ia is None:
             return (self.R.T * lam) @ self.R
+        if self.through_items:
+            n = self.R.shape[0]
+            ia, ib = self.ia, self.ib
+            lap = (torch.zeros(n * n, dtype=lam.dtype).index_add_(0, ia * n + ia, lam)
+                   .index_add_(0, ib * n + ib, lam).index_add_(0, ia * n + ib, -lam)
+                   .index_add_(0, ib * n + ia, -lam)).view(n, n)
+            return self.R.T @ (lap @ self.R)
         lD = lam[:, None] * self.dense
         G = torch.zeros_like(self.R).index_add_(0, self.ia, lD).index_add_(0, self.ib, -lD)
         return self.R.T @ G

@@ -30,6 +30,25 @@ def check_learnable(model, features, what: str = "learn_kernel") -> None:
                         f"{{{what}=False}}", arg=what, settings=("kernel", what))
 
 
+def learns_by_default(model, features) -> bool:
+    """What a route's ``learn_kernel`` left unset (None) means: learn the length-scales where the model
+    leaves them to the median heuristic — ``"se"`` or ``"matern32"`` without length-scales of its own,
+    ``lengthscale=None`` — on items with features, and wherever the model has a ``lengthscale_prior``
+    (whose MAP the route then finds; :func:`check_learnable` refuses a kernel it cannot learn). A
+    length-scale the user set, a kernel object with its own length-scales, a callable kernel, and items
+    without features keep their kernel fixed."""
+    from .kernels import Kernel
+
+    if getattr(model, "lengthscale_prior", None) is not None:
+        return True
+    kern = model.kernel
+    if isinstance(kern, Kernel) and kern.lengthscale is None:
+        kern = kern.name
+    features = np.asarray(features)
+    return (kern in ("se", "matern32") and getattr(model, "lengthscale", None) is None
+            and features.ndim == 2 and features.shape[1] > 0)
+
+
 @dataclass
 class KernelSpace:
     """θ ↦ setup for ``model`` (a dataclass with ``lengthscale`` and ``setup_features``) on ``X``."""

@@ -87,7 +87,9 @@ class GPPL:
         Kernel("matern32")``, see :mod:`crowdzoo.gp.kernels`) or any callable ``k(X1, X2)``.
         Data without item features (an items frame with no columns) get the identity kernel:
         independent utilities per item, every item inducing.
-    lengthscale : (D,) length-scales for the kernel's unset ones; None uses the median heuristic (Eq. 26).
+    lengthscale : (D,) length-scales for the kernel's unset ones; None uses the median heuristic (Eq. 26),
+        the start of the length-scales that the default natgrad route learns (``learn_kernel=False``
+        keeps it; docs/gppl.md, "The default kernel").
     scaled_lengthscale : use the high-dimensional variant 20√D · ℓ_MH (§5.3).
     shape_s0, rate_s0 : α₀, β₀ of the Gamma prior on the inverse scale s (Eq. 4, 15).
     s_prior : any positive Pyro distribution replacing Gamma(α₀, β₀) (not for ``natgrad``,
@@ -97,8 +99,8 @@ class GPPL:
         feature dimensions, or with batch shape (D,)), in the features' units: the svi and nuts routes
         then infer ℓ with the utilities (module docstring), natgrad with ``learn_kernel=True`` adds
         log p(ℓ) to its objective (type-II MAP); needs a named kernel ("se", "matern32").
-        None (default): ℓ is fixed (``lengthscale`` or the median heuristic), or learned by
-        ``learn_kernel=True``.
+        None (default): ℓ is ``lengthscale``, or the median heuristic, from which natgrad learns it
+        unless ``learn_kernel=False`` (the other routes with ``learn_kernel=True``).
     tie_prior : the prior of the tie threshold τ > 0 (probit scale), used when the data have ties
         (``ties="model"``); None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
         natgrad finds τ's mode on the log scale under it (a point estimate), svi and nuts its posterior.
@@ -146,7 +148,8 @@ class GPPL:
                             "set item_residual='auto' or False", arg="item_residual")
         if self.lengthscale_prior is None or method in ("svi", "nuts"):
             return
-        if method in ("natgrad", "ep") and settings.get("learn_kernel"):
+        learn = settings.get("learn_kernel")
+        if method in ("natgrad", "ep") and (learn or (learn is None and method == "natgrad")):
             return  # natgrad and ep add log p(ℓ) to the length-scales' objective (type-II MAP)
         raise DataError("lengthscale_prior: the svi and nuts routes infer the length-scales under the "
                         "prior, natgrad and ep with {learn_kernel=True} find their MAP; " + repr(method)
