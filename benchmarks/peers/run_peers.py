@@ -421,6 +421,18 @@ def write_section(path, text, start=START, end=END):
         fh.write(new)
 
 
+def child_options(ap, work: str) -> None:
+    """The options every peers script shares: the children's threads, time and memory limits, the work
+    folder (default ``work``), a note under the heading, and rewriting from an earlier run's results."""
+    ap.add_argument("--threads", type=int, default=2, help="threads in every child (default 2)")
+    ap.add_argument("--timeout", type=float, default=400, help="seconds per child before it is killed")
+    ap.add_argument("--mem-gib", type=float, default=12, help="data-segment cap per child (RLIMIT_DATA)")
+    ap.add_argument("--work", default=work, help="problem and result files")
+    ap.add_argument("--note", default="", help="a line printed in bold under the heading")
+    ap.add_argument("--from-results", metavar="JSON",
+                    help="run nothing: write the section again from an earlier run's results.json")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="docs/benchmarks.md", help="markdown file (its peers section)")
@@ -428,14 +440,8 @@ def main(argv=None):
     ap.add_argument("--sizes", default="100,150,crowd,1000,5000",
                     help="comma-separated problems, in order: numbers of items N for the sine problem's "
                     "generator, and 'crowd'")
-    ap.add_argument("--threads", type=int, default=2, help="threads in every child (default 2)")
-    ap.add_argument("--timeout", type=float, default=400, help="seconds per child before it is killed")
-    ap.add_argument("--mem-gib", type=float, default=12, help="data-segment cap per child (RLIMIT_DATA)")
     ap.add_argument("--only", default="", help="comma-separated substrings: only methods whose label has one")
-    ap.add_argument("--work", default=os.path.join(ROOT, "runs", "peers"), help="problem and result files")
-    ap.add_argument("--note", default="", help="a line printed in bold under the heading")
-    ap.add_argument("--from-results", metavar="JSON",
-                    help="run nothing: write the section again from an earlier run's results.json")
+    child_options(ap, os.path.join(ROOT, "runs", "peers"))
     args = ap.parse_args(argv)
     if args.from_results:
         with open(args.from_results) as fh:

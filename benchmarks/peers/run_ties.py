@@ -39,7 +39,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
 from harness import cpu_name  # noqa: E402
 from problems import save, ties_problem  # noqa: E402
-from run_peers import _versions, run_child, write_section  # noqa: E402
+from run_peers import _versions, child_options, run_child, write_section  # noqa: E402
 
 START = "<!-- bench_peers_ties: run_ties.py rewrites this section -->"
 END = "<!-- bench_peers_ties:end -->"
@@ -238,14 +238,7 @@ def main(argv=None):
     ap.add_argument("--out", default="docs/benchmarks.md", help="markdown file (its section on ties)")
     ap.add_argument("--taus", default=",".join(map(str, TAUS)), help="tie thresholds of the problems")
     ap.add_argument("--seed", type=int, default=0, help="the problems' seed")
-    ap.add_argument("--threads", type=int, default=2, help="threads in every child (default 2)")
-    ap.add_argument("--timeout", type=float, default=400, help="seconds per child before it is killed")
-    ap.add_argument("--mem-gib", type=float, default=12, help="data-segment cap per child (RLIMIT_DATA)")
-    ap.add_argument("--work", default=os.path.join(ROOT, "runs", "peers-ties"),
-                    help="problem and result files")
-    ap.add_argument("--note", default="", help="a line printed in bold under the heading")
-    ap.add_argument("--from-results", metavar="JSON",
-                    help="run nothing: write the section again from an earlier run's results.json")
+    child_options(ap, os.path.join(ROOT, "runs", "peers-ties"))
     args = ap.parse_args(argv)
     if args.from_results:
         with open(args.from_results) as fh:
