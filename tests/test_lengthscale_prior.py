@@ -126,8 +126,10 @@ def _loop_over_draws(post, a, b, item_features=None):
         B = torch.linalg.solve_triangular(L, kern(Z, X), upper=False)
         setup = GPPLSetup(kernel=kern, X=X, Z=Z, K_mm=K, L_mm=L, B=B, exact=post.setup.exact,
                           jitter=post.model.jitter)
+        residual = {} if post.r_means is None else {"r_means": post.r_means[g:g + 1],
+                                                     "s_r": post.s_r[g:g + 1]}
         one = GPPLPosterior(model=post.model, setup=setup, data=post.data, method="x",
-                            means=post.means[g:g + 1], covs=None, s=post.s[g:g + 1])
+                            means=post.means[g:g + 1], covs=None, s=post.s[g:g + 1], **residual)
         out.append(one.predict_proba(a, b, item_features=item_features))
     return np.mean(out, axis=0)
 
