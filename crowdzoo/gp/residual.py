@@ -28,6 +28,7 @@ oscillate. The cost is O(P_i + N) a step, and the state O(N).
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -77,8 +78,10 @@ def exact_weights(g_mu, g_v, res: Residual, a, b):
     return h, g_mu + h * m[a], -g_mu + h * m[b]
 
 
-def linearised_weights(G, Q, y, Phi, res: Residual, a, b):
-    """(λ, ν_a, ν_b) of the linearised likelihood (Eq. 9–11) at ẑ with Φ(ẑ), G = φ(ẑ) and noise Q."""
+def linearised_weights(mu, Q, y, res: Residual, a, b):
+    """(λ, ν_a, ν_b) of the linearised likelihood (Eq. 9–11) about ẑ = ``mu``, with G = φ(ẑ) and noise Q."""
+    G = torch.exp(-0.5 * mu * mu) / math.sqrt(2 * math.pi)
+    Phi = torch.special.ndtr(mu)
     m = res.q.m
     return G * G / Q, G / Q * (y - Phi + G * m[a]), -G / Q * (y - Phi - G * m[b])
 

@@ -741,8 +741,7 @@ def _residual_step(r: residual.Residual, bt: Batch, mu, var, lik, Q, n_gh, tau, 
     """One natural-gradient step of the item residual's q(r) and q(s_r) at the labels' moments (μ, v) of
     z (:mod:`crowdzoo.gp.residual`; the weights of :func:`_weights` with κ = ±1)."""
     if lik == "linearised":
-        G = torch.exp(-0.5 * mu * mu) / math.sqrt(2 * math.pi)
-        weights = residual.linearised_weights(G, Q, bt.y, ndtr(mu), r, bt.a, bt.b)
+        weights = residual.linearised_weights(mu, Q, bt.y, r, bt.a, bt.b)
     else:
         weights = residual.exact_weights(*_grads(bt, mu, var, n_gh, tau), r, bt.a, bt.b)
     return residual.step(r, bt.a, bt.b, *weights, r_i, pi, *res_prior, reduce=reduce)

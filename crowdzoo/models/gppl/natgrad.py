@@ -241,8 +241,7 @@ def _residual_step(r: residual.Residual, p: Problem, y, ab, mu, v, tau, r_i, pi)
     """One natural-gradient step of the item residual's q(r) and q(s_r) (:mod:`crowdzoo.gp.residual`) at
     the labels' marginals (μ, v) of z under the current q."""
     if p.likelihood == "linearised":
-        G = torch.exp(-0.5 * mu ** 2) / math.sqrt(2 * math.pi)
-        weights = residual.linearised_weights(G, _Q(p, y), y, ndtr(mu), r, *ab)
+        weights = residual.linearised_weights(mu, _Q(p, y), y, r, *ab)
     else:
         _, g_mu, g_v = _expected(p, tau, y, mu, v)
         weights = residual.exact_weights(g_mu, g_v, r, *ab)
