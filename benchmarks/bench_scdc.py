@@ -121,7 +121,7 @@ def _model(name, arch=None):
     them (``--quick``: small networks)."""
     import crowdzoo as cz
 
-    return getattr(cz, name)(**(arch or {}))
+    return getattr(cz, name).paper_mnist(**(arch or {}))
 
 
 def _settings(model, want):

@@ -8,8 +8,15 @@ import torch
 import crowdzoo as cz
 
 # ``make test`` runs the files on two pytest-xdist workers (one per CI core), each on one torch thread;
-# a plain ``pytest`` run has the two threads to itself.
-torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
+# a plain ``pytest`` run has the two threads to itself. A worker's subprocesses (notebooks, CLI runs,
+# NUTS chains, distributed ranks) inherit one thread too: with two workers on two cores, a child on a
+# pool of two threads ran 8 times slower (a notebook's NUTS fit: 5.4 s on one thread, 44 s on two).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+else:
+    torch.set_num_threads(2)
 
 
 @pytest.fixture(scope="module")
