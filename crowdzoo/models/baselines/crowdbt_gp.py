@@ -16,9 +16,13 @@ Fitting (route ``"map"``): two stages, as the baseline is built.
 1. crowdBT by maximum a posteriori: L-BFGS on (s, logit η) over all labels at once (Chen et al.
    2013 update the same posterior online by moment matching; with every label at hand, the MAP of
    the same model is the simpler and deterministic choice).
-2. Sparse GP regression (DTC, M inducing items by k-means++) of the MAP scores of the labelled
-   items on their features. The signal and noise variances are chosen by the DTC marginal
-   likelihood over a grid; the length-scales by the median heuristic (Eq. 26), as for GPPL.
+2. Sparse GP regression (DTC, M inducing items by k-means++) of the scores of the labelled items
+   on their features. The paper's (:meth:`CrowdBTGP.paper`): the MAP scores as targets, σ_f², σ_n²
+   by the DTC marginal likelihood over a grid, length-scales by the median heuristic (Eq. 26), the
+   consensus g alone. The defaults: each score's own evidence t̃_i ~ N(s_i, 1/λ_i) as target
+   (:func:`score_evidence`), s_i = g(x_i) + r_i with an item residual r_i ~ N(0, σ_r²), ARD ℓ, σ_f²
+   and σ_r² by L-BFGS on the marginal likelihood (:func:`_learn`), and a labelled item predicted
+   from g and its own evidence (:class:`CrowdBTGPPosterior`); ties say nothing of η.
 
 All GP algebra in float64 with Cholesky solves; whitened inducing values u (g_m = L_mm u).
 """
