@@ -105,3 +105,53 @@ def test_crowdbt_predicts_each_worker_by_its_reliability(spammed):
                                consensus[:5], atol=1e-12)
     with pytest.raises(cz.DataError, match="not a training user"):
         post.predict_proba(a[:5], b[:5], users=["nobody"] * 5)
+
+
+def test_stage2_learns_to_switch_off_an_irrelevant_feature():
+    """Scores that vary with the first feature only: stage 2's learned length-scale of the second (the
+    irrelevant one) grows far past the median heuristic while the first's stays near it, and the learned
+    (ℓ, σ_f², σ_r²) maximise the penalised DTC marginal likelihood — no step of ±0.1 in any log
+    coordinate, recomputed from a fresh setup at the stepped ℓ, does better."""
+    import dataclasses
+
+    import torch
+
+    from crowdzoo.models.baselines.crowdbt_gp import _dtc
+    from crowdzoo.models.gppl.model import GPPL
+
+    rng = np.random.default_rng(0)
+    n, P = 40, 1500
+    X = rng.uniform(-1, 1, size=(n, 2))
+    f = 2.5 * np.sin(2.5 * X[:, 0])
+    a, b = rng.integers(0, n, P), rng.integers(0, n, P)
+    keep = a != b
+    a, b = a[keep], b[keep]
+    y = (rng.uniform(size=a.size) < 1 / (1 + np.exp(-(f[a] - f[b])))).astype(float)
+    d = cz.PairwiseData.from_arrays(a, b, y, X, users=rng.integers(0, 10, a.size))
+    post = cz.fit(cz.CrowdBTGP(), d, method="map")
+    ell, ell0 = np.array(post.settings["learned_lengthscale"]), np.array(post.settings["start_lengthscale"])
+    assert ell[1] / ell0[1] > 5 and ell[0] / ell0[0] < 3
+    # the optimum: recompute the objective −log p(t) − log prior from scratch around the learned θ
+    t = torch.as_tensor(post.t.numpy(), dtype=torch.float64)  # every item is labelled
+    v = post.score_var
+    gp = GPPL(n_inducing=post.model.n_inducing, kernel=post.model.kernel)
+    Z = post.setup.Z
+
+    def penalised(log_ell, log_sf2, log_sr2):
+        B = dataclasses.replace(gp, lengthscale=torch.exp(log_ell)).setup_features(
+            torch.as_tensor(X), inducing=Z).B
+        lml, _ = _dtc(B, t, v + np.exp(log_sr2), np.exp(log_sf2), moments=False)
+        z = (log_ell - torch.log(torch.as_tensor(ell0))) / post.model.lengthscale_prior_sd
+        prior = -0.5 * (z ** 2).sum()
+        return float(lml + prior)
+
+    theta = [torch.log(torch.as_tensor(ell)), np.log(post.signal_var), np.log(post.noise_var)]
+    best = penalised(*theta)
+    for i in range(4):
+        for step in (-0.1, 0.1):
+            th = [theta[0].clone(), theta[1], theta[2]]
+            if i < 2:
+                th[0][i] += step
+            else:
+                th[i - 1] += step
+            assert penalised(*th) <= best + 1e-6

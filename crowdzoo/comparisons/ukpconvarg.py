@@ -69,7 +69,7 @@ def methods(personal: bool, quick: bool):
     if personal:
         out["crowdGPPL\\t"] = (cz.CrowdGPPL(**{**crowd, "consensus": False}), "natgrad", ng)
     else:
-        out["crowdBT-GP"] = (cz.CrowdBTGP(n_inducing=st["M"], scaled_lengthscale=True), "map", {})
+        out["crowdBT-GP"] = (cz.CrowdBTGP.paper(n_inducing=st["M"], scaled_lengthscale=True), "map", {})
     return out
 
 
