@@ -1,6 +1,7 @@
 """crowdGPPL through the Python API on a panel of ``bench_scale.py``'s kind at a size of your choice,
 scored on its held-out decided pairs: personal and consensus predictions beside the items' win rates,
-with each fit's route settings (the likelihood, init_var, ...) given as Python dicts.
+with each fit's route settings (the likelihood, init_var, ...) given as Python dicts (a ``model`` key
+holds CrowdGPPL's own fields, e.g. ``dict(model=dict(n_inducing=800))``).
 
     python benchmarks/bench_panel_fit.py 600 4000 "dict(likelihood='linearised')" \\
         "dict(likelihood='exact')" "dict(likelihood='exact', init_var=1.0)"
@@ -40,10 +41,11 @@ def main(argv=None):
     a, b, users = test["winner"].to_numpy(), test["loser"].to_numpy(), test["taster"].to_numpy()
     for text in settings:
         kw = ast.literal_eval(text) if text.startswith("{") else eval(text, {"dict": dict})  # noqa: S307
+        model = cz.CrowdGPPL(**kw.pop("model", {}))
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            post = cz.fit(cz.CrowdGPPL(), data, progress_bar=False, **kw)
+            post = cz.fit(model, data, progress_bar=False, **kw)
         secs = time.perf_counter() - t0
         p, p0 = post.predict_proba(a, b, users=users), post.predict_proba(a, b)
         print(f"{kw}: personal log loss {-np.log(np.clip(p, 1e-12, 1)).mean():.4f} (accuracy "
