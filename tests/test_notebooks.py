@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import jupytext
 import pytest
+from test_docs_tables import tables
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
@@ -69,26 +69,8 @@ def test_docs_site_builds_strict(tmp_path):
             continue
         page = rel.with_name("index.html") if rel.name == "index.md" else rel.with_suffix("") / "index.html"
         built = (tmp_path / "site" / page).read_text().count("<table")
-        if built < markdown_tables(md.read_text()):
-            short[str(rel)] = (markdown_tables(md.read_text()), built)
+        written = len(list(tables(md.read_text())))
+        if built < written:
+            short[str(rel)] = (written, built)
     assert not short, f"pages whose tables did not render (in Markdown, built): {short}"
 
-
-SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-
-
-def markdown_tables(text: str) -> int:
-    """The number of pipe tables in Markdown ``text``: a separator row under a row of cells, outside
-    fenced code."""
-    lines, n, fenced = text.splitlines(), 0, False
-    for prev, line in zip([""] + lines, lines):
-        if line.strip().startswith("```"):
-            fenced = not fenced
-        elif not fenced and SEPARATOR.match(line) and prev.strip().startswith("|"):
-            n += 1
-    return n
-
-
-def test_the_table_count_sees_a_table_and_skips_code():
-    text = "| a | b |\n|---|---:|\n| 1 | 2 |\n\n```\n| x |\n|---|\n```\n"
-    assert markdown_tables(text) == 1
