@@ -30,6 +30,18 @@ label each (Sushi-B's shape) its sites grow without bound and EP diverges, while
 converge (docs/collabgp.md; ``test_ep_with_many_pairs_and_few_labels_each``). With 10 items both
 agree.
 
+With ``learn_scale`` (the default) the prior of h_d is GP(0, K_items / s_d) with s_d ~ Gamma(α₀, β₀),
+and the VB step carries a factor q(s_d) = Gamma(α_d, β_d) beside Q(W) Q(H) (mean-field, as GPPL's
+natgrad treats its inverse scale, Simpson & Gurevych 2020 Eq. 15): Q(h_d) is the GP posterior at
+s̄_d = E[s_d] = α_d/β_d, and after each update of Q(h_d)
+
+    α_d = α₀ + n_h/2,   β_d = β₀ + ½ E_Q[ãᵀã],
+
+where h_d = Φ_h a_d + √δ_h ε (a_d, ε ~ N(0, I/s_d)), ã = (a_d, ε where δ_h > 0) and n_h its length:
+the standard conjugate update, E_Q[ãᵀã] = E_Q[h_dᵀ K_items⁻¹ h_d] (:func:`scale_energy`). With the
+factorised sites q(s_d) is updated once per sweep, from the GP marginals that refine f̂₄. The paper
+keeps s_d = 1 (main paper Eq. 5; ``CollabGP.paper()``).
+
 Every update is damped in natural parameters (Eq. 16–21) with ε starting at 1 and multiplied by
 0.95 after each sweep; a site update that would make a variance negative is skipped (end of §4.3).
 EP stops when no mean of Q(g) moves by more than ``tol`` between sweeps.
@@ -65,7 +77,8 @@ class Site(NamedTuple):
 
 
 class EPState(NamedTuple):
-    """All site parameters: g1, g2 (L,) on g; h2, h4 (D, P) on H; w2, w3 (D, U) on Wᵀ."""
+    """All site parameters: g1, g2 (L,) on g; h2, h4 (D, P) on H; w2, w3 (D, U) on Wᵀ; ``scales`` the
+    Gamma factors q(s_d) on the inverse scales of h (None: s_d = 1)."""
 
     g1: Site
     g2: Site
@@ -73,6 +86,35 @@ class EPState(NamedTuple):
     h4: Site
     w2: Site
     w3: Site
+    scales: Scales | None = None
+
+
+class Scales:
+    """q(s_d) = Gamma(α_d, β_d), d = 1..D: the inverse output scales of h_d under the prior Gamma(α₀, β₀)
+    (module docstring). ``mean`` E[s_d] = α_d/β_d; :meth:`update` sets one d from E_Q[ãᵀã]."""
+
+    def __init__(self, prior: tuple[float, float], D: int, start: float):
+        self.shape0, self.rate0 = (float(v) for v in prior)
+        self.shape = torch.full((D,), self.shape0, dtype=DTYPE)
+        self.rate = self.shape / float(start)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.shape / self.rate
+
+    def update(self, d, energy: torch.Tensor, n: int) -> None:
+        """α_d = α₀ + n/2, β_d = β₀ + ½ E_Q[ãᵀã] (``energy``; ``d`` an index or a slice)."""
+        self.shape[d] = self.shape0 + 0.5 * n
+        self.rate[d] = self.rate0 + 0.5 * energy
+
+    def bound(self, n: int) -> float:
+        """What q(s) adds to the VB bound beside the Gaussian terms taken at s̄ = E[s]:
+        Σ_d [(n/2)(E[log s_d] − log s̄_d) − KL(Gamma(α_d, β_d) ‖ Gamma(α₀, β₀))]."""
+        a, b, a0, b0 = self.shape, self.rate, self.shape0, self.rate0
+        e_log = torch.digamma(a) - torch.log(b)
+        kl = ((a - a0) * torch.digamma(a) - torch.lgamma(a) + math.lgamma(a0)
+              + a0 * (torch.log(b) - math.log(b0)) + a * (b0 - b) / b)
+        return float((0.5 * n * (e_log - torch.log(self.mean)) - kl).sum())
 
 
 class GPMarginals(NamedTuple):
@@ -109,6 +151,38 @@ def gp_marginals(Phi: torch.Tensor | None, delta: torch.Tensor, site: Site, what
     mean = r * (mean_a @ Phi.T) + delta * nu * r
     logZ = base - 0.5 * logdet_from_chol(L) + 0.5 * (b * mean_a).sum(-1)
     return GPMarginals(mean, var, mean_a, C, logZ)
+
+
+def scaled_marginals(Phi: torch.Tensor, delta: torch.Tensor, site: Site, s: torch.Tensor | None,
+                     what: str) -> GPMarginals:
+    """:func:`gp_marginals` of h_d = Φ a_d + √δ ε under the prior GP(0, (ΦΦᵀ + diag δ) / s_d) (a_d, ε ~
+    N(0, I/s_d)), batched over d (``s`` (D,); None: s_d = 1): y = √s_d h_d has the unit prior and the
+    sites (τ/s_d, ν/√s_d), so its marginals are :func:`gp_marginals`', rescaled — means by 1/√s_d,
+    variances by 1/s_d, the log-partition unchanged. ``mean_a``, ``cov_a`` are a_d's (h = Φ a_d + √δ ε)."""
+    if s is None:
+        return gp_marginals(Phi, delta, site, what)
+    r = s.sqrt()[:, None]
+    out = gp_marginals(Phi, delta, Site(site.tau / s[:, None], site.nu / r), what)
+    return GPMarginals(out.mean / r, out.var / s[:, None], out.mean_a / r, out.cov_a / s[:, None, None],
+                       out.log_partition)
+
+
+def scale_energy(Phi: torch.Tensor, delta: torch.Tensor, site: Site, q: GPMarginals, s: torch.Tensor):
+    """(E_Q[ãᵀã] per d, n_h) for :class:`Scales`: ã = (a_d, ε where δ > 0), Q(a_d) = N(mean_a, cov_a) of
+    :func:`scaled_marginals` at ``s`` and, given a_d, each ε_p Gaussian with precision s_d + δ_p τ_p and
+    mean √δ_p (ν_p − τ_p φ_pᵀa_d)/(s_d + δ_p τ_p), so that
+    E[ε_p²] = 1/(s_d + δ_p τ_p) + δ_p E[(ν_p − τ_p φ_pᵀa_d)²]/(s_d + δ_p τ_p)²."""
+    energy = (q.mean_a * q.mean_a).sum(-1) + torch.diagonal(q.cov_a, dim1=-2, dim2=-1).sum(-1)
+    resid = delta > 0
+    n = Phi.shape[1] + int(resid.sum())
+    if n > Phi.shape[1]:
+        tau, nu, sd = site.tau[:, resid], site.nu[:, resid], s[:, None]
+        P_r, dl = Phi[resid], delta[resid]
+        fm = q.mean_a @ P_r.T
+        fv = ((P_r @ q.cov_a) * P_r).sum(-1)
+        prec = sd + dl * tau
+        energy = energy + (1.0 / prec + dl * ((nu - tau * fm) ** 2 + tau * tau * fv) / prec**2).sum(-1)
+    return energy, n
 
 
 def _damp(old: Site, new: Site, eps: float) -> Site:
@@ -156,11 +230,19 @@ def factorised_posterior(prior: Site):
     return post
 
 
-def gp_posterior(Phi: torch.Tensor | None, delta: torch.Tensor, what: str):
+def gp_posterior(Phi: torch.Tensor | None, delta: torch.Tensor, what: str, scales: Scales | None = None):
     """q(x_d) = GP(0, ΦΦᵀ + diag δ) × Gaussian likelihood sites, jointly over every input; only
-    its marginals are needed by the bilinear VB step (each label touches one pair and one user)."""
+    its marginals are needed by the bilinear VB step (each label touches one pair and one user).
+    With ``scales`` the prior is GP(0, (ΦΦᵀ + diag δ) / s̄_d) and q(s_d) is updated after q(x_d)."""
     def post(d, lik: Site):
-        out = gp_marginals(Phi, delta, Site(lik.tau[None], lik.nu[None]), what)
+        lik = Site(lik.tau[None], lik.nu[None])
+        if scales is None:
+            out = gp_marginals(Phi, delta, lik, what)
+            return out.mean[0], out.var[0]
+        s = scales.mean[d:d + 1]
+        out = scaled_marginals(Phi, delta, lik, s, what)
+        energy, n = scale_energy(Phi, delta, lik, out, s)
+        scales.update(d, energy[0], n)
         return out.mean[0], out.var[0]
     return post
 
@@ -233,14 +315,18 @@ def log_evidence(setup: CollabSetup, st: EPState, gp_factors: str = "exact") -> 
     sites (Eq. 49, 51, 57, 58). Z₂ is the VB bound of Eq. 47: for an exact GP factor
     log Z_d − E_Q[log f̂₂] = E_Q[log-lik sites] − KL(Q ‖ GP); for the paper's factorised f̂₃, f̂₄
     (``gp_factors="factorised"``) Q is the product of sites 2·3 and 2·4 and the same expression
-    is Eq. 47's entropy and cross terms rearranged."""
+    is Eq. 47's entropy and cross terms rearranged. With learned scales (``st.scales``) Q(h_d) is the
+    GP posterior at s̄_d = E[s_d] and the bound adds :meth:`Scales.bound` (the terms of q(s))."""
     z, u, t = setup.z, setup.u, setup.t
     v2 = 1.0 / st.g2.tau
     beta = t * st.g2.nu * v2 / torch.sqrt(1.0 + v2)
     out = fast_log_ndtr(beta).sum() + _A(st.g2) - _A(_add(st.g1, st.g2))
     gw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
-    gh = gp_marginals(setup.Phi_h, setup.delta_h, st.h2, "items")
+    s = None if st.scales is None else st.scales.mean
+    gh = scaled_marginals(setup.Phi_h, setup.delta_h, st.h2, s, "items")
     out = out + gw.log_partition.sum() + gh.log_partition.sum()
+    if st.scales is not None:
+        out = out + st.scales.bound(scale_energy(setup.Phi_h, setup.delta_h, st.h2, gh, s)[1])
     if gp_factors == "exact":
         mw, vw, mh, vh = gw.mean, gw.var, gh.mean, gh.var
     else:
@@ -261,20 +347,26 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
     z, u, t = setup.z, setup.u, setup.t
     zeros = lambda *s: torch.zeros(*s, dtype=DTYPE)  # noqa: E731
     # prior variances of h and w: diag(Φ Φᵀ) + δ
+    # q(s_d) starts at E[s_d] = D/2: g's prior variance Σ_d 1/s̄_d = 2 per unit of k_pref, whatever D
+    # is and however weak the prior (started at a vague prior's mean, every h_d would start at a scale
+    # the labels cannot lift it from, or pull none of them down)
+    scales = None if setup.scale_prior is None else Scales(setup.scale_prior, D, start=0.5 * D)
     prior_h = (setup.Phi_h ** 2).sum(-1) + setup.delta_h
+    if scales is not None:
+        prior_h = prior_h / scales.mean[0]
     prior_w = setup.delta_w if setup.Phi_w is None else (setup.Phi_w ** 2).sum(-1) + setup.delta_w
     # f̂₁ from the prior predictive of g, so that the first VB step has data to break symmetry
     g2 = Site(1.0 / (D * prior_w[u] * prior_h[z]), zeros(L))
     st = EPState(g1=_probit_site(g2, t, Site(zeros(L), zeros(L)), 1.0), g2=g2,
                  h2=Site(zeros(D, P), zeros(D, P)), h4=Site(zeros(D, P), zeros(D, P)),
-                 w2=Site(zeros(D, U), zeros(D, U)), w3=Site(zeros(D, U), zeros(D, U)))
+                 w2=Site(zeros(D, U), zeros(D, U)), w3=Site(zeros(D, U), zeros(D, U)), scales=scales)
     gen = torch.Generator().manual_seed(seed)
     # Q(W) Q(H): zero means at the prior variances, random user weights to break the
     # sign/rotation symmetry (Stern et al. 2009)
     mh, vh = zeros(D, P), prior_h.expand(D, P).clone()
     mw, vw = torch.randn(D, U, generator=gen, dtype=DTYPE) * prior_w.sqrt(), prior_w.expand(D, U).clone()
     if gp_factors == "exact":
-        h_post = gp_posterior(setup.Phi_h, setup.delta_h, "items")
+        h_post = gp_posterior(setup.Phi_h, setup.delta_h, "items", scales)
         w_post = gp_posterior(setup.Phi_w, setup.delta_w, "users")
     eps, mg_old = 1.0, None
     trace = {"max_change": [], "damping": []}
@@ -284,8 +376,11 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
             h4, w3 = st.h4, st.w3
             if gp_factors == "factorised":
                 # f̂₄ and f̂₃: the GP priors against their cavities f̂₂ (Eq. 22–29)
-                qh = gp_marginals(setup.Phi_h, setup.delta_h, st.h2, "items")
+                s = None if scales is None else scales.mean.clone()
+                qh = scaled_marginals(setup.Phi_h, setup.delta_h, st.h2, s, "items")
                 h4 = _damp(st.h4, _divide(qh.mean, qh.var, st.h2), eps)
+                if scales is not None and it > 0:
+                    scales.update(slice(None), *scale_energy(setup.Phi_h, setup.delta_h, st.h2, qh, s))
                 qw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
                 w3 = _damp(st.w3, _divide(qw.mean, qw.var, st.w2), eps)
                 h_post, w_post = factorised_posterior(h4), factorised_posterior(w3)
@@ -305,7 +400,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
             g2 = _damp(st.g2, _divide(mg, vg, st.g1), eps)
             # f̂₁: probit sites against the cavity f̂₂ (Eq. 39–43)
             g1 = _probit_site(g2, t, st.g1, eps)
-            st = EPState(g1, g2, h2, h4, w2, w3)
+            st = EPState(g1, g2, h2, h4, w2, w3, scales)
             q = _add(g1, g2)
             mean_g = q.nu / q.tau
             if not torch.isfinite(mean_g).all():
@@ -360,7 +455,8 @@ def fit_ep(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float
     setup = setup or model.setup(data, seed=seed)
     st, trace = run_ep(setup, max_iter=max_iter, tol=tol, damping=damping, vb_sweeps=vb_sweeps, seed=seed,
                        progress_bar=progress_bar, gp_factors=gp_factors)
-    qh = gp_marginals(setup.Phi_h, setup.delta_h, st.h2, "items")
+    s = None if st.scales is None else st.scales.mean
+    qh = scaled_marginals(setup.Phi_h, setup.delta_h, st.h2, s, "items")
     qw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
     if gp_factors == "exact":
         w_mean, w_var = qw.mean, qw.var
@@ -373,6 +469,7 @@ def fit_ep(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float
         model=model, setup=setup, data=data, method="ep", weights=torch.ones(1, dtype=DTYPE),
         a_mean=qh.mean_a[None], a_cov=qh.cov_a, w_mean=w_mean.T[None], w_var=w_var.T,
         b_mean=None if qw.mean_a is None else qw.mean_a[None], b_cov=qw.cov_a, log_evidence=logz,
+        h_scale=None if s is None else (1.0 / s)[None],
         trace=trace, settings=dict(seed=seed, max_iter=max_iter, tol=tol, damping=damping,
                                    vb_sweeps=vb_sweeps, gp_factors=gp_factors, learn_kernel=learn_kernel,
                                    **learned), state=st)
@@ -427,4 +524,5 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
     return learned, out
 
 
-__all__ = ["fit_ep", "run_ep", "gp_marginals", "vb_bilinear", "log_evidence", "EPState", "Site"]
+__all__ = ["fit_ep", "run_ep", "gp_marginals", "scaled_marginals", "scale_energy", "vb_bilinear",
+           "log_evidence", "EPState", "Scales", "Site"]
