@@ -38,7 +38,8 @@ s̄_d = E[s_d] = α_d/β_d, and after each update of Q(h_d)
     α_d = α₀ + n_h/2,   β_d = β₀ + ½ E_Q[ãᵀã],
 
 where h_d = Φ_h a_d + √δ_h ε (a_d, ε ~ N(0, I/s_d)), ã = (a_d, ε where δ_h > 0) and n_h its length:
-the standard conjugate update, E_Q[ãᵀã] = E_Q[h_dᵀ K_items⁻¹ h_d] (:func:`scale_energy`). With the
+the standard conjugate update, E_Q[ãᵀã] = E_Q[h_dᵀ K_items⁻¹ h_d] (:meth:`Scales.energy`; directions
+of a_d that no training pair sees are left out, as they drop out of the evidence). With the
 factorised sites q(s_d) is updated once per sweep, from the GP marginals that refine f̂₄. The paper
 keeps s_d = 1 (main paper Eq. 5; ``CollabGP.paper()``).
 
@@ -93,28 +94,54 @@ class Scales:
     """q(s_d) = Gamma(α_d, β_d), d = 1..D: the inverse output scales of h_d under the prior Gamma(α₀, β₀)
     (module docstring). ``mean`` E[s_d] = α_d/β_d; :meth:`update` sets one d from E_Q[ãᵀã]."""
 
-    def __init__(self, prior: tuple[float, float], D: int, start: float):
+    def __init__(self, prior: tuple[float, float], D: int, start: float, Phi: torch.Tensor,
+                 delta: torch.Tensor):
         self.shape0, self.rate0 = (float(v) for v in prior)
         self.shape = torch.full((D,), self.shape0, dtype=DTYPE)
         self.rate = self.shape / float(start)
+        self.Phi, self.delta = Phi, delta
+        # FITC residuals ε that carry variance (δ at round-off level is the exact prior's zero)
+        self.resid = delta > 1e-6 * float(((Phi * Phi).sum(-1) + delta).max())
+        # directions of a that no training pair sees (with every item a pseudo-input: f's constant, and
+        # one more per further component of the graph of labelled pairs) keep their prior N(0, I/s_d):
+        # they drop out of the evidence and are left out of q(s_d)'s update
+        self.n_null = Phi.shape[1] - int(torch.linalg.matrix_rank(Phi))
+        self.n = Phi.shape[1] - self.n_null + int(self.resid.sum())
+
+    def energy(self, site: Site, q: GPMarginals, s: torch.Tensor) -> torch.Tensor:
+        """E_Q[ãᵀã] per d: ã = (a_d in the directions the training pairs see, ε where δ > 0), Q(a_d) =
+        N(mean_a, cov_a) of :func:`scaled_marginals` at ``s`` (its unseen directions at the prior, which
+        contribute (M − rank Φ)/s_d to E[a_dᵀa_d]) and, given a_d, each ε_p Gaussian with precision
+        s_d + δ_p τ_p and mean √δ_p (ν_p − τ_p φ_pᵀa_d)/(s_d + δ_p τ_p), so that
+        E[ε_p²] = 1/(s_d + δ_p τ_p) + δ_p E[(ν_p − τ_p φ_pᵀa_d)²]/(s_d + δ_p τ_p)²."""
+        out = ((q.mean_a * q.mean_a).sum(-1) + torch.diagonal(q.cov_a, dim1=-2, dim2=-1).sum(-1)
+               - self.n_null / s)
+        if bool(self.resid.any()):
+            tau, nu, sd = site.tau[:, self.resid], site.nu[:, self.resid], s[:, None]
+            P_r, dl = self.Phi[self.resid], self.delta[self.resid]
+            fm = q.mean_a @ P_r.T
+            fv = ((P_r @ q.cov_a) * P_r).sum(-1)
+            prec = sd + dl * tau
+            out = out + (1.0 / prec + dl * ((nu - tau * fm) ** 2 + tau * tau * fv) / prec**2).sum(-1)
+        return out
 
     @property
     def mean(self) -> torch.Tensor:
         return self.shape / self.rate
 
-    def update(self, d, energy: torch.Tensor, n: int) -> None:
-        """α_d = α₀ + n/2, β_d = β₀ + ½ E_Q[ãᵀã] (``energy``; ``d`` an index or a slice)."""
-        self.shape[d] = self.shape0 + 0.5 * n
+    def update(self, d, energy: torch.Tensor) -> None:
+        """α_d = α₀ + n_h/2, β_d = β₀ + ½ E_Q[ãᵀã] (``energy``; ``d`` an index or a slice)."""
+        self.shape[d] = self.shape0 + 0.5 * self.n
         self.rate[d] = self.rate0 + 0.5 * energy
 
-    def bound(self, n: int) -> float:
+    def bound(self) -> float:
         """What q(s) adds to the VB bound beside the Gaussian terms taken at s̄ = E[s]:
         Σ_d [(n/2)(E[log s_d] − log s̄_d) − KL(Gamma(α_d, β_d) ‖ Gamma(α₀, β₀))]."""
         a, b, a0, b0 = self.shape, self.rate, self.shape0, self.rate0
         e_log = torch.digamma(a) - torch.log(b)
         kl = ((a - a0) * torch.digamma(a) - torch.lgamma(a) + math.lgamma(a0)
               + a0 * (torch.log(b) - math.log(b0)) + a * (b0 - b) / b)
-        return float((0.5 * n * (e_log - torch.log(self.mean)) - kl).sum())
+        return float((0.5 * self.n * (e_log - torch.log(self.mean)) - kl).sum())
 
 
 class GPMarginals(NamedTuple):
@@ -165,24 +192,6 @@ def scaled_marginals(Phi: torch.Tensor, delta: torch.Tensor, site: Site, s: torc
     out = gp_marginals(Phi, delta, Site(site.tau / s[:, None], site.nu / r), what)
     return GPMarginals(out.mean / r, out.var / s[:, None], out.mean_a / r, out.cov_a / s[:, None, None],
                        out.log_partition)
-
-
-def scale_energy(Phi: torch.Tensor, delta: torch.Tensor, site: Site, q: GPMarginals, s: torch.Tensor):
-    """(E_Q[ãᵀã] per d, n_h) for :class:`Scales`: ã = (a_d, ε where δ > 0), Q(a_d) = N(mean_a, cov_a) of
-    :func:`scaled_marginals` at ``s`` and, given a_d, each ε_p Gaussian with precision s_d + δ_p τ_p and
-    mean √δ_p (ν_p − τ_p φ_pᵀa_d)/(s_d + δ_p τ_p), so that
-    E[ε_p²] = 1/(s_d + δ_p τ_p) + δ_p E[(ν_p − τ_p φ_pᵀa_d)²]/(s_d + δ_p τ_p)²."""
-    energy = (q.mean_a * q.mean_a).sum(-1) + torch.diagonal(q.cov_a, dim1=-2, dim2=-1).sum(-1)
-    resid = delta > 0
-    n = Phi.shape[1] + int(resid.sum())
-    if n > Phi.shape[1]:
-        tau, nu, sd = site.tau[:, resid], site.nu[:, resid], s[:, None]
-        P_r, dl = Phi[resid], delta[resid]
-        fm = q.mean_a @ P_r.T
-        fv = ((P_r @ q.cov_a) * P_r).sum(-1)
-        prec = sd + dl * tau
-        energy = energy + (1.0 / prec + dl * ((nu - tau * fm) ** 2 + tau * tau * fv) / prec**2).sum(-1)
-    return energy, n
 
 
 def _damp(old: Site, new: Site, eps: float) -> Site:
@@ -241,8 +250,7 @@ def gp_posterior(Phi: torch.Tensor | None, delta: torch.Tensor, what: str, scale
             return out.mean[0], out.var[0]
         s = scales.mean[d:d + 1]
         out = scaled_marginals(Phi, delta, lik, s, what)
-        energy, n = scale_energy(Phi, delta, lik, out, s)
-        scales.update(d, energy[0], n)
+        scales.update(d, scales.energy(lik, out, s)[0])
         return out.mean[0], out.var[0]
     return post
 
@@ -326,7 +334,7 @@ def log_evidence(setup: CollabSetup, st: EPState, gp_factors: str = "exact") -> 
     gh = scaled_marginals(setup.Phi_h, setup.delta_h, st.h2, s, "items")
     out = out + gw.log_partition.sum() + gh.log_partition.sum()
     if st.scales is not None:
-        out = out + st.scales.bound(scale_energy(setup.Phi_h, setup.delta_h, st.h2, gh, s)[1])
+        out = out + st.scales.bound()
     if gp_factors == "exact":
         mw, vw, mh, vh = gw.mean, gw.var, gh.mean, gh.var
     else:
@@ -350,7 +358,8 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
     # q(s_d) starts at E[s_d] = D/2: g's prior variance Σ_d 1/s̄_d = 2 per unit of k_pref, whatever D
     # is and however weak the prior (started at a vague prior's mean, every h_d would start at a scale
     # the labels cannot lift it from, or pull none of them down)
-    scales = None if setup.scale_prior is None else Scales(setup.scale_prior, D, start=0.5 * D)
+    scales = None if setup.scale_prior is None else Scales(setup.scale_prior, D, 0.5 * D, setup.Phi_h,
+                                                                 setup.delta_h)
     prior_h = (setup.Phi_h ** 2).sum(-1) + setup.delta_h
     if scales is not None:
         prior_h = prior_h / scales.mean[0]
@@ -380,7 +389,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
                 qh = scaled_marginals(setup.Phi_h, setup.delta_h, st.h2, s, "items")
                 h4 = _damp(st.h4, _divide(qh.mean, qh.var, st.h2), eps)
                 if scales is not None and it > 0:
-                    scales.update(slice(None), *scale_energy(setup.Phi_h, setup.delta_h, st.h2, qh, s))
+                    scales.update(slice(None), scales.energy(st.h2, qh, s))
                 qw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
                 w3 = _damp(st.w3, _divide(qw.mean, qw.var, st.w2), eps)
                 h_post, w_post = factorised_posterior(h4), factorised_posterior(w3)
@@ -524,5 +533,5 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
     return learned, out
 
 
-__all__ = ["fit_ep", "run_ep", "gp_marginals", "scaled_marginals", "scale_energy", "vb_bilinear",
+__all__ = ["fit_ep", "run_ep", "gp_marginals", "scaled_marginals", "vb_bilinear",
            "log_evidence", "EPState", "Scales", "Site"]
