@@ -155,7 +155,52 @@ class GPMarginals(NamedTuple):
     log_partition: torch.Tensor
 
 
-def gp_marginals(Phi: torch.Tensor | None, delta: torch.Tensor, site: Site, what: str) -> GPMarginals:
+class PairBasis(NamedTuple):
+    """Φ_h of the exact item prior, kept factored: with every item a pseudo-input, h(i, j) = f(x_i) − f(x_j)
+    and f = B a (B = K_items L⁻ᵀ, (N, M)), so Φ_h = E B with E (P, N) the pairs' rows e_lo − e_hi. The
+    products :func:`gp_marginals` needs then go through B and sums over the pairs — Φᵀ diag(w) Φ =
+    Bᵀ (Eᵀ diag(w) E) B with Eᵀ diag(w) E the graph Laplacian of the labelled pairs — at O(P + N²M)
+    per latent function instead of O(P M²) (P pairs ≫ N items when many pairs are labelled)."""
+
+    B: torch.Tensor
+    lo: torch.Tensor
+    hi: torch.Tensor
+
+    @classmethod
+    def of(cls, setup: CollabSetup) -> PairBasis | None:
+        """The factored Φ_h of ``setup`` where its item prior is exact (every item a pseudo-input),
+        else None (FITC: Φ_h as it is)."""
+        if setup.items.Zb is not None:
+            return None
+        B = torch.linalg.solve_triangular(setup.items.L_zz, setup.items.kernel(setup.items.Za, setup.X),
+                                          upper=False).T  # row x: k(x, Z) L⁻ᵀ
+        return cls(B, setup.pairs[:, 0], setup.pairs[:, 1])
+
+    def rmul(self, v: torch.Tensor) -> torch.Tensor:
+        """v Φ for v (D, P): (Eᵀ v)ᵀ B."""
+        N = self.B.shape[0]
+        u = torch.zeros(v.shape[0], N, dtype=DTYPE)
+        u.index_add_(1, self.lo, v)
+        u.index_add_(1, self.hi, -v)
+        return u @ self.B
+
+    def gram(self, w: torch.Tensor) -> torch.Tensor:
+        """Φᵀ diag(w_d) Φ for w (D, P): Bᵀ Λ_d B, Λ_d = Eᵀ diag(w_d) E."""
+        D, N = w.shape[0], self.B.shape[0]
+        lap = torch.zeros(D, N * N, dtype=DTYPE)
+        for i, j, sign in ((self.lo, self.lo, 1.0), (self.hi, self.hi, 1.0), (self.lo, self.hi, -1.0),
+                           (self.hi, self.lo, -1.0)):
+            lap.index_add_(1, i * N + j, sign * w)
+        return self.B.T @ lap.reshape(D, N, N) @ self.B
+
+    def quad(self, C: torch.Tensor) -> torch.Tensor:
+        """diag(Φ C_d Φᵀ) for C (D, M, M): (B C_d Bᵀ) at (lo, lo) + (hi, hi) − 2 (lo, hi)."""
+        S = self.B @ C @ self.B.T
+        return S[:, self.lo, self.lo] + S[:, self.hi, self.hi] - 2.0 * S[:, self.lo, self.hi]
+
+
+def gp_marginals(Phi: torch.Tensor | PairBasis | None, delta: torch.Tensor, site: Site,
+                 what: str) -> GPMarginals:
     """Posterior marginals of x = Φ a + √δ ε (a ~ N(0, I_M)) under sites (τ, ν), batched over the
     leading dimension of τ, ν (one GP per latent function). With r = 1/(1 + δτ) and
     A = I + Φᵀ diag(τ r) Φ (Woodbury on K + diag(1/τ), §4.4 / Naish-Guzman & Holden 2007):
@@ -168,6 +213,18 @@ def gp_marginals(Phi: torch.Tensor | None, delta: torch.Tensor, site: Site, what
     base = -0.5 * torch.log1p(delta * tau).sum(-1) + 0.5 * (delta * nu * nu * r).sum(-1)
     if Phi is None:
         return GPMarginals(delta * nu * r, delta * r, None, None, base)
+    if isinstance(Phi, PairBasis):
+        M = Phi.B.shape[1]
+        A = torch.eye(M, dtype=DTYPE) + Phi.gram((tau * r).reshape(-1, tau.shape[-1]))
+        L = cholesky(A, what=f"I + Φᵀ diag(τ̂) Φ ({what})")
+        b = Phi.rmul((nu * r).reshape(-1, nu.shape[-1]))
+        C = torch.cholesky_inverse(L)
+        mean_a = (C @ b[..., None])[..., 0]
+        f = mean_a @ Phi.B.T
+        var = r * r * Phi.quad(C) + delta * r
+        mean = r * (f[:, Phi.lo] - f[:, Phi.hi]) + delta * nu * r
+        logZ = base - 0.5 * logdet_from_chol(L) + 0.5 * (b * mean_a).sum(-1)
+        return GPMarginals(mean, var, mean_a, C, logZ)
     M = Phi.shape[1]
     A = torch.eye(M, dtype=DTYPE) + Phi.T @ ((tau * r)[..., None] * Phi)  # (D, M, M), GEMMs only
     L = cholesky(A, what=f"I + Φᵀ diag(τ̂) Φ ({what})")
@@ -331,7 +388,7 @@ def log_evidence(setup: CollabSetup, st: EPState, gp_factors: str = "exact") -> 
     out = fast_log_ndtr(beta).sum() + _A(st.g2) - _A(_add(st.g1, st.g2))
     gw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
     s = None if st.scales is None else st.scales.mean
-    gh = scaled_marginals(setup.Phi_h, setup.delta_h, st.h2, s, "items")
+    gh = scaled_marginals(PairBasis.of(setup) or setup.Phi_h, setup.delta_h, st.h2, s, "items")
     out = out + gw.log_partition.sum() + gh.log_partition.sum()
     if st.scales is not None:
         out = out + st.scales.bound()
@@ -361,6 +418,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
     scales = None if setup.scale_prior is None else Scales(setup.scale_prior, D, 0.5 * D, setup.Phi_h,
                                                                  setup.delta_h)
     prior_h = (setup.Phi_h ** 2).sum(-1) + setup.delta_h
+    Phi_h = PairBasis.of(setup) or setup.Phi_h
     if scales is not None:
         prior_h = prior_h / scales.mean[0]
     prior_w = setup.delta_w if setup.Phi_w is None else (setup.Phi_w ** 2).sum(-1) + setup.delta_w
@@ -375,7 +433,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
     mh, vh = zeros(D, P), prior_h.expand(D, P).clone()
     mw, vw = torch.randn(D, U, generator=gen, dtype=DTYPE) * prior_w.sqrt(), prior_w.expand(D, U).clone()
     if gp_factors == "exact":
-        h_post = gp_posterior(setup.Phi_h, setup.delta_h, "items", scales)
+        h_post = gp_posterior(Phi_h, setup.delta_h, "items", scales)
         w_post = gp_posterior(setup.Phi_w, setup.delta_w, "users")
     eps, mg_old = 1.0, None
     trace = {"max_change": [], "damping": []}
@@ -386,7 +444,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
             if gp_factors == "factorised":
                 # f̂₄ and f̂₃: the GP priors against their cavities f̂₂ (Eq. 22–29)
                 s = None if scales is None else scales.mean.clone()
-                qh = scaled_marginals(setup.Phi_h, setup.delta_h, st.h2, s, "items")
+                qh = scaled_marginals(Phi_h, setup.delta_h, st.h2, s, "items")
                 h4 = _damp(st.h4, _divide(qh.mean, qh.var, st.h2), eps)
                 if scales is not None and it > 0:
                     scales.update(slice(None), scales.energy(st.h2, qh, s))
@@ -465,7 +523,7 @@ def fit_ep(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float
     st, trace = run_ep(setup, max_iter=max_iter, tol=tol, damping=damping, vb_sweeps=vb_sweeps, seed=seed,
                        progress_bar=progress_bar, gp_factors=gp_factors)
     s = None if st.scales is None else st.scales.mean
-    qh = scaled_marginals(setup.Phi_h, setup.delta_h, st.h2, s, "items")
+    qh = scaled_marginals(PairBasis.of(setup) or setup.Phi_h, setup.delta_h, st.h2, s, "items")
     qw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
     if gp_factors == "exact":
         w_mean, w_var = qw.mean, qw.var
