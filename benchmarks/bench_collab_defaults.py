@@ -10,6 +10,7 @@ keeps the rows. What chose collabGP's ``learn_scale`` and its Gamma(1, 10⁻³) 
     python benchmarks/bench_collab_defaults.py --seeds 0 1
     python benchmarks/bench_collab_defaults.py --crowds noisy one-rater --options paper-scale learned \
         --seeds 0
+    python benchmarks/bench_collab_defaults.py --crowds one-rater noisy irrelevant --ell-grid
 """
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ import argparse
 import math
 import warnings
 
+import numpy as np
 import pandas as pd
 import torch
 
 import crowdzoo as cz
 from crowdzoo.comparisons.calibration import CROWDS, TOO_SLOW, score_models
+from crowdzoo.gp.kernels import Kernel
 
 #: option → the model (None: pooled GPPL's default, the bound)
 OPTIONS = {
@@ -32,8 +35,39 @@ OPTIONS = {
     "learned": lambda: cz.CollabGP(),
     # a prior holding each s_d near D/2 (as crowdGPPL's Gamma(2, 2/√C) holds its components')
     "learned, Gamma(2, 2/D)": lambda: cz.CollabGP(shape_s0=2.0, rate_s0=2.0 / 20),
+    "learned, Gamma(1, 0.01)": lambda: cz.CollabGP(rate_s0=0.01),
     "learned, D = 5": lambda: cz.CollabGP(n_latent=5),
+    # the paper's unit scales with a smaller fixed amplitude: what the noisy crowd alone would pick
+    "amplitude 0.05": lambda: cz.CollabGP(learn_scale=False, kernel=Kernel("se", variance=0.05)),
 }
+#: factors of the per-dimension median heuristic searched by ``--ell-grid``
+ELL_FACTORS = (0.5, 1.0, 2.0, 4.0)
+
+
+def ell_grid(crowd: str, seed: int) -> list[dict]:
+    """The default with its item length-scales c × the median heuristic for c in :data:`ELL_FACTORS`
+    (supplement a §9's grid on the evidence, along one direction): each c's held-out log loss and EP
+    evidence, and which c the evidence picks."""
+    from crowdzoo.comparisons import calibration as cal
+    from crowdzoo.gp.kernels import median_heuristic
+
+    train, test, items, users, truth, _ = cal.crowd_data(crowd, seed)
+    data = cal._as_data(train, items, users, True)
+    held = test[test["tie"] == "no"]
+    med = median_heuristic(torch.as_tensor(data.item_features, dtype=torch.float64))
+    rows = []
+    for c in ELL_FACTORS:
+        post = cz.fit(cz.CollabGP(lengthscale=(c * med).numpy()), data, method="ep", seed=seed,
+                      progress_bar=False)
+        p = post.predict_proba(held["winner"].to_numpy(), held["loser"].to_numpy(),
+                               users=held["taster"].to_numpy())
+        ll = float(-np.log(p.clip(1e-12)).mean())
+        rows.append({"crowd": crowd, "seed": seed, "factor": c, "log loss": ll,
+                     "log evidence": post.log_evidence})
+    best = max(rows, key=lambda r: r["log evidence"])
+    for r in rows:
+        r["picked"] = r is best
+    return rows
 
 
 def crowds_run() -> list[str]:
@@ -58,9 +92,18 @@ def main(argv=None):
     ap.add_argument("--options", nargs="+", default=["gppl", "paper-scale", "learned"], choices=list(OPTIONS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     ap.add_argument("--csv", default=None, help="write the rows here")
+    ap.add_argument("--ell-grid", action="store_true",
+                    help="instead: the default at c × the median heuristic's length-scales, c in 0.5 1 2 4")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
+    if a.ell_grid:
+        df = pd.DataFrame([r for seed in a.seeds for crowd in a.crowds or crowds_run()
+                           for r in ell_grid(crowd, seed)])
+        print(df.round(4).to_string(index=False))
+        picked = df[df["picked"]].groupby("crowd", sort=False)["log loss"].mean()
+        print("\nlog loss at the evidence's pick, mean over seeds\n" + picked.round(3).to_string())
+        return
     rows = []
     for seed in a.seeds:
         for crowd in a.crowds or crowds_run():
