@@ -87,7 +87,32 @@ class EPState(NamedTuple):
     h4: Site
     w2: Site
     w3: Site
-    scales: Scales | None = None
+    scales: ScaleFactors | None = None
+
+
+class ScaleFactors(NamedTuple):
+    """The Gamma factors q(s_d) = Gamma(``shape``_d, ``rate``_d) of a fit, under the prior Gamma(``shape0``,
+    ``rate0``), each over ``n`` numbers (the n_h of :class:`Scales`)."""
+
+    shape: torch.Tensor
+    rate: torch.Tensor
+    shape0: float
+    rate0: float
+    n: int
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """E[s_d] = α_d / β_d."""
+        return self.shape / self.rate
+
+    def bound(self) -> float:
+        """What q(s) adds to the VB bound beside the Gaussian terms taken at s̄ = E[s]:
+        Σ_d [(n/2)(E[log s_d] − log s̄_d) − KL(Gamma(α_d, β_d) ‖ Gamma(α₀, β₀))]."""
+        a, b, a0, b0 = self.shape, self.rate, self.shape0, self.rate0
+        e_log = torch.digamma(a) - torch.log(b)
+        kl = ((a - a0) * torch.digamma(a) - torch.lgamma(a) + math.lgamma(a0)
+              + a0 * (torch.log(b) - math.log(b0)) + a * (b0 - b) / b)
+        return float((0.5 * self.n * (e_log - torch.log(self.mean)) - kl).sum())
 
 
 class Scales:
@@ -134,14 +159,9 @@ class Scales:
         self.shape[d] = self.shape0 + 0.5 * self.n
         self.rate[d] = self.rate0 + 0.5 * energy
 
-    def bound(self) -> float:
-        """What q(s) adds to the VB bound beside the Gaussian terms taken at s̄ = E[s]:
-        Σ_d [(n/2)(E[log s_d] − log s̄_d) − KL(Gamma(α_d, β_d) ‖ Gamma(α₀, β₀))]."""
-        a, b, a0, b0 = self.shape, self.rate, self.shape0, self.rate0
-        e_log = torch.digamma(a) - torch.log(b)
-        kl = ((a - a0) * torch.digamma(a) - torch.lgamma(a) + math.lgamma(a0)
-              + a0 * (torch.log(b) - math.log(b0)) + a * (b0 - b) / b)
-        return float((0.5 * self.n * (e_log - torch.log(self.mean)) - kl).sum())
+    def factors(self) -> ScaleFactors:
+        """The current q(s) as plain tensors and numbers (what a fit's state keeps)."""
+        return ScaleFactors(self.shape.clone(), self.rate.clone(), self.shape0, self.rate0, self.n)
 
 
 class GPMarginals(NamedTuple):
@@ -426,7 +446,8 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
     g2 = Site(1.0 / (D * prior_w[u] * prior_h[z]), zeros(L))
     st = EPState(g1=_probit_site(g2, t, Site(zeros(L), zeros(L)), 1.0), g2=g2,
                  h2=Site(zeros(D, P), zeros(D, P)), h4=Site(zeros(D, P), zeros(D, P)),
-                 w2=Site(zeros(D, U), zeros(D, U)), w3=Site(zeros(D, U), zeros(D, U)), scales=scales)
+                 w2=Site(zeros(D, U), zeros(D, U)), w3=Site(zeros(D, U), zeros(D, U)),
+                 scales=None if scales is None else scales.factors())
     gen = torch.Generator().manual_seed(seed)
     # Q(W) Q(H): zero means at the prior variances, random user weights to break the
     # sign/rotation symmetry (Stern et al. 2009)
@@ -467,7 +488,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
             g2 = _damp(st.g2, _divide(mg, vg, st.g1), eps)
             # f̂₁: probit sites against the cavity f̂₂ (Eq. 39–43)
             g1 = _probit_site(g2, t, st.g1, eps)
-            st = EPState(g1, g2, h2, h4, w2, w3, scales)
+            st = EPState(g1, g2, h2, h4, w2, w3, None if scales is None else scales.factors())
             q = _add(g1, g2)
             mean_g = q.nu / q.tau
             if not torch.isfinite(mean_g).all():
@@ -592,4 +613,4 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
 
 
 __all__ = ["fit_ep", "run_ep", "gp_marginals", "scaled_marginals", "vb_bilinear",
-           "log_evidence", "EPState", "Scales", "Site"]
+           "log_evidence", "EPState", "ScaleFactors", "Scales", "Site"]
