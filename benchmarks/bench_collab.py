@@ -34,7 +34,7 @@ def one_size(n_items, n_users, n_train, n_test=5, D=20, pseudo_pairs=25, seed=0)
         fh.write("5")
     rss0 = proc_mib("VmRSS")
     t0 = time.perf_counter()
-    model = cz.CollabGP(n_latent=D, n_pseudo_pairs=pseudo_pairs, n_pseudo_users=25,
+    model = cz.CollabGP(n_latent=D, n_pseudo_pairs=pseudo_pairs, n_pseudo_users=25, learn_scale=False,
                         lengthscale="median distance", user_lengthscale="median distance")  # the paper's
     post = cz.fit(model, train, method="ep", seed=seed, progress_bar=False)
     sec = time.perf_counter() - t0

@@ -109,7 +109,8 @@ def test_nuts_samples_the_lengthscales_and_agrees_on_the_ordering():
 def _one_draw(post, g, sites=None):
     """Draw g as a one-component posterior of the fixed-kernel code path on its own setup
     (``with_lengthscales``: L_zz and the bases rebuilt at that draw's ℓ); with ``sites`` through
-    ``from_draws`` (w at the training users from that setup's Φ_w, δ_w)."""
+    ``from_draws`` (w at the training users from that setup's Φ_w, δ_w). Each draw carries its own
+    scales 1/s_d of h_d (``h_scale``, site "s_h")."""
     model, setup = post.model.with_lengthscales(post.setup, post.lengthscales[g], post.user_lengthscales[g])
     model = dataclasses.replace(model, lengthscale_prior=None, user_lengthscale_prior=None)
     if sites is not None:
@@ -117,7 +118,8 @@ def _one_draw(post, g, sites=None):
         return CollabGPPosterior.from_draws(model, setup, post.data, one, "x")
     return CollabGPPosterior(model=model, setup=setup, data=post.data, method="x", weights=uniform_weights(1),
                              a_mean=post.a_mean[g:g + 1], a_cov=None, w_mean=post.w_mean[g:g + 1], w_var=None,
-                             b_mean=post.b_mean[g:g + 1])
+                             b_mean=post.b_mean[g:g + 1],
+                             h_scale=None if post.h_scale is None else post.h_scale[g:g + 1])
 
 
 def test_per_draw_predictions_equal_a_loop_over_draws(collab):

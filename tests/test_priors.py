@@ -29,6 +29,8 @@ CASES = [  # model, field, bad value, what the message must say beside the field
     ("CrowdGPPL", "user_lengthscale_prior", NORMAL, "length-scales are positive"),
     ("CollabGP", "lengthscale_prior", NORMAL, "length-scales are positive"),
     ("CollabGP", "user_lengthscale_prior", 1.0, "expected a positive Pyro distribution"),
+    ("CollabGP", "shape_s0", 0.0, "positive Gamma shape"),
+    ("CollabGP", "rate_s0", -1e-3, "positive Gamma rate"),
     ("DPMCommunities", "s_prior", NORMAL, "inverse scales are positive"),
     ("DPMCommunities", "shape_s0", -1, "positive Gamma shape"),
     ("DPMCommunities", "rate_s0", math.inf, "positive Gamma rate"),

@@ -44,8 +44,7 @@ def models(quick: bool = False, factorised: bool = False):
     import crowdzoo as cz
 
     D = 5 if quick else 20
-    cpu = cz.CollabGP(n_latent=D, n_pseudo_pairs=25, n_pseudo_users=25, lengthscale="median distance",
-                      user_lengthscale="median distance")  # the paper's kernels
+    cpu = cz.CollabGP.paper(n_latent=D)  # the paper's kernels, FITC and unit scales
     out = {"CPU": (cpu, "ep", {}), "CP": (cpu.variant("\\u"), "ep", {}),
            "SU": (cz.GPPLPerUser(kernel="se"), "natgrad", {"max_iter": 100 if quick else 300})}
     if factorised:
@@ -242,7 +241,7 @@ def run_evidence(seed: int, quick: bool = False) -> pd.DataFrame:
     for li in grid:
         for lu in grid:
             m = cz.CollabGP(n_latent=5 if quick else 20, lengthscale=float(np.exp(li)),
-                            user_lengthscale=float(np.exp(lu)))
+                            user_lengthscale=float(np.exp(lu)), learn_scale=False)  # the paper's prior
             post = cz.fit(m, train, method="ep", seed=seed, progress_bar=False)
             rows.append({"seed": seed, "log_ell_items": li, "log_ell_users": lu,
                          "log_evidence": post.log_evidence})
@@ -303,7 +302,7 @@ def run_routes(seed: int, quick: bool = False) -> pd.DataFrame:
     data, _ = cz.simulate_collab(n_items=5, n_users=6, n_latent=2, seed=seed)
     tr, _ = cz.split_each_user(data, (6, None), seed=seed)
     train = data.subset(tr)
-    model = cz.CollabGP(n_latent=2)
+    model = cz.CollabGP(n_latent=2, learn_scale=False)  # the paper's prior (Eq. 5)
     n = 300 if quick else 1000
     routes = {"nuts": {"method": "nuts", "num_samples": n, "warmup_steps": n, "num_chains": 2},
               "ep": {"method": "ep", "tol": 1e-6, "max_iter": 500},

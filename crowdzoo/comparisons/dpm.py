@@ -62,7 +62,7 @@ def methods(quick: bool = False):
         "GPPL-per-user": (cz.GPPLPerUser(), {"method": "natgrad"}),
         "crowdGPPL": (cz.CrowdGPPL(n_components=C), {"method": "natgrad", "likelihood": "exact"}),
         "collabGP\\u": (cz.CollabGP(n_latent=C, n_pseudo_pairs=25, user_features=False,
-                                    lengthscale="median distance"), {"method": "ep"}),
+                                    lengthscale="median distance", learn_scale=False), {"method": "ep"}),
     }
 
 

@@ -55,8 +55,7 @@ def methods(batch_size: int, n_inducing: int = 25, quick: bool = False):
                  shape_v0=1, rate_v0=10, shape_w0=1, rate_w0=10, item_residual=False)
     ng = dict(batch_size=batch_size, max_iter=60 if quick else 500, likelihood="linearised")  # the paper's
     gppl = dict(n_inducing=n_inducing, shape_s0=1.0, rate_s0=100.0, item_residual=False)
-    collab = cz.CollabGP(n_latent=5 if quick else 20, n_pseudo_pairs=25, n_pseudo_users=25,
-                         lengthscale="median distance", user_lengthscale="median distance")  # the paper's
+    collab = cz.CollabGP.paper(n_latent=5 if quick else 20)  # the paper's
     return {
         "crowdGPPL": (cz.CrowdGPPL(**crowd), ng),
         "crowdGPPL (exact natgrad)": (cz.CrowdGPPL(**crowd), {**ng, "likelihood": "exact"}),

@@ -30,6 +30,19 @@ label each (Sushi-B's shape) its sites grow without bound and EP diverges, while
 converge (docs/collabgp.md; ``test_ep_with_many_pairs_and_few_labels_each``). With 10 items both
 agree.
 
+With ``learn_scale`` (the default) the prior of h_d is GP(0, K_items / s_d) with s_d ~ Gamma(α₀, β₀),
+and the VB step carries a factor q(s_d) = Gamma(α_d, β_d) beside Q(W) Q(H) (mean-field, as GPPL's
+natgrad treats its inverse scale, Simpson & Gurevych 2020 Eq. 15): Q(h_d) is the GP posterior at
+s̄_d = E[s_d] = α_d/β_d, and after each update of Q(h_d)
+
+    α_d = α₀ + n_h/2,   β_d = β₀ + ½ E_Q[ãᵀã],
+
+where h_d = Φ_h a_d + √δ_h ε (a_d, ε ~ N(0, I/s_d)), ã = (a_d, ε where δ_h > 0) and n_h its length:
+the standard conjugate update, E_Q[ãᵀã] = E_Q[h_dᵀ K_items⁻¹ h_d] (:meth:`Scales.energy`; directions
+of a_d that no training pair sees are left out, as they drop out of the evidence). With the
+factorised sites q(s_d) is updated once per sweep, from the GP marginals that refine f̂₄. The paper
+keeps s_d = 1 (main paper Eq. 5; ``CollabGP.paper()``).
+
 Every update is damped in natural parameters (Eq. 16–21) with ε starting at 1 and multiplied by
 0.95 after each sweep; a site update that would make a variance negative is skipped (end of §4.3).
 EP stops when no mean of Q(g) moves by more than ``tol`` between sweeps.
@@ -65,7 +78,8 @@ class Site(NamedTuple):
 
 
 class EPState(NamedTuple):
-    """All site parameters: g1, g2 (L,) on g; h2, h4 (D, P) on H; w2, w3 (D, U) on Wᵀ."""
+    """All site parameters: g1, g2 (L,) on g; h2, h4 (D, P) on H; w2, w3 (D, U) on Wᵀ; ``scales`` the
+    Gamma factors q(s_d) on the inverse scales of h (None: s_d = 1)."""
 
     g1: Site
     g2: Site
@@ -73,6 +87,81 @@ class EPState(NamedTuple):
     h4: Site
     w2: Site
     w3: Site
+    scales: ScaleFactors | None = None
+
+
+class ScaleFactors(NamedTuple):
+    """The Gamma factors q(s_d) = Gamma(``shape``_d, ``rate``_d) of a fit, under the prior Gamma(``shape0``,
+    ``rate0``), each over ``n`` numbers (the n_h of :class:`Scales`)."""
+
+    shape: torch.Tensor
+    rate: torch.Tensor
+    shape0: float
+    rate0: float
+    n: int
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """E[s_d] = α_d / β_d."""
+        return self.shape / self.rate
+
+    def bound(self) -> float:
+        """What q(s) adds to the VB bound beside the Gaussian terms taken at s̄ = E[s]:
+        Σ_d [(n/2)(E[log s_d] − log s̄_d) − KL(Gamma(α_d, β_d) ‖ Gamma(α₀, β₀))]."""
+        a, b, a0, b0 = self.shape, self.rate, self.shape0, self.rate0
+        e_log = torch.digamma(a) - torch.log(b)
+        kl = ((a - a0) * torch.digamma(a) - torch.lgamma(a) + math.lgamma(a0)
+              + a0 * (torch.log(b) - math.log(b0)) + a * (b0 - b) / b)
+        return float((0.5 * self.n * (e_log - torch.log(self.mean)) - kl).sum())
+
+
+class Scales:
+    """q(s_d) = Gamma(α_d, β_d), d = 1..D: the inverse output scales of h_d under the prior Gamma(α₀, β₀)
+    (module docstring). ``mean`` E[s_d] = α_d/β_d; :meth:`update` sets one d from E_Q[ãᵀã]."""
+
+    def __init__(self, prior: tuple[float, float], D: int, start: float, Phi: torch.Tensor,
+                 delta: torch.Tensor):
+        self.shape0, self.rate0 = (float(v) for v in prior)
+        self.shape = torch.full((D,), self.shape0, dtype=DTYPE)
+        self.rate = self.shape / float(start)
+        self.Phi, self.delta = Phi, delta
+        # FITC residuals ε that carry variance (δ at round-off level is the exact prior's zero)
+        self.resid = delta > 1e-6 * float(((Phi * Phi).sum(-1) + delta).max())
+        # directions of a that no training pair sees (with every item a pseudo-input: f's constant, and
+        # one more per further component of the graph of labelled pairs) keep their prior N(0, I/s_d):
+        # they drop out of the evidence and are left out of q(s_d)'s update
+        self.n_null = Phi.shape[1] - int(torch.linalg.matrix_rank(Phi))
+        self.n = Phi.shape[1] - self.n_null + int(self.resid.sum())
+
+    def energy(self, site: Site, q: GPMarginals, s: torch.Tensor) -> torch.Tensor:
+        """E_Q[ãᵀã] per d: ã = (a_d in the directions the training pairs see, ε where δ > 0), Q(a_d) =
+        N(mean_a, cov_a) of :func:`scaled_marginals` at ``s`` (its unseen directions at the prior, which
+        contribute (M − rank Φ)/s_d to E[a_dᵀa_d]) and, given a_d, each ε_p Gaussian with precision
+        s_d + δ_p τ_p and mean √δ_p (ν_p − τ_p φ_pᵀa_d)/(s_d + δ_p τ_p), so that
+        E[ε_p²] = 1/(s_d + δ_p τ_p) + δ_p E[(ν_p − τ_p φ_pᵀa_d)²]/(s_d + δ_p τ_p)²."""
+        out = ((q.mean_a * q.mean_a).sum(-1) + torch.diagonal(q.cov_a, dim1=-2, dim2=-1).sum(-1)
+               - self.n_null / s)
+        if bool(self.resid.any()):
+            tau, nu, sd = site.tau[:, self.resid], site.nu[:, self.resid], s[:, None]
+            P_r, dl = self.Phi[self.resid], self.delta[self.resid]
+            fm = q.mean_a @ P_r.T
+            fv = ((P_r @ q.cov_a) * P_r).sum(-1)
+            prec = sd + dl * tau
+            out = out + (1.0 / prec + dl * ((nu - tau * fm) ** 2 + tau * tau * fv) / prec**2).sum(-1)
+        return out
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.shape / self.rate
+
+    def update(self, d, energy: torch.Tensor) -> None:
+        """α_d = α₀ + n_h/2, β_d = β₀ + ½ E_Q[ãᵀã] (``energy``; ``d`` an index or a slice)."""
+        self.shape[d] = self.shape0 + 0.5 * self.n
+        self.rate[d] = self.rate0 + 0.5 * energy
+
+    def factors(self) -> ScaleFactors:
+        """The current q(s) as plain tensors and numbers (what a fit's state keeps)."""
+        return ScaleFactors(self.shape.clone(), self.rate.clone(), self.shape0, self.rate0, self.n)
 
 
 class GPMarginals(NamedTuple):
@@ -86,7 +175,52 @@ class GPMarginals(NamedTuple):
     log_partition: torch.Tensor
 
 
-def gp_marginals(Phi: torch.Tensor | None, delta: torch.Tensor, site: Site, what: str) -> GPMarginals:
+class PairBasis(NamedTuple):
+    """Φ_h of the exact item prior, kept factored: with every item a pseudo-input, h(i, j) = f(x_i) − f(x_j)
+    and f = B a (B = K_items L⁻ᵀ, (N, M)), so Φ_h = E B with E (P, N) the pairs' rows e_lo − e_hi. The
+    products :func:`gp_marginals` needs then go through B and sums over the pairs — Φᵀ diag(w) Φ =
+    Bᵀ (Eᵀ diag(w) E) B with Eᵀ diag(w) E the graph Laplacian of the labelled pairs — at O(P + N²M)
+    per latent function instead of O(P M²) (P pairs ≫ N items when many pairs are labelled)."""
+
+    B: torch.Tensor
+    lo: torch.Tensor
+    hi: torch.Tensor
+
+    @classmethod
+    def of(cls, setup: CollabSetup) -> PairBasis | None:
+        """The factored Φ_h of ``setup`` where its item prior is exact (every item a pseudo-input),
+        else None (FITC: Φ_h as it is)."""
+        if setup.items.Zb is not None:
+            return None
+        B = torch.linalg.solve_triangular(setup.items.L_zz, setup.items.kernel(setup.items.Za, setup.X),
+                                          upper=False).T  # row x: k(x, Z) L⁻ᵀ
+        return cls(B, setup.pairs[:, 0], setup.pairs[:, 1])
+
+    def rmul(self, v: torch.Tensor) -> torch.Tensor:
+        """v Φ for v (D, P): (Eᵀ v)ᵀ B."""
+        N = self.B.shape[0]
+        u = torch.zeros(v.shape[0], N, dtype=DTYPE)
+        u.index_add_(1, self.lo, v)
+        u.index_add_(1, self.hi, -v)
+        return u @ self.B
+
+    def gram(self, w: torch.Tensor) -> torch.Tensor:
+        """Φᵀ diag(w_d) Φ for w (D, P): Bᵀ Λ_d B, Λ_d = Eᵀ diag(w_d) E."""
+        D, N = w.shape[0], self.B.shape[0]
+        lap = torch.zeros(D, N * N, dtype=DTYPE)
+        for i, j, sign in ((self.lo, self.lo, 1.0), (self.hi, self.hi, 1.0), (self.lo, self.hi, -1.0),
+                           (self.hi, self.lo, -1.0)):
+            lap.index_add_(1, i * N + j, sign * w)
+        return self.B.T @ lap.reshape(D, N, N) @ self.B
+
+    def quad(self, C: torch.Tensor) -> torch.Tensor:
+        """diag(Φ C_d Φᵀ) for C (D, M, M): (B C_d Bᵀ) at (lo, lo) + (hi, hi) − 2 (lo, hi)."""
+        S = self.B @ C @ self.B.T
+        return S[:, self.lo, self.lo] + S[:, self.hi, self.hi] - 2.0 * S[:, self.lo, self.hi]
+
+
+def gp_marginals(Phi: torch.Tensor | PairBasis | None, delta: torch.Tensor, site: Site,
+                 what: str) -> GPMarginals:
     """Posterior marginals of x = Φ a + √δ ε (a ~ N(0, I_M)) under sites (τ, ν), batched over the
     leading dimension of τ, ν (one GP per latent function). With r = 1/(1 + δτ) and
     A = I + Φᵀ diag(τ r) Φ (Woodbury on K + diag(1/τ), §4.4 / Naish-Guzman & Holden 2007):
@@ -99,6 +233,18 @@ def gp_marginals(Phi: torch.Tensor | None, delta: torch.Tensor, site: Site, what
     base = -0.5 * torch.log1p(delta * tau).sum(-1) + 0.5 * (delta * nu * nu * r).sum(-1)
     if Phi is None:
         return GPMarginals(delta * nu * r, delta * r, None, None, base)
+    if isinstance(Phi, PairBasis):
+        M = Phi.B.shape[1]
+        A = torch.eye(M, dtype=DTYPE) + Phi.gram((tau * r).reshape(-1, tau.shape[-1]))
+        L = cholesky(A, what=f"I + Φᵀ diag(τ̂) Φ ({what})")
+        b = Phi.rmul((nu * r).reshape(-1, nu.shape[-1]))
+        C = torch.cholesky_inverse(L)
+        mean_a = (C @ b[..., None])[..., 0]
+        f = mean_a @ Phi.B.T
+        var = r * r * Phi.quad(C) + delta * r
+        mean = r * (f[:, Phi.lo] - f[:, Phi.hi]) + delta * nu * r
+        logZ = base - 0.5 * logdet_from_chol(L) + 0.5 * (b * mean_a).sum(-1)
+        return GPMarginals(mean, var, mean_a, C, logZ)
     M = Phi.shape[1]
     A = torch.eye(M, dtype=DTYPE) + Phi.T @ ((tau * r)[..., None] * Phi)  # (D, M, M), GEMMs only
     L = cholesky(A, what=f"I + Φᵀ diag(τ̂) Φ ({what})")
@@ -109,6 +255,20 @@ def gp_marginals(Phi: torch.Tensor | None, delta: torch.Tensor, site: Site, what
     mean = r * (mean_a @ Phi.T) + delta * nu * r
     logZ = base - 0.5 * logdet_from_chol(L) + 0.5 * (b * mean_a).sum(-1)
     return GPMarginals(mean, var, mean_a, C, logZ)
+
+
+def scaled_marginals(Phi: torch.Tensor, delta: torch.Tensor, site: Site, s: torch.Tensor | None,
+                     what: str) -> GPMarginals:
+    """:func:`gp_marginals` of h_d = Φ a_d + √δ ε under the prior GP(0, (ΦΦᵀ + diag δ) / s_d) (a_d, ε ~
+    N(0, I/s_d)), batched over d (``s`` (D,); None: s_d = 1): y = √s_d h_d has the unit prior and the
+    sites (τ/s_d, ν/√s_d), so its marginals are :func:`gp_marginals`', rescaled — means by 1/√s_d,
+    variances by 1/s_d, the log-partition unchanged. ``mean_a``, ``cov_a`` are a_d's (h = Φ a_d + √δ ε)."""
+    if s is None:
+        return gp_marginals(Phi, delta, site, what)
+    r = s.sqrt()[:, None]
+    out = gp_marginals(Phi, delta, Site(site.tau / s[:, None], site.nu / r), what)
+    return GPMarginals(out.mean / r, out.var / s[:, None], out.mean_a / r, out.cov_a / s[:, None, None],
+                       out.log_partition)
 
 
 def _damp(old: Site, new: Site, eps: float) -> Site:
@@ -156,11 +316,18 @@ def factorised_posterior(prior: Site):
     return post
 
 
-def gp_posterior(Phi: torch.Tensor | None, delta: torch.Tensor, what: str):
+def gp_posterior(Phi: torch.Tensor | None, delta: torch.Tensor, what: str, scales: Scales | None = None):
     """q(x_d) = GP(0, ΦΦᵀ + diag δ) × Gaussian likelihood sites, jointly over every input; only
-    its marginals are needed by the bilinear VB step (each label touches one pair and one user)."""
+    its marginals are needed by the bilinear VB step (each label touches one pair and one user).
+    With ``scales`` the prior is GP(0, (ΦΦᵀ + diag δ) / s̄_d) and q(s_d) is updated after q(x_d)."""
     def post(d, lik: Site):
-        out = gp_marginals(Phi, delta, Site(lik.tau[None], lik.nu[None]), what)
+        lik = Site(lik.tau[None], lik.nu[None])
+        if scales is None:
+            out = gp_marginals(Phi, delta, lik, what)
+            return out.mean[0], out.var[0]
+        s = scales.mean[d:d + 1]
+        out = scaled_marginals(Phi, delta, lik, s, what)
+        scales.update(d, scales.energy(lik, out, s)[0])
         return out.mean[0], out.var[0]
     return post
 
@@ -233,14 +400,18 @@ def log_evidence(setup: CollabSetup, st: EPState, gp_factors: str = "exact") -> 
     sites (Eq. 49, 51, 57, 58). Z₂ is the VB bound of Eq. 47: for an exact GP factor
     log Z_d − E_Q[log f̂₂] = E_Q[log-lik sites] − KL(Q ‖ GP); for the paper's factorised f̂₃, f̂₄
     (``gp_factors="factorised"``) Q is the product of sites 2·3 and 2·4 and the same expression
-    is Eq. 47's entropy and cross terms rearranged."""
+    is Eq. 47's entropy and cross terms rearranged. With learned scales (``st.scales``) Q(h_d) is the
+    GP posterior at s̄_d = E[s_d] and the bound adds :meth:`Scales.bound` (the terms of q(s))."""
     z, u, t = setup.z, setup.u, setup.t
     v2 = 1.0 / st.g2.tau
     beta = t * st.g2.nu * v2 / torch.sqrt(1.0 + v2)
     out = fast_log_ndtr(beta).sum() + _A(st.g2) - _A(_add(st.g1, st.g2))
     gw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
-    gh = gp_marginals(setup.Phi_h, setup.delta_h, st.h2, "items")
+    s = None if st.scales is None else st.scales.mean
+    gh = scaled_marginals(PairBasis.of(setup) or setup.Phi_h, setup.delta_h, st.h2, s, "items")
     out = out + gw.log_partition.sum() + gh.log_partition.sum()
+    if st.scales is not None:
+        out = out + st.scales.bound()
     if gp_factors == "exact":
         mw, vw, mh, vh = gw.mean, gw.var, gh.mean, gh.var
     else:
@@ -261,20 +432,29 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
     z, u, t = setup.z, setup.u, setup.t
     zeros = lambda *s: torch.zeros(*s, dtype=DTYPE)  # noqa: E731
     # prior variances of h and w: diag(Φ Φᵀ) + δ
+    # q(s_d) starts at E[s_d] = D/2: g's prior variance Σ_d 1/s̄_d = 2 per unit of k_pref, whatever D
+    # is and however weak the prior (started at a vague prior's mean, every h_d would start at a scale
+    # the labels cannot lift it from, or pull none of them down)
+    scales = None if setup.scale_prior is None else Scales(setup.scale_prior, D, 0.5 * D, setup.Phi_h,
+                                                                 setup.delta_h)
     prior_h = (setup.Phi_h ** 2).sum(-1) + setup.delta_h
+    Phi_h = PairBasis.of(setup) or setup.Phi_h
+    if scales is not None:
+        prior_h = prior_h / scales.mean[0]
     prior_w = setup.delta_w if setup.Phi_w is None else (setup.Phi_w ** 2).sum(-1) + setup.delta_w
     # f̂₁ from the prior predictive of g, so that the first VB step has data to break symmetry
     g2 = Site(1.0 / (D * prior_w[u] * prior_h[z]), zeros(L))
     st = EPState(g1=_probit_site(g2, t, Site(zeros(L), zeros(L)), 1.0), g2=g2,
                  h2=Site(zeros(D, P), zeros(D, P)), h4=Site(zeros(D, P), zeros(D, P)),
-                 w2=Site(zeros(D, U), zeros(D, U)), w3=Site(zeros(D, U), zeros(D, U)))
+                 w2=Site(zeros(D, U), zeros(D, U)), w3=Site(zeros(D, U), zeros(D, U)),
+                 scales=None if scales is None else scales.factors())
     gen = torch.Generator().manual_seed(seed)
     # Q(W) Q(H): zero means at the prior variances, random user weights to break the
     # sign/rotation symmetry (Stern et al. 2009)
     mh, vh = zeros(D, P), prior_h.expand(D, P).clone()
     mw, vw = torch.randn(D, U, generator=gen, dtype=DTYPE) * prior_w.sqrt(), prior_w.expand(D, U).clone()
     if gp_factors == "exact":
-        h_post = gp_posterior(setup.Phi_h, setup.delta_h, "items")
+        h_post = gp_posterior(Phi_h, setup.delta_h, "items", scales)
         w_post = gp_posterior(setup.Phi_w, setup.delta_w, "users")
     eps, mg_old = 1.0, None
     trace = {"max_change": [], "damping": []}
@@ -284,8 +464,11 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
             h4, w3 = st.h4, st.w3
             if gp_factors == "factorised":
                 # f̂₄ and f̂₃: the GP priors against their cavities f̂₂ (Eq. 22–29)
-                qh = gp_marginals(setup.Phi_h, setup.delta_h, st.h2, "items")
+                s = None if scales is None else scales.mean.clone()
+                qh = scaled_marginals(Phi_h, setup.delta_h, st.h2, s, "items")
                 h4 = _damp(st.h4, _divide(qh.mean, qh.var, st.h2), eps)
+                if scales is not None and it > 0:
+                    scales.update(slice(None), scales.energy(st.h2, qh, s))
                 qw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
                 w3 = _damp(st.w3, _divide(qw.mean, qw.var, st.w2), eps)
                 h_post, w_post = factorised_posterior(h4), factorised_posterior(w3)
@@ -305,7 +488,7 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
             g2 = _damp(st.g2, _divide(mg, vg, st.g1), eps)
             # f̂₁: probit sites against the cavity f̂₂ (Eq. 39–43)
             g1 = _probit_site(g2, t, st.g1, eps)
-            st = EPState(g1, g2, h2, h4, w2, w3)
+            st = EPState(g1, g2, h2, h4, w2, w3, None if scales is None else scales.factors())
             q = _add(g1, g2)
             mean_g = q.nu / q.tau
             if not torch.isfinite(mean_g).all():
@@ -360,7 +543,8 @@ def fit_ep(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float
     setup = setup or model.setup(data, seed=seed)
     st, trace = run_ep(setup, max_iter=max_iter, tol=tol, damping=damping, vb_sweeps=vb_sweeps, seed=seed,
                        progress_bar=progress_bar, gp_factors=gp_factors)
-    qh = gp_marginals(setup.Phi_h, setup.delta_h, st.h2, "items")
+    s = None if st.scales is None else st.scales.mean
+    qh = scaled_marginals(PairBasis.of(setup) or setup.Phi_h, setup.delta_h, st.h2, s, "items")
     qw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
     if gp_factors == "exact":
         w_mean, w_var = qw.mean, qw.var
@@ -373,6 +557,7 @@ def fit_ep(model: CollabGP, data, seed: int = 0, max_iter: int = 200, tol: float
         model=model, setup=setup, data=data, method="ep", weights=torch.ones(1, dtype=DTYPE),
         a_mean=qh.mean_a[None], a_cov=qh.cov_a, w_mean=w_mean.T[None], w_var=w_var.T,
         b_mean=None if qw.mean_a is None else qw.mean_a[None], b_cov=qw.cov_a, log_evidence=logz,
+        h_scale=None if s is None else (1.0 / s)[None],
         trace=trace, settings=dict(seed=seed, max_iter=max_iter, tol=tol, damping=damping,
                                    vb_sweeps=vb_sweeps, gp_factors=gp_factors, learn_kernel=learn_kernel,
                                    **learned), state=st)
@@ -427,4 +612,5 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
     return learned, out
 
 
-__all__ = ["fit_ep", "run_ep", "gp_marginals", "vb_bilinear", "log_evidence", "EPState", "Site"]
+__all__ = ["fit_ep", "run_ep", "gp_marginals", "scaled_marginals", "vb_bilinear",
+           "log_evidence", "EPState", "ScaleFactors", "Scales", "Site"]

@@ -2,13 +2,15 @@
 
 Every route gives a mixture over G components (one for EP, one per draw for SVI and NUTS) of
 
-* a_d ~ N(a_mean, a_cov): the whitened pseudo-input values of h_d (h_d = Φ_h a_d + √δ_h ε);
+* a_d ~ N(a_mean, a_cov): the pseudo-input values of h_d (h_d = Φ_h a_d + √δ_h ε, whitened under
+  the unit prior; with learned scales a_d and ε have prior variance 1/s_d, and ``h_scale`` holds
+  each component's 1/s_d for the FITC residual ε);
 * w_u,d ~ N(w_mean, w_var) for the training users;
 * b_d ~ N(b_mean, b_cov): the whitened pseudo-user values of w_d (with user features only),
   for users the data has not seen.
 
 Predictions follow supplement a §4.1 (Eq. 11–15) and, with FITC, Eq. 59–60: h_d at any pair has
-mean φᵀ a_mean and variance φᵀ a_cov φ + δ, and the personal preference of user u is
+mean φᵀ a_mean and variance φᵀ a_cov φ + δ/s_d, and the personal preference of user u is
 Φ(m_g / √(1 + v_g)) with m_g, v_g of Eq. 12–13.
 
 With length-scales under a prior (``CollabGP(lengthscale_prior=..., user_lengthscale_prior=...)``, svi
@@ -43,7 +45,8 @@ class CollabGPPosterior(Posterior):
     (G, U, D), ``w_var`` (U, D) or None, ``b_mean`` (G, D, M_u) or None, ``b_cov`` or None.
     ``log_evidence``: the EP approximation of log P(labels) (§4.3; EP only). ``lengthscales`` (G, D)
     and ``user_lengthscales`` (G, E): each draw's ARD length-scales when those were inferred under a
-    prior (else None: the setup's kernels)."""
+    prior (else None: the setup's kernels). ``h_scale`` (G, D): 1/s_d, each component's prior variance
+    of h_d relative to the unit prior (1/E[s_d] for EP, each draw's for svi and nuts; None: 1)."""
 
     a_mean: torch.Tensor
     a_cov: torch.Tensor | None
@@ -52,6 +55,7 @@ class CollabGPPosterior(Posterior):
     b_mean: torch.Tensor | None = None
     b_cov: torch.Tensor | None = None
     log_evidence: float | None = None
+    h_scale: torch.Tensor | None = None
     state: object = None
     lengthscales: torch.Tensor | None = None
     user_lengthscales: torch.Tensor | None = None
@@ -68,6 +72,9 @@ class CollabGPPosterior(Posterior):
             kw["settings"] = {**(kw.get("settings") or {}), **learned}
         sites = {k: v.to(DTYPE) for k, v in sites.items()}
         G = sites["a"].shape[0]
+        if "s_h" in sites:  # h_d = Φ_h a_d / √s_d: a in the units of h
+            kw["h_scale"] = 1.0 / sites["s_h"].reshape(G, -1)
+            sites["a"] = sites["a"] * kw["h_scale"].sqrt()[..., None]
         ell = {k: sites[k].reshape(G, -1) for k in ("lengthscale", "user_lengthscale") if k in sites}
         if "w" in sites:
             w = sites["w"]
@@ -132,6 +139,8 @@ class CollabGPPosterior(Posterior):
         Phi, delta = self._item_basis(Xs[a], Xs[b], gs)
         mean = Phi @ self.a_mean[gs].mT  # (g, n, D)
         var = delta[..., None].expand(*delta.shape, self.setup.D).clone()
+        if self.h_scale is not None:  # the FITC residual's prior variance δ/s_d
+            var = var * self.h_scale[gs][:, None, :]
         if self.a_cov is not None:
             var = var + torch.einsum("nm,dmk,nk->nd", Phi, self.a_cov, Phi)
         return mean, var
@@ -275,6 +284,8 @@ class CollabGPPosterior(Posterior):
                 sl = slice(lo, lo + step)
                 Phi, delta = self._item_basis(xa, xb, comp[sl])
                 h[sl], sd[sl, 0] = a[sl] @ Phi.mT, delta.sqrt()
+        if self.h_scale is not None:
+            sd = sd * self.h_scale[comp].sqrt()[..., None]
         h = h + sd * torch.randn(h.shape, dtype=DTYPE, generator=g)
         w = self.w_mean[comp]
         if self.w_var is not None:
