@@ -115,3 +115,38 @@ def test_crowd_svi_learns_the_length_scales_as_parameters():
     np.testing.assert_allclose(post.model.lengthscale.numpy(), ell)
     p = post.predict_proba(a[:50], b[:50], users=j[:50])
     assert np.all((p > 0) & (p < 1))
+
+
+def test_a_sparse_item_side_learns_by_default_and_carries_personal_tastes():
+    """With M < N inducing items over features that are half irrelevant, the median heuristic's
+    components are too smooth for personal tastes (personal predictions equal the consensus's); the
+    default learns the length-scales there and predicts each user's held-out labels near the truth.
+    Where every item is inducing the default keeps the median heuristic."""
+    import warnings
+
+    from crowdzoo.data.simulate_panel import Panel, simulate_panel
+    from crowdzoo.models.crowdgppl.natgrad import learns
+
+    panel = Panel(n_items=150, n_users=200, labels_per_user=30, features="irrelevant", n_features=8,
+                  taste="low-rank", rank=2, personal=1.0, residual=0.3)
+    train, test, items, _, truth = simulate_panel(panel, seed=0)
+    test = test[test["tie"] == "no"]
+    data = cz.PairwiseData.from_frame(train.drop(columns=["p_winner", "tie"]).assign(y=1), items,
+                                      a="winner", b="loser", y="y", user="taster")
+    a, b, users = (test[c].to_numpy() for c in ("winner", "loser", "taster"))
+    model = cz.CrowdGPPL(n_inducing=25, n_components=2)
+    loss = {}
+    for learn in (False, None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            post = cz.fit(model, data, progress_bar=False, learn_kernel=learn)
+        loss[learn] = -np.log(post.predict_proba(a, b, users=users)).mean()
+        consensus = -np.log(post.predict_proba(a, b)).mean()
+        if learn is None:
+            assert post.settings["learn_kernel"] is True
+            assert loss[None] < consensus - 0.1  # the personal part carries the tastes
+    assert loss[None] < loss[False] - 0.1
+    assert loss[None] < truth["oracle"] + 0.15
+    exact = cz.CrowdGPPL(n_inducing=None, n_components=2)
+    assert not learns(exact, data, exact.setup(data))
+    assert learns(model, data, model.setup(data))

@@ -201,9 +201,10 @@ class RouteFlag:
 
 #: what a route setting left unset (None) does, for the settings whose help says it (the route's
 #: docstring has the whole rule)
-UNSET = {"learn_kernel": "learned where the items have features, the model leaves the length-scales to "
-                         "the median heuristic and each step takes every label (--no-learn-kernel: the "
-                         "median heuristic)",
+UNSET = {"learn_kernel": "learned where the items have features and the model leaves the length-scales "
+                         "to the median heuristic, and (gppl natgrad) each step takes every label or "
+                         "(crowdgppl natgrad) the items are sparse (--no-learn-kernel: the median "
+                         "heuristic)",
          "tol": "1e-4, or 3e-4 while the kernel learns"}
 
 

@@ -25,10 +25,11 @@ The bound of Eq. 31 (likelihood term by Gauss–Hermite quadrature of z's Gaussi
 evaluated on a fixed subset of labels every ``eval_every`` iterations; the run stops when it
 changes by less than ``tol`` (relative) or after ``max_iter`` iterations.
 
-``learn_kernel=True`` (beyond the paper, §6's future work) learns the item and user kernels'
-log length-scales (ARD) as GPPL's natgrad does (:mod:`crowdzoo.models.gppl.natgrad`): one Adam step
-up the mini-batch bound after each sweep, with q held fixed in the whitened basis u = L⁻¹ f (where the
-KL terms do not depend on the length-scales), a floor under ρ, and the exact likelihood by default.
+``learn_kernel=True`` (beyond the paper, §6's future work; by default where the item side is sparse,
+:func:`learns`) learns the item and user kernels' log length-scales (ARD) as GPPL's natgrad does
+(:mod:`crowdzoo.models.gppl.natgrad`): one Adam step up the mini-batch bound after each sweep, with q
+held fixed in the whitened basis u = L⁻¹ f (where the KL terms do not depend on the length-scales), a
+floor under ρ, and the exact likelihood by default.
 
 The algorithm is module-level and pure (BlackJAX style): :func:`init`, :func:`step` (one iteration on
 a :class:`~crowdzoo.inference.natgrad.Batch`: a :class:`State` and an :class:`Info`) and :func:`bound`
@@ -53,7 +54,7 @@ from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
 from ...gp import natural, residual
 from ...gp.conjugate import kl_gamma, q_s, require_gamma, scale_rate
-from ...gp.learn import KernelSpace, log_prior_of_theta
+from ...gp.learn import KernelSpace, learns_by_default, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
 from ...gp.natural import Gaussian
 from ...gp.ordinal import expected_log_outcome, initial_tau, threshold_step
@@ -519,11 +520,37 @@ def default_likelihood(learn_kernel: bool, batch_size: int, data, setup=None) ->
     return "exact" if batch_size >= P else "linearised"
 
 
+def learns(model, data, setup, learn_kernel: bool | None = None, resume=None) -> bool:
+    """``learn_kernel`` as given, or unset: as a resumed run learned it, else where the item side is
+    sparse (M < N inducing items) and the model leaves the item length-scales to the median heuristic
+    on items with features (:func:`~crowdzoo.gp.learn.learns_by_default`), and wherever the model has
+    a ``lengthscale_prior`` (whose MAP the route then finds).
+
+    With M inducing items in many feature dimensions, median-heuristic length-scales leave the
+    components v_c too smooth to carry personal tastes: on 197,944 labels of a 3,000-item, 4,000-user
+    crowd with low-rank tastes over 16 features, half irrelevant (``benchmarks/bench_panel_fit.py
+    3000 4000``), the personal predictions equalled the consensus's (held-out log loss .470 both; 800
+    inducing items: .470), against .387 personal (accuracy .817 against .771) with learned
+    length-scales, in twice the time; the items' win rates score .535. Where every item is inducing
+    the components are free per item, and one shared set of length-scales for all C components
+    over-smoothed them (docs/crowdgppl.md), so the median heuristic stays there."""
+    if learn_kernel is not None:
+        return bool(learn_kernel)
+    ckpt = loop.read_checkpoint(resume)
+    if ckpt is not None:  # a checkpoint's q lives in the basis its run chose (whitened when θ learned)
+        return ckpt["state"].hyper is not None
+    if not model.item_features:
+        return False
+    if getattr(model, "lengthscale_prior", None) is not None:
+        return True
+    return not setup.items.exact and learns_by_default(model.item_gp(), data.item_features)
+
+
 def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 batch_size: int | None = None, delay: float = 1.0, forgetting_rate: float | None = None,
                 max_iter: int = 1000, min_iter: int = 10, tol: float = 1e-3, eval_every: int = 5,
                 eval_size: int = 2000, n_gh: int = 20, init_var: float | None = None,
-                learn_kernel: bool = False, kernel_lr: float = 0.1, rho_min: float | None = None,
+                learn_kernel: bool | None = None, kernel_lr: float = 0.1, rho_min: float | None = None,
                 distributed: bool = False, progress_bar: bool | None = None, setup=None, resume=None,
                 checkpoint=None, checkpoint_every: int = 0, callback=None) -> CrowdGPPLPosterior:
     """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
@@ -559,8 +586,10 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     :func:`default_likelihood` picks for the data.
 
     ``learn_kernel``, ``kernel_lr``, ``rho_min``: as for GPPL's natgrad (module docstring); the
-    likelihood is then "exact" unless given. The model's ``lengthscale_prior`` (items) and
-    ``user_lengthscale_prior`` (users) add log p(ℓ) to the length-scales' objective (type-II MAP).
+    likelihood is then "exact" unless given. Unset, :func:`learns` decides (where the item side is
+    sparse); ``False`` keeps the median heuristic, the paper's kernel. The model's
+    ``lengthscale_prior`` (items) and ``user_lengthscale_prior`` (users) add log p(ℓ) to the
+    length-scales' objective (type-II MAP).
 
     ``distributed``: data-parallel over the ranks of a ``torchrun`` launch
     (:mod:`crowdzoo.inference.distributed`), as for GPPL: each rank keeps a shard of the labels
@@ -570,6 +599,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     held = getattr(data, "label_range", None)
     batch_size = default_batch_size(batch_size, False, held[2] if held is not None else len(data.a))
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
+    learn_kernel = learns(model, data, setup, learn_kernel, resume)
     if likelihood is None:
         likelihood = default_likelihood(learn_kernel, batch_size, data, setup)
     if likelihood not in ("linearised", "exact"):
