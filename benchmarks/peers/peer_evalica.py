@@ -7,7 +7,7 @@ Held-out probabilities of the three outcomes (x ≻ y, tie, y ≻ x), row by row
   P(x ≻ y) = π_x / D, P(tie) = 2v √(π_x π_y) / D, P(y ≻ x) = π_y / D with D = π_x + π_y + 2v √(π_x π_y);
   evalica estimates the scores π and the tie parameter v (its ``NewmanResult.v``) together
   (:func:`davidson`; the factor 2 is the one evalica's update of v solves for, which
-  tests/test_peers_evalica.py checks at its estimate).
+  tests/benchmarks/test_peers_evalica.py checks at its estimate).
 * ``bradley_terry`` — Bradley–Terry by evalica's MM iterations, a tie counted as half a win each way
   (``tie_weight`` 0.5, its default), P(x ≻ y | decided) = π_x / (π_x + π_y);
 * ``elo`` — Elo ratings with draws as half a point (``tie_weight`` 0.5), P(x ≻ y | decided) = the

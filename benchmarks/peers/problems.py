@@ -5,7 +5,7 @@ Three kinds of problem, all read by crowdzoo's venv and by the peers' venv (nump
 * ``gppl_problem(N)`` — the sine problem's generator: N items with D features uniform on (−2, 2), the true
   utility f = sin x₀ + 0.5 cos 2x₁ + 0.3 x₀x₂ (further features irrelevant), random distinct item
   pairs, y ~ Bernoulli(Φ(f_a − f_b)), one ``numpy.random.default_rng(seed)`` drawing X, then the
-  training pairs, then the held-out pairs (the draw of ``tests/test_learn_kernel.py`` at N = 100).
+  training pairs, then the held-out pairs (the draw of ``tests/models/gppl/test_learn_kernel.py`` at N = 100).
   Sizes: N = 100 → D = 3, 1000 training and 1000 held-out pairs (the sine problem of the tests); N up to
   200 → D = 4 (x₃ irrelevant), 10 N training pairs and 1000 held out (N = 150: 1500); larger N → D = 5,
   max(2·10⁴, 10 N) training pairs (N = 1000: 2·10⁴; N = 5000: 5·10⁴) and 5000 held out.

@@ -12,7 +12,7 @@ drawn at random, each flipped with probability ½ (balanced labels; y = 1 when a
 
 The random stream is the one of ``make_synthetic_sushi.py`` in the project's shared data folder,
 for which the authors' crowdGPPL numbers are recorded: the same seed gives the same files
-(``tests/test_natgrad_numerics.py`` checks it when that script is present).
+(``tests/inference/test_natgrad_numerics.py`` checks it when that script is present).
 """
 from __future__ import annotations
 

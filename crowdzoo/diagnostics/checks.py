@@ -365,7 +365,7 @@ def calibration(p: np.ndarray, y: np.ndarray, where: str = "training labels", n_
     if in_sample and verdict == "fail":
         # the null draws y* ~ Bernoulli(p) independently of p, which holds for labels the fit has not
         # seen; on its own training labels even EP (within 0.001 of NUTS) exceeds the 99.9 % quantile
-        # (tests/test_new_user_models.py), so a training-label check can only warn
+        # (tests/core/test_new_user_models.py), so a training-label check can only warn
         verdict = "warn"
     return Check(f"calibration ({where})", verdict, f"ECE {ece:.3f} (perfect: ≤ {q95:.3f} in 95 %)",
                  f"ECE within the 95 % quantile of ECE under perfect calibration pass, 99.9 % warn, "

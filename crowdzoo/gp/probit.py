@@ -107,7 +107,7 @@ def expected_log_probit(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, n:
     Gauss–Hermite quadrature of each pair's 1-D marginal (Hensman et al. 2015). Returns
     (ell, dμ, dv), each shaped like μ. Derivatives use dE/dμ = E[g'], dE/dv = ½ E[g''].
 
-    Accuracy with n = 20, against adaptive quadrature (tests/test_natgrad_numerics.py): 10⁻⁶ for
+    Accuracy with n = 20, against adaptive quadrature (tests/inference/test_natgrad_numerics.py): 10⁻⁶ for
     v ≤ 1, within 1 % at v = 10; for v from 10² to 10⁴ (a label z that is nearly unconstrained,
     as at the prior) the value within 0.5 %, dμ within 3 %, dv within 15 %: log Φ bends on a unit
     scale that the nodes, spread over ±7.6 √v, do not resolve. No closed form exists to use instead.

@@ -568,9 +568,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     ``forgetting_rate`` r of ρ_i = (i + ε)^(−r): the paper's 0.9 by default; for the ``"exact"``
     likelihood on full batches (P ≤ P_i), where no gradient noise needs averaging out, r = 0 (full
     natural-gradient steps, ρ = 1), which reaches the optimum in a few tens of iterations and is
-    then as close to NUTS as Pyro SVI (tests/test_crowdgppl.py, docs/crowdgppl-routes.md). Full steps
-    can overshoot where the data are sparse (5 pairs per user: the bound peaked, then fell, and a user
-    weight ran to ~10⁶); the stop rule then halves ρ and says so
+    then as close to NUTS as Pyro SVI (tests/models/crowdgppl/test_crowdgppl.py,
+    docs/crowdgppl-routes.md). Full steps can overshoot where the data are sparse (5 pairs per user:
+    the bound peaked, then fell, and a user weight ran to ~10⁶); the stop rule then halves ρ and says so
     (:class:`~crowdzoo.inference.natgrad.StopRule`).
 
     ``tol``: stop when the bound (Eq. 31) changes by less than this fraction between evaluations

@@ -25,8 +25,8 @@ with the sum over z exact (K decoder passes per item) and both sums estimated on
 uniform mini-batches of items and of annotations, each scaled to its total (the paper's relational
 term scaled by #annotations / N once the whole is divided by N). :func:`scdc_model` and
 :func:`scdc_guide` are this model and guide as a Pyro program, with z sampled: ``Trace_ELBO`` on them
-is an unbiased estimate of the same ELBO (tests/test_scdc.py checks the closed form against it), and
-any other guide of z and x runs through them.
+is an unbiased estimate of the same ELBO (tests/models/scdc/test_scdc.py checks the closed form against
+it), and any other guide of z and x runs through them.
 """
 from __future__ import annotations
 

@@ -647,7 +647,7 @@ def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_worke
     the start (the authors' Beta(10, 1): mean 0.91) and every step's noisy target, the start keeping a
     weight of step_delay / (t + step_delay) under the slow schedule that pretraining selects (100 / 280
     after 180 steps). Their means were pulled towards 0.91 (on three separated 5-D groups clustered
-    right, β̂_m − β_m up to +0.09 for workers with β_m in [0.65, 0.97]); tests/test_scdc_workers.py
+    right, β̂_m − β_m up to +0.09 for workers with β_m in [0.65, 0.97]); tests/models/scdc/test_scdc_workers.py
     checks the intervals this gives against the simulated truth. The workers' statistics touch only
     the annotations, so the exact update costs one pass over them. What it cannot repair is a
     clustering that contradicts the crowd: a must-link between two items the fit puts in different

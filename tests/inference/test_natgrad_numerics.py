@@ -232,7 +232,7 @@ def test_gppl_bound_matches_an_independent_monte_carlo_elbo():
     assert abs(bound - float(elbo)) < 4 * float(se) + 0.02, (bound, float(elbo), float(se))
 
 
-SCRIPT = Path(__file__).resolve().parents[2] / "shared/data/synthetic-sushi/make_synthetic_sushi.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "shared/data/synthetic-sushi/make_synthetic_sushi.py"
 
 
 @pytest.mark.skipif(not SCRIPT.is_file(), reason="the shared synthetic-Sushi script is not beside the repo")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: (layer, module prefixes), lowest first; a prefix names a module and every module below it, except
 #: ``crowdzoo``, which names the package's ``__init__`` alone

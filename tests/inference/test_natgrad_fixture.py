@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_SCRIPT = Path(__file__).parent / "fixtures" / "make_natgrad_fixture.py"
+_SCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "make_natgrad_fixture.py"
 _spec = importlib.util.spec_from_file_location("make_natgrad_fixture", _SCRIPT)
 fixture = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fixture)

@@ -266,7 +266,7 @@ def test_the_your_data_guide_runs(tmp_path, monkeypatch, capsys):
     import re
     from pathlib import Path
 
-    page = (Path(__file__).parents[1] / "docs" / "guides" / "your-data.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "guides" / "your-data.md").read_text()
     monkeypatch.chdir(tmp_path)
     exec(compile("\n".join(re.findall(r"```python\n(.*?)```", page, re.S)), "your-data.md", "exec"), {})
     out = capsys.readouterr().out

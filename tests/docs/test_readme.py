@@ -6,7 +6,7 @@ import time
 import warnings
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_snippets_run_in_under_a_minute_each(tmp_path, monkeypatch):

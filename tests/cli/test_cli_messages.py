@@ -14,7 +14,7 @@ import pytest
 import crowdzoo as cz
 from crowdzoo.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: a Python keyword argument in a message (``ties=``, ``user_features=``, ``new_users='x'``)
 PYTHON_ARG = re.compile(r"(?<![-\w])[a-z_]+=")
 

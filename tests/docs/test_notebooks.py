@@ -11,7 +11,7 @@ import jupytext
 import pytest
 from test_docs_tables import tables
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.py"))
 
 
