@@ -49,7 +49,7 @@ def _sbc(args):
         raise DataError("--repeats: sbc repeats simulations; give their number as --sims")
     check = Check(model=args.model or "gppl", route=args.route,
                   draws=99 if args.draws is None else args.draws)
-    sims = args.sims if args.sims is not None else (12 if args.quick else 100)
+    sims = args.sims if args.sims is not None else (10 if args.quick else 100)
     if sims < 1:
         raise DataError(f"--sims: SBC needs at least one simulation, got {sims}")
     words = f"sbc {check.model} --route {check.route} --sims {sims} --draws {check.draws}"

@@ -132,7 +132,7 @@ def make_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--route", default=None,
                       help="sbc only: the route to calibrate (default: the model's default route)")
     cmp_.add_argument("--sims", type=int, default=None,
-                      help="sbc only: simulations S (default 100, 12 with --quick)")
+                      help="sbc only: simulations S (default 100, 10 with --quick)")
     cmp_.add_argument("--draws", type=int, default=None,
                       help="sbc only: posterior draws L ranked against each prior draw (default 99)")
     rep = sub.add_parser("report", help="posterior diagnostic report of a run (HTML or Markdown)", **fmt)

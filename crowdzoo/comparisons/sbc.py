@@ -294,7 +294,8 @@ class Check:
     route): each :meth:`run_one` is one simulation with ``draws`` (L) posterior draws on a
     :class:`Problem`. ``settings`` go to the route on top of :data:`ROUTE_SETTINGS`. ``shrink``: draws
     pulled towards their mean by this factor per summary (1: none) — a deliberately miscalibrated
-    posterior, to show that the check can fail."""
+    posterior, to show that the check can fail. ``label``: the route's name in the tables (default
+    ``route``), to tell apart checks of one route with different settings."""
 
     model: str = "gppl"
     route: str | None = None
@@ -302,6 +303,7 @@ class Check:
     problem: Problem = field(default_factory=Problem)
     settings: dict = field(default_factory=dict)
     shrink: float = 1.0
+    label: str | None = None
 
     def __post_init__(self):
         from ..errors import DataError
@@ -358,8 +360,9 @@ class Check:
                 h = h.mean() + self.shrink * (h - h.mean())
             lo50, hi50, lo90, hi90 = np.quantile(h, [0.25, 0.75, 0.05, 0.95])
             x = truth[name]
-            rows.append({"model": self.model, "route": self.route, "sim": seed, "quantity": name,
-                         "group": spec.groups[name], "truth": x, "rank": rank_of(x, h, rng), "L": L,
+            rows.append({"model": self.model, "route": self.label or self.route, "sim": seed,
+                         "quantity": name, "group": spec.groups[name], "truth": x,
+                         "rank": rank_of(x, h, rng), "L": L,
                          "post mean": float(h.mean()), "post sd": float(h.std()),
                          "in 50%": bool(lo50 <= x <= hi50), "in 90%": bool(lo90 <= x <= hi90),
                          "seconds": seconds})
