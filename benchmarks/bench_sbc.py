@@ -56,7 +56,7 @@ def main():
         df = pd.concat(frames, ignore_index=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out, index=False)
+    df.to_csv(out, index=False, float_format="%.6g")
     sbc.figure(df, out.with_suffix(".png"))
     print(sbc.summarise(df))
 

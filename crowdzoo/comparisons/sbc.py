@@ -422,25 +422,28 @@ def summarise(df: pd.DataFrame) -> str:
 
 
 def figure(df: pd.DataFrame, path, bins: int | None = None) -> None:
-    """Rank histograms, a row per model and route and a column per summary, with the 99 % band of a
-    bin's count under uniform ranks (Binomial(S, 1/B); Talts et al., Fig. 1), written as a PNG."""
+    """Rank histograms, a row per model and route and a panel per summary (its own in each row),
+    with the 99 % band of a bin's count under uniform ranks (Binomial(S, 1/B); Talts et al., Fig. 1),
+    written as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     keys = list(dict.fromkeys(zip(df["model"], df["route"])))
-    quantities = list(dict.fromkeys(df["quantity"]))
-    fig, axes = plt.subplots(len(keys), len(quantities), figsize=(2.2 * len(quantities), 1.9 * len(keys)),
-                             squeeze=False)
+    rows = {k: list(dict.fromkeys(df.loc[(df["model"] == k[0]) & (df["route"] == k[1]), "quantity"]))
+            for k in keys}
+    width = max(len(q) for q in rows.values())
+    fig, axes = plt.subplots(len(keys), width, figsize=(2.0 * width, 1.9 * len(keys)), squeeze=False)
     for i, (model, route) in enumerate(keys):
         part = df[(df["model"] == model) & (df["route"] == route)]
-        for j, q in enumerate(quantities):
+        for j in range(width):
             ax = axes[i, j]
-            r = part.loc[part["quantity"] == q, "rank"].to_numpy()
-            if len(r) == 0:
+            if j >= len(rows[(model, route)]):
                 ax.axis("off")
                 continue
+            q = rows[(model, route)][j]
+            r = part.loc[part["quantity"] == q, "rank"].to_numpy()
             L = int(part["L"].iloc[0])
             B = bins or n_bins(len(r), L)
             counts = np.bincount((r * B) // (L + 1), minlength=B)
@@ -450,13 +453,12 @@ def figure(df: pd.DataFrame, path, bins: int | None = None) -> None:
             ax.bar(np.arange(B), counts, width=1.0, color="C0", edgecolor="white", zorder=1)
             ax.set_xticks([])
             ax.set_yticks([])
-            if i == 0:
-                ax.set_title(q, fontsize=8)
+            ax.set_title(q, fontsize=7)
             if j == 0:
-                ax.set_ylabel(f"{model}\n{route}", fontsize=8)
+                ax.set_ylabel(f"{model}\n{route}", fontsize=7)
     fig.suptitle("SBC rank histograms (grey: 99 % band of uniform ranks)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / (1.9 * len(keys))))  # room for the title
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
