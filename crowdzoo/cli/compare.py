@@ -36,13 +36,41 @@ def _comparison(name: str):
     return obj, obj
 
 
+#: the options of ``crowdzoo compare sbc`` alone
+SBC_OPTIONS = {"model": "MODEL", "route": "--route", "sims": "--sims", "draws": "--draws"}
+
+
+def _sbc(args):
+    """``crowdzoo compare sbc MODEL --route R --sims S --draws L``: the check of
+    :mod:`crowdzoo.comparisons.sbc` (its simulations are the repeats), and the words of the command."""
+    from ..comparisons.sbc import Check
+
+    if args.repeats != 1:
+        raise DataError("--repeats: sbc repeats simulations; give their number as --sims")
+    check = Check(model=args.model or "gppl", route=args.route,
+                  draws=99 if args.draws is None else args.draws)
+    sims = args.sims if args.sims is not None else (10 if args.quick else 100)
+    if sims < 1:
+        raise DataError(f"--sims: SBC needs at least one simulation, got {sims}")
+    words = f"sbc {check.model} --route {check.route} --sims {sims} --draws {check.draws}"
+    return check, sims, words
+
+
 def cmd_compare(args) -> int:
     from ..comparisons import run
 
-    what, comparison = _comparison(args.name)
+    if args.name == "sbc":
+        what, repeats, words = _sbc(args)
+        comparison = what
+    else:
+        given = [flag for key, flag in SBC_OPTIONS.items() if getattr(args, key, None) is not None]
+        if given:
+            raise DataError(f"{given[0]}: an option of `crowdzoo compare sbc` alone, not of {args.name!r}")
+        what, comparison = _comparison(args.name)
+        repeats, words = args.repeats, f"{args.name} --repeats {args.repeats}"
     client = _dask_client(args.executor) if args.executor else None
     try:
-        df, table = run(what, repeats=args.repeats, jobs=args.jobs, quick=args.quick, executor=client,
+        df, table = run(what, repeats=repeats, jobs=args.jobs, quick=args.quick, executor=client,
                         data_dir=args.data_dir)
     finally:
         if client is not None:
@@ -56,7 +84,7 @@ def cmd_compare(args) -> int:
 
         if tex := latex_tables(table):  # the tables for a paper
             out.with_suffix(".tex").write_text(tex)
-        cmd = f"crowdzoo compare {args.name} --repeats {args.repeats} --jobs {args.jobs}"
+        cmd = f"crowdzoo compare {words} --jobs {args.jobs}"
         cmd += " --quick" if args.quick else ""
         cmd += f" --data-dir {args.data_dir}" if args.data_dir else ""
         fig = ""

@@ -116,6 +116,8 @@ def make_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("name", help="a comparison of the zoo, or one's own as module:object (an object with "
                       "run_one(seed, quick=...) → tidy DataFrame and summarise(df) → Markdown; a module file "
                       "in the working folder is found)")
+    cmp_.add_argument("model", nargs="?", default=None,
+                      help="sbc only: the model to calibrate (gppl, crowdgppl, bradley-terry; default gppl)")
     cmp_.add_argument("--repeats", type=int, default=1)
     cmp_.add_argument("--jobs", type=int, default=1)
     cmp_.add_argument("--quick", action="store_true", help="smaller settings (each comparison says which)")
@@ -127,6 +129,12 @@ def make_parser() -> argparse.ArgumentParser:
                       help="sushi-*, dpm-sushi-a: folder with Kamishima's Sushi files; scdc-mnist: MNIST's "
                            "training idx files and crowd_annotations_mnist.npy (neither is shipped)")
     cmp_.add_argument("--out", default=None, help="markdown file (the tidy CSV goes beside it)")
+    cmp_.add_argument("--route", default=None,
+                      help="sbc only: the route to calibrate (default: the model's default route)")
+    cmp_.add_argument("--sims", type=int, default=None,
+                      help="sbc only: simulations S (default 100, 10 with --quick)")
+    cmp_.add_argument("--draws", type=int, default=None,
+                      help="sbc only: posterior draws L ranked against each prior draw (default 99)")
     rep = sub.add_parser("report", help="posterior diagnostic report of a run (HTML or Markdown)", **fmt)
     rep.add_argument("run_dir", help="a folder written by `crowdzoo fit` or `crowdzoo demo`")
     rep.add_argument("-o", "--out", default=None, help="report.html (default) or report.md; "

@@ -17,6 +17,7 @@ from . import (
     dpm,
     gppl_kernel,
     gppl_routes,
+    sbc,
     scdc,
     scdc_crowd,
     simulation,
@@ -43,7 +44,7 @@ REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": cal
             "collabgp-routes": collabgp.routes, "ukpconvarg-diagnostics": ukpconvarg_diagnostics,
             "dpm-simulation": dpm, "dpm-sushi-a": sushi.dpm_sushi_a,
             "scdc-pinwheel": scdc.pinwheel, "scdc-digits": scdc.digits, "scdc-mnist": scdc.mnist,
-            "scdc-crowd": scdc_crowd, "ties": ties, "choices": choices}
+            "scdc-crowd": scdc_crowd, "ties": ties, "choices": choices, "sbc": sbc}
 
 
 def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None, data_dir=None):
