@@ -239,4 +239,5 @@ def test_the_cli_and_the_api_learn_gppls_kernel_alike(tmp_path, capsys, one_thre
     capsys.readouterr()
     with pytest.raises(SystemExit):
         cli.main(["fit", "--help"])
-    assert "learn_kernel; default unset (gppl natgrad)" in " ".join(capsys.readouterr().out.split())
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "learn_kernel; default unset (gppl natgrad, crowdgppl natgrad)" in helped
