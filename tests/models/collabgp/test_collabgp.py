@@ -361,6 +361,7 @@ def test_active_learning_comparison_on_the_sushi_fixture(tmp_path, monkeypatch):
     assert "| CP-B |" in collabgp.active_sushi.summarise(df)
 
 
+@pytest.mark.slow  # 50 s of EP runs; test_evidence_prefers_the_true_length_scale checks the evidence fast
 def test_ep_learns_the_length_scales_by_the_evidence():
     """Learning collabGP's kernel: learn_kernel maximises the EP evidence over the item and user
     length-scales (supplement a §9's grid, done by an optimiser). Data drawn with ℓ = 1 for both; the
@@ -371,7 +372,8 @@ def test_ep_learns_the_length_scales_by_the_evidence():
     train, test = data.subset(tr), data.subset(te)
     errs, posts = {}, {}
     for learn in (False, True):
-        model = cz.CollabGP(n_latent=5, lengthscale="median distance", user_lengthscale="median distance")
+        model = cz.CollabGP(n_latent=5, lengthscale="median distance", user_lengthscale="median distance",
+                            learn_scale=False)  # the simulation's unit scales
         post = cz.fit(model, train, method="ep", learn_kernel=learn, progress_bar=False)
         p = post.predict_proba(test.item_ids[test.a], test.item_ids[test.b], users=test.user_ids[test.users])
         errs[learn], posts[learn] = float(((p > .5) != (test.y == 1)).mean()), post
