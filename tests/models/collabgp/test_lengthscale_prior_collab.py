@@ -61,6 +61,7 @@ def collab_svi(collab):
     return cz.fit(model, collab, method="svi", num_steps=1000, lr=0.03, n_draws=200, progress_bar=False)
 
 
+@pytest.mark.slow  # the 1,000-step svi fit takes 15 s; nuts checks the same ordering below
 def test_svi_puts_the_longer_lengthscale_on_the_irrelevant_dimension(collab_svi, tmp_path):
     """svi (AutoNormal, log ℓ started at the median distance): posterior mean ℓ₁ at least 2 × ℓ₀ for the
     items; the draws differ; ArviZ has ``lengthscale`` (chain, draw, dim) and ``user_lengthscale``

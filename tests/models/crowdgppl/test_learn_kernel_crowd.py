@@ -100,6 +100,7 @@ def test_crowd_lengthscale_prior_pulls_the_learned_values():
         cz.fit(cz.CrowdGPPL(lengthscale_prior=dist.LogNormal(0.0, 1.0)), data, method="natgrad")
 
 
+@pytest.mark.slow  # 16 s of svi; natgrad's learning of the same kernels is tested above
 def test_crowd_svi_learns_the_length_scales_as_parameters():
     """svi with learn_kernel=True: the item length-scales are pyro.params of crowdGPPL's program
     (optimised by the ELBO with the mean-field guide); the irrelevant feature's ends well above the

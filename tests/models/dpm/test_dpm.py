@@ -283,7 +283,7 @@ def test_new_items_by_features_match_the_training_items(tiny):
         post.memberships(loss="squared")
 
 
-@pytest.mark.parametrize("ell_true", [0.1, 1.0])
+@pytest.mark.parametrize("ell_true", [pytest.param(0.1, marks=pytest.mark.slow), 1.0])  # 0.1: 10 s more
 def test_svi_learns_the_item_length_scales(ell_true):
     """Learning the DPM's kernel: svi with learn_kernel=True makes the communities' item length-scales a
     pyro.param of the program. Communities drawn with ℓ = 0.1 and with ℓ = 1 (the median heuristic
