@@ -62,6 +62,7 @@ from typing import NamedTuple
 import torch
 
 from ...errors import DataError, NumericalError
+from ...gp.conjugate import gamma_moments, kl_gamma, q_s
 from ...gp.linalg import DTYPE, cholesky, logdet_from_chol
 from ...gp.probit import fast_log_ndtr
 from ...inference.common import progress
@@ -108,11 +109,9 @@ class ScaleFactors(NamedTuple):
     def bound(self) -> float:
         """What q(s) adds to the VB bound beside the Gaussian terms taken at s̄ = E[s]:
         Σ_d [(n/2)(E[log s_d] − log s̄_d) − KL(Gamma(α_d, β_d) ‖ Gamma(α₀, β₀))]."""
-        a, b, a0, b0 = self.shape, self.rate, self.shape0, self.rate0
-        e_log = torch.digamma(a) - torch.log(b)
-        kl = ((a - a0) * torch.digamma(a) - torch.lgamma(a) + math.lgamma(a0)
-              + a0 * (torch.log(b) - math.log(b0)) + a * (b0 - b) / b)
-        return float((0.5 * self.n * (e_log - torch.log(self.mean)) - kl).sum())
+        mean, e_log = gamma_moments(self.shape, self.rate)
+        kl = kl_gamma(self.shape, self.rate, self.shape0, self.rate0)
+        return float((0.5 * self.n * (e_log - torch.log(mean)) - kl).sum())
 
 
 class Scales:
@@ -156,8 +155,7 @@ class Scales:
 
     def update(self, d, energy: torch.Tensor) -> None:
         """α_d = α₀ + n_h/2, β_d = β₀ + ½ E_Q[ãᵀã] (``energy``; ``d`` an index or a slice)."""
-        self.shape[d] = self.shape0 + 0.5 * self.n
-        self.rate[d] = self.rate0 + 0.5 * energy
+        self.shape[d], self.rate[d] = q_s(self.shape0, self.rate0, self.n, energy)
 
     def factors(self) -> ScaleFactors:
         """The current q(s) as plain tensors and numbers (what a fit's state keeps)."""
