@@ -14,6 +14,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 from scipy.stats import norm
+from test_learn_kernel_crowd import _ard_crowd as ard_crowd_arrays
 
 import crowdzoo as cz
 from crowdzoo.core.posterior import uniform_weights
@@ -33,14 +34,7 @@ def _pairs(rng, N, P):
 
 def _ard_crowd(seed=0, N=30, U=10, P=500):
     """Consensus sin(1.5 x₀) and two components of x₀ alone on x ~ U(−2, 2)²; x₁ is irrelevant."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, (N, 2))
-    t = np.sin(1.5 * X[:, 0])
-    V = np.stack([np.cos(1.5 * X[:, 0]), X[:, 0] ** 2 / 2 - 1])
-    F = t[:, None] + V.T @ rng.normal(0, 1, (2, U))
-    a, b = _pairs(rng, N, P)
-    j = rng.integers(U, size=P)
-    y = (rng.random(P) < norm.cdf(F[a, j] - F[b, j])).astype(float)
+    X, a, b, j, y = ard_crowd_arrays(seed, N, U, P)
     return cz.PairwiseData.from_arrays(a, b, y, item_features=X, users=j)
 
 
