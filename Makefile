@@ -43,6 +43,7 @@ bench: $(VENV)
 	$(PY) benchmarks/bench_distributed_scdc.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_learn_batches.py --out docs/learn-kernel-batches.md
 	$(PY) benchmarks/bench_scale.py --out docs/benchmarks.md
+	$(PY) benchmarks/bench_pooled_lengthscales.py --out docs/benchmarks.md
 	$(PY) benchmarks/bench_active.py --out docs/benchmarks.md
 
 # crowdzoo beside BoTorch, choix and crowd-kit, and its tie model beside evalica, each method in its own

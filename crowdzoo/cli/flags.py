@@ -203,7 +203,8 @@ class RouteFlag:
 #: docstring has the whole rule)
 UNSET = {"learn_kernel": "learned where the items have features and the model leaves the length-scales "
                          "to the median heuristic, and (gppl natgrad) each step takes every label or "
-                         "(crowdgppl natgrad) the items are sparse and the labels at most 2e5 "
+                         "(crowdgppl natgrad) the items are sparse: in the fit up to 2e5 labels, above "
+                         "that before it, by GPPL on 1e4 of the labels pooled over users "
                          "(--no-learn-kernel: the median heuristic)",
          "tol": "1e-4, or 3e-4 while the kernel learns"}
 

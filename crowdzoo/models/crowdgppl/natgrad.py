@@ -347,6 +347,7 @@ class Problem(NamedTuple):
     space: CrowdKernels | None = None
     log_prior: Callable | None = None
     kernel_lr: float = 0.1
+    kernel_batch: int | None = None  # labels per Adam step on θ (the batch's first ones); None: all
     every: tuple | None = None  # (Batch, Q) of all this rank's labels at ``sides``, when θ is fixed
     tie_prior: object = None  # the prior of τ when the labels have ties (a third outcome), else None
     tie_steps: int = 3  # Newton steps on log τ per iteration
@@ -465,9 +466,15 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
 def _kernel_step(state: State, idx, pi, p: Problem) -> State:
     """One Adam step of the kernels' log length-scales up the batch's expected log-likelihood (plus
     log p(ℓ)) with q held in the whitened basis (where the KL terms do not depend on θ), and the
-    :class:`Sides` at the new θ."""
+    :class:`Sides` at the new θ. With ``p.kernel_batch`` the gradient is the one of the batch's first
+    ``kernel_batch`` labels, scaled up to the batch: the batch is a uniform draw, so its first labels
+    are one too, and the step's cost stops growing with P_i (:func:`default_kernel_batch`)."""
     Es = {k: s / r for k, (s, r) in state.gam.items()}
     st = _blocks(state)
+    share = None if p.kernel_batch is None else p.kernel_batch * p.a.shape[0] / p.shard.n_labels
+    if share is not None and idx.shape[0] > share:  # share: this rank's part of kernel_batch
+        k = max(1, math.ceil(share))
+        idx, pi = idx[:k], pi * idx.shape[0] / k
 
     def likelihood_term(theta):
         s_th = p.space.build(theta)
@@ -520,52 +527,104 @@ def default_likelihood(learn_kernel: bool, batch_size: int, data, setup=None) ->
     return "exact" if batch_size >= P else "linearised"
 
 
-#: the most labels at which a sparse item side learns its length-scales by default: up to here each step
-#: takes the paper's 1000 labels (:func:`~crowdzoo.inference.hyper.default_batch_size`)
+#: the most labels at which a sparse item side learns its length-scales in the fit by default: up to here
+#: each step takes the paper's 1000 labels (:func:`~crowdzoo.inference.hyper.default_batch_size`)
 LEARN_SPARSE_LABELS = 1000 * PASS_STEPS
+#: ``learn_kernel`` for item length-scales learned before the fit from pooled labels (:func:`pooled`)
+POOLED = "pooled"
+#: the labels, drawn at random, on which :func:`pooled` fits GPPL
+POOLED_LABELS = 10_000
 
 
-def learns(model, data, setup, learn_kernel: bool | None = None, resume=None) -> bool:
-    """``learn_kernel`` as given, or unset: as a resumed run learned it, else where the item side is
-    sparse (M < N inducing items), the model leaves the item length-scales to the median heuristic on
-    items with features (:func:`~crowdzoo.gp.learn.learns_by_default`) and there are at most
-    :data:`LEARN_SPARSE_LABELS` labels, and wherever the model has a ``lengthscale_prior`` (whose MAP
-    the route then finds).
+def default_kernel_batch(kernel_batch: int | None) -> int:
+    """The labels per Adam step on the length-scales unless given: the paper's batch of 1000. Above
+    2·10⁵ labels the natural-gradient batches grow to P / 200 (one pass in 200 steps), while the
+    length-scales' gradient needs no more labels there than below; its cost is that of the batch's
+    C per-component row quadratics, forward and backward."""
+    if kernel_batch is None:
+        return 1000
+    if int(kernel_batch) != kernel_batch or kernel_batch < 1:
+        raise DataError(f"kernel_batch: expected a positive integer (labels per length-scale step), got "
+                        f"{kernel_batch!r}", arg="kernel_batch")
+    return int(kernel_batch)
+
+
+def learns(model, data, setup, learn_kernel: bool | str | None = None, resume=None) -> bool | str:
+    """``learn_kernel`` as given (True, False or ``"pooled"``), or unset: where the item side is sparse
+    (M < N inducing items) and the model leaves the item length-scales to the median heuristic on
+    items with features (:func:`~crowdzoo.gp.learn.learns_by_default`), True (learned in the fit) up
+    to :data:`LEARN_SPARSE_LABELS` labels and ``"pooled"`` (learned before it, :func:`pooled`) above;
+    True wherever the model has a ``lengthscale_prior`` (whose MAP the route then finds); False
+    elsewhere. A resumed run does as its first run did.
 
     With M inducing items in many feature dimensions, median-heuristic length-scales leave the
     components v_c too smooth to carry personal tastes: on 197,944 labels of a 3,000-item, 4,000-user
     crowd with low-rank tastes over 16 features, half irrelevant (``benchmarks/bench_panel_fit.py
     3000 4000``), the personal predictions equalled the consensus's (held-out log loss .470 both; 800
     inducing items: .470), against .387 personal (accuracy .817 against .771) with learned
-    length-scales, in twice the time; the items' win rates score .535. Where every item is inducing
-    the components are free per item, and one shared set of length-scales for all C components
-    over-smoothed them (docs/crowdgppl.md), so the median heuristic stays there. Above
-    :data:`LEARN_SPARSE_LABELS` the batches grow with the labels (P / 200 a step) and so does each
-    Adam step on the length-scales: on 10⁶ labels a learning fit through the command line had not
-    finished after 40 minutes on two shared cores, against 4 minutes for the median heuristic, so
-    there ``learn_kernel=True`` is the user's call."""
+    length-scales, in twice the time; the items' win rates score .535. On the 991,668 labels of
+    the same crowd with 20,000 users (``benchmarks/bench_pooled_lengthscales.py``), learning in the
+    fit reached .334 personal but had not converged after 1,000 iterations (506 s on 2 cores of a
+    Xeon), where :func:`pooled` reached .364 in 117 s, converged, against .457 (personal = consensus)
+    for the median heuristic in 84 s. Where every item is inducing the components are free per item,
+    and one shared set of length-scales for all C components over-smoothed them (docs/crowdgppl.md),
+    so the median heuristic stays there."""
     if learn_kernel is not None:
+        if isinstance(learn_kernel, str):
+            if learn_kernel != POOLED:
+                raise DataError(f"learn_kernel: expected True, False or {POOLED!r}, got {learn_kernel!r}",
+                                arg="learn_kernel")
+            return POOLED
         return bool(learn_kernel)
     ckpt = loop.read_checkpoint(resume)
-    if ckpt is not None:  # a checkpoint's q lives in the basis its run chose (whitened when θ learned)
-        return ckpt["state"].hyper is not None
+    if ckpt is not None and ckpt["state"].hyper is not None:  # q lives in the whitened basis θ needs
+        return True
     if not model.item_features:
         return False
     if getattr(model, "lengthscale_prior", None) is not None:
         return True
     held = getattr(data, "label_range", None)
     P = held[2] if held is not None else len(data.a)
-    return (not setup.items.exact and P <= LEARN_SPARSE_LABELS
-            and learns_by_default(model.item_gp(), data.item_features))
+    if setup.items.exact or not learns_by_default(model.item_gp(), data.item_features):
+        return False
+    if P > LEARN_SPARSE_LABELS:
+        return POOLED
+    return ckpt is None  # a resumed run without θ's optimiser kept its kernel fixed
+
+
+def pooled(model, data, setup, seed: int, sh: Shard, resumed: bool):
+    """The item length-scales learned before the fit, from the labels pooled over users: GPPL
+    (:meth:`~crowdzoo.CrowdGPPL.item_gp`, Chu & Ghahramani 2005) fitted with ``learn_kernel=True`` to
+    :data:`POOLED_LABELS` labels drawn at random (type-II maximum likelihood of the consensus's ARD
+    length-scales), then fixed: features that move the consensus get short length-scales, the others
+    long ones, and the components v_c take the same. ``(model with those length-scales, its setup,
+    settings)``; a resumed run reads them from its checkpoint's setup. On several ranks the first
+    rank's draw from its shard decides, for every rank."""
+    if resumed:
+        ell = setup.items.kernel.lengthscale.detach().clone()
+    else:
+        from ..gppl.natgrad import fit_natgrad as fit_gppl
+
+        n = len(data.a)
+        rows = np.sort(np.random.default_rng(seed).choice(n, size=min(POOLED_LABELS, n), replace=False))
+        gppl = fit_gppl(model.item_gp(), data.subset(rows), seed=seed, learn_kernel=True, progress_bar=False)
+        ell = torch.as_tensor(gppl.settings["learned_lengthscale"], dtype=DTYPE)
+        if sh.world > 1:
+            ell = sh.sum(ell if sh.lead else torch.zeros_like(ell))
+    model = dataclasses.replace(model, lengthscale=ell)
+    setup = setup if resumed else model.setup(data, seed=seed)
+    return model, setup, {"pooled_lengthscale": ell.tolist(),
+                          "pooled_labels": min(POOLED_LABELS, len(data.a))}
 
 
 def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 batch_size: int | None = None, delay: float = 1.0, forgetting_rate: float | None = None,
                 max_iter: int = 1000, min_iter: int = 10, tol: float = 1e-3, eval_every: int = 5,
                 eval_size: int = 2000, n_gh: int = 20, init_var: float | None = None,
-                learn_kernel: bool | None = None, kernel_lr: float = 0.1, rho_min: float | None = None,
-                distributed: bool = False, progress_bar: bool | None = None, setup=None, resume=None,
-                checkpoint=None, checkpoint_every: int = 0, callback=None) -> CrowdGPPLPosterior:
+                learn_kernel: bool | None = None, kernel_lr: float = 0.1, kernel_batch: int | None = None,
+                rho_min: float | None = None, distributed: bool = False, progress_bar: bool | None = None,
+                setup=None, resume=None, checkpoint=None, checkpoint_every: int = 0,
+                callback=None) -> CrowdGPPLPosterior:
     """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
     ``resume`` as for GPPL's :func:`~crowdzoo.models.gppl.natgrad.fit_natgrad`). ``batch_size`` P_i:
     by default the paper's 1000 labels, or P / 200 above 2·10⁵ labels
@@ -599,10 +658,11 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     :func:`default_likelihood` picks for the data.
 
     ``learn_kernel``, ``kernel_lr``, ``rho_min``: as for GPPL's natgrad (module docstring); the
-    likelihood is then "exact" unless given. Unset, :func:`learns` decides (where the item side is
-    sparse); ``False`` keeps the median heuristic, the paper's kernel. The model's
-    ``lengthscale_prior`` (items) and ``user_lengthscale_prior`` (users) add log p(ℓ) to the
-    length-scales' objective (type-II MAP).
+    likelihood is then "exact" unless given. ``kernel_batch``: the labels of each batch whose gradient
+    moves the length-scales (:func:`default_kernel_batch`; by default the paper's 1000). Unset,
+    :func:`learns` decides (where the item side is sparse); ``False`` keeps the median heuristic, the
+    paper's kernel. The model's ``lengthscale_prior`` (items) and ``user_lengthscale_prior`` (users)
+    add log p(ℓ) to the length-scales' objective (type-II MAP).
 
     ``distributed``: data-parallel over the ranks of a ``torchrun`` launch
     (:mod:`crowdzoo.inference.distributed`), as for GPPL: each rank keeps a shard of the labels
@@ -611,13 +671,25 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     length-scales' gradient are summed across ranks, so every rank takes the single-process step."""
     held = getattr(data, "label_range", None)
     batch_size = default_batch_size(batch_size, False, held[2] if held is not None else len(data.a))
+    given = setup is not None  # a caller's setup keeps its kernel
     resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
+    sh = shard(data, distributed)
+    learn_kernel_given = learn_kernel
     learn_kernel = learns(model, data, setup, learn_kernel, resume)
+    before = {}
+    if learn_kernel == POOLED and given:
+        if learn_kernel_given == POOLED:
+            raise DataError("learn_kernel: 'pooled' builds the setup at the length-scales it learns; drop "
+                            "setup= or pass {learn_kernel=True}", arg="learn_kernel",
+                            settings=("learn_kernel",))
+        learn_kernel = False
+    if learn_kernel == POOLED:
+        model, setup, before = pooled(model, data, setup, seed, sh, resume is not None)
+        learn_kernel = False
     if likelihood is None:
         likelihood = default_likelihood(learn_kernel, batch_size, data, setup)
     if likelihood not in ("linearised", "exact"):
         raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}", arg="likelihood")
-    sh = shard(data, distributed)
     ties = data.has_ties if sh.world == 1 else bool(sh.sum(torch.tensor(float(data.has_ties))) > 0)
     if ties and likelihood != "exact":
         raise DataError("likelihood: the labels have ties (y = 0.5), which only the exact likelihood models "
@@ -649,6 +721,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     problem = Problem(a, b, j, y, sh, pri, E0, prior_var_z, _sides(setup, space is not None), conditional,
                       likelihood, n_gh, init_var, space,
                       None if space is None else space.log_prior(model, counted=sh.lead), kernel_lr,
+                      kernel_batch=default_kernel_batch(kernel_batch),
                       tie_prior=model.prior_tau() if ties else None, residual=res_prior)
     if space is None and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
         problem = problem._replace(every=_labels(problem, torch.arange(a.shape[0]), problem.sides))
@@ -665,7 +738,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                    advice_settings=("delay", "forgetting_rate", "batch_size", "likelihood", "n_components"),
                    resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
     return _posterior(model, data, res, problem, dict(likelihood=likelihood, init_var=init_var,
-                                                       learn_kernel=learn_kernel, ranks=sh.world))
+                                                       learn_kernel=POOLED if before else learn_kernel,
+                                                       ranks=sh.world, **before))
 
 
 def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) -> CrowdGPPLPosterior:

@@ -118,15 +118,10 @@ def test_crowd_svi_learns_the_length_scales_as_parameters():
     assert np.all((p > 0) & (p < 1))
 
 
-def test_a_sparse_item_side_learns_by_default_and_carries_personal_tastes():
-    """With M < N inducing items over features that are half irrelevant, the median heuristic's
-    components are too smooth for personal tastes (personal predictions equal the consensus's); the
-    default learns the length-scales there and predicts each user's held-out labels near the truth.
-    Where every item is inducing the default keeps the median heuristic."""
-    import warnings
-
+def _taste_panel():
+    """150 items with 8 features, half irrelevant; 200 users with low-rank tastes, 30 labels each:
+    (training data, the held-out decided (a, b, users), the simulation's truth)."""
     from crowdzoo.data.simulate_panel import Panel, simulate_panel
-    from crowdzoo.models.crowdgppl.natgrad import learns
 
     panel = Panel(n_items=150, n_users=200, labels_per_user=30, features="irrelevant", n_features=8,
                   taste="low-rank", rank=2, personal=1.0, residual=0.3)
@@ -134,7 +129,19 @@ def test_a_sparse_item_side_learns_by_default_and_carries_personal_tastes():
     test = test[test["tie"] == "no"]
     data = cz.PairwiseData.from_frame(train.drop(columns=["p_winner", "tie"]).assign(y=1), items,
                                       a="winner", b="loser", y="y", user="taster")
-    a, b, users = (test[c].to_numpy() for c in ("winner", "loser", "taster"))
+    return data, tuple(test[c].to_numpy() for c in ("winner", "loser", "taster")), truth
+
+
+def test_a_sparse_item_side_learns_by_default_and_carries_personal_tastes():
+    """With M < N inducing items over features that are half irrelevant, the median heuristic's
+    components are too smooth for personal tastes (personal predictions equal the consensus's); the
+    default learns the length-scales there and predicts each user's held-out labels near the truth.
+    Where every item is inducing the default keeps the median heuristic."""
+    import warnings
+
+    from crowdzoo.models.crowdgppl.natgrad import learns
+
+    data, (a, b, users), truth = _taste_panel()
     model = cz.CrowdGPPL(n_inducing=25, n_components=2)
     loss = {}
     for learn in (False, None):
@@ -151,3 +158,39 @@ def test_a_sparse_item_side_learns_by_default_and_carries_personal_tastes():
     exact = cz.CrowdGPPL(n_inducing=None, n_components=2)
     assert not learns(exact, data, exact.setup(data))
     assert learns(model, data, model.setup(data))
+
+
+def test_above_the_learning_size_the_length_scales_come_from_pooled_labels(monkeypatch):
+    """Above LEARN_SPARSE_LABELS the default learns the item length-scales before the fit, by GPPL's
+    type-II maximum likelihood on a random subset of the labels pooled over users, and fixes them:
+    the personal part then carries the tastes that the median heuristic's smooth components miss. The
+    length-scales are the model's and the setup's, and a resumed fit keeps them."""
+    import warnings
+
+    from crowdzoo.models.crowdgppl import natgrad
+
+    data, (a, b, users), truth = _taste_panel()
+    monkeypatch.setattr(natgrad, "LEARN_SPARSE_LABELS", 1000)  # this crowd's 4,800 labels are "many"
+    monkeypatch.setattr(natgrad, "POOLED_LABELS", 3000)
+    model = cz.CrowdGPPL(n_inducing=25, n_components=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        median = cz.fit(model, data, progress_bar=False, learn_kernel=False)
+        post = cz.fit(model, data, progress_bar=False)
+    assert post.settings["learn_kernel"] == "pooled" and post.settings["pooled_labels"] == 3000
+    ell = np.asarray(post.settings["pooled_lengthscale"])
+    np.testing.assert_allclose(post.model.lengthscale.numpy(), ell)
+    np.testing.assert_allclose(post.setup.items.kernel.lengthscale.numpy(), ell)
+    loss = {k: -np.log(p.predict_proba(a, b, users=users)).mean() for k, p in (("median", median),
+                                                                               ("pooled", post))}
+    consensus = -np.log(post.predict_proba(a, b)).mean()
+    assert loss["pooled"] < loss["median"] - 0.1
+    assert loss["pooled"] < consensus - 0.1
+    assert loss["pooled"] < truth["oracle"] + 0.2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = cz.fit(model, data, progress_bar=False, resume=post, max_iter=post.settings["iterations"] + 5)
+    np.testing.assert_allclose(again.model.lengthscale.numpy(), ell)
+    np.testing.assert_allclose(again.setup.items.kernel.lengthscale.numpy(), ell)
+    with pytest.raises(cz.DataError, match="learn_kernel"):
+        cz.fit(model, data, learn_kernel="pooled", setup=post.setup)
