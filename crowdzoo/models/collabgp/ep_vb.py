@@ -66,7 +66,8 @@ from ...gp.conjugate import gamma_moments, kl_gamma, q_s
 from ...gp.linalg import DTYPE, cholesky, logdet_from_chol
 from ...gp.probit import fast_log_ndtr
 from ...inference.common import progress
-from .model import CollabGP, CollabSetup
+from .model import CollabGP
+from .setup import CollabSetup
 
 LOG2PI = math.log(2.0 * math.pi)
 

@@ -15,7 +15,7 @@ mean φᵀ a_mean and variance φᵀ a_cov φ + δ/s_d, and the personal prefere
 
 With length-scales under a prior (``CollabGP(lengthscale_prior=..., user_lengthscale_prior=...)``, svi
 and nuts) every draw g has its own ℓ_g (``lengthscales`` (G, D), ``user_lengthscales`` (G, E)), hence
-its own L_zz and bases Φ, δ on that side (:class:`~crowdzoo.models.collabgp.model.SideARD`): w at the
+its own L_zz and bases Φ, δ on that side (:class:`~crowdzoo.models.collabgp.lengthscales.SideARD`): w at the
 training users is built per draw, and predictions and draws run over chunks of draws, each chunk's
 bases built at once (at most about 2²² numbers per chunk), mixed as before.
 """
