@@ -150,18 +150,6 @@ class CollabGP:
                             "single user fit GPPL")
         return build_setup(self, data, seed, pseudo_pairs, pseudo_users)
 
-    def check_route(self, method: str, settings: dict) -> None:
-        """Refuse length-scale priors where the route would ignore them (called by :func:`crowdzoo.fit`):
-        svi and nuts infer the length-scales under them; ep keeps them fixed (or maximises its evidence
-        over them with ``learn_kernel=True``)."""
-        for name in ("lengthscale_prior", "user_lengthscale_prior"):
-            if getattr(self, name) is None or method in ("svi", "nuts"):
-                continue
-            raise DataError(f"{name}: collabGP's svi and nuts routes infer the length-scales under the "
-                            f"prior; its {method!r} route keeps them fixed or maximises the EP evidence "
-                            "over them (drop the prior, or fit with {method='svi'} or 'nuts')", arg=name,
-                            settings=("method",))
-
     def program(self, setup: CollabSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model and its arguments (the labels live in ``setup``): :func:`collabgp_model` with
         the kernels fixed; :func:`collabgp_lengthscale_model` with ``lengthscale_prior`` /

@@ -170,22 +170,6 @@ class CrowdGPPL:
             raise DataError(f"n_components: must be at least 1, got {self.n_components} "
                             "(for the consensus alone fit GPPL to the pooled labels)")
 
-    def check_route(self, method: str, settings: dict) -> None:
-        """Refuse length-scale priors where the route would ignore them (called by :func:`crowdzoo.fit`):
-        svi and nuts infer the length-scales under them, natgrad with ``learn_kernel=True`` finds
-        their MAP."""
-        for name in ("lengthscale_prior", "user_lengthscale_prior"):
-            if getattr(self, name) is None or method in ("svi", "nuts"):
-                continue
-            if method == "natgrad" and settings.get("learn_kernel"):
-                continue
-            raise DataError(f"{name}: crowdGPPL's svi and nuts routes infer the length-scales under the "
-                            "prior, natgrad with {learn_kernel=True} finds their MAP; its " + repr(method)
-                            + " route"
-                            + (" without {learn_kernel=True}" if method == "natgrad" else "")
-                            + " keeps them fixed (drop the prior, pass {learn_kernel=True}, or fit with "
-                              "{method='svi'} or 'nuts')", arg=name, settings=("learn_kernel", "method"))
-
     @classmethod
     def paper(cls, **kw) -> CrowdGPPL:
         """The paper's Sushi settings (§5.2): M = M_u = 25 inducing items and users, Gamma(1, 100) on s_t

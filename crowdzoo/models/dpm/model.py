@@ -129,15 +129,6 @@ class DPMCommunities:
         if int(self.truncation) != self.truncation or self.truncation < 1:
             raise DataError(f"truncation: expected an integer ≥ 1 (communities), got {self.truncation!r}")
 
-    def check_route(self, method: str, settings: dict) -> None:
-        """Refuse a length-scale prior on a route that would ignore it (called by :func:`crowdzoo.fit`)."""
-        if self.lengthscale_prior is None or method in ("svi", "nuts"):
-            return
-        raise DataError(f"lengthscale_prior: the DPM's {method!r} route keeps the item kernel fixed (EP per "
-                        "community under fixed hyper-parameters); the svi and nuts routes infer the "
-                        "length-scales under the prior (drop lengthscale_prior, or fit with method='svi' "
-                        "or 'nuts')")
-
     def gppl(self) -> GPPL:
         """The GPPL whose item GP each community uses."""
         return GPPL(n_inducing=self.n_inducing, kernel=self.kernel, lengthscale=self.lengthscale,

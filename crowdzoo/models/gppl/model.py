@@ -140,23 +140,6 @@ class GPPL:
         """The prior of the tie threshold τ (``tie_prior`` or the default)."""
         return default_tie_prior() if self.tie_prior is None else self.tie_prior
 
-    def check_route(self, method: str, settings: dict) -> None:
-        """Refuse settings that ``method`` cannot honour (called by :func:`crowdzoo.fit`)."""
-        if method == "ep" and self.item_residual is True:
-            raise DataError("item_residual: the ep route has no item residual (its sites are over the "
-                            "inducing utilities alone); fit with method='natgrad', 'svi' or 'nuts', or "
-                            "set item_residual='auto' or False", arg="item_residual")
-        if self.lengthscale_prior is None or method in ("svi", "nuts"):
-            return
-        learn = settings.get("learn_kernel")
-        if method in ("natgrad", "ep") and (learn or (learn is None and method == "natgrad")):
-            return  # natgrad and ep add log p(ℓ) to the length-scales' objective (type-II MAP)
-        raise DataError("lengthscale_prior: the svi and nuts routes infer the length-scales under the "
-                        "prior, natgrad and ep with {learn_kernel=True} find their MAP; " + repr(method)
-                        + (" without {learn_kernel=True}" if method in ("natgrad", "ep") else "")
-                        + " would ignore it (drop lengthscale_prior, or fit with {method='svi'} or 'nuts')",
-                        arg="lengthscale_prior", settings=("learn_kernel", "method"))
-
     def prior_s(self) -> dist.Distribution:
         if self.s_prior is not None:
             return self.s_prior
