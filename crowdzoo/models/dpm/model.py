@@ -49,32 +49,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
 from torch.special import log_ndtr
 
-from ...errors import DataError, _show
+from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE
 from ...gp.priors import check_priors
-from ..gppl.model import GPPL, GPPLSetup
-
-
-def check_data(model, data):
-    """DataErrors for data no route of the model can use: no users, users without labels (the data
-    contract of the story; the Gibbs route and :meth:`DPMCommunities.program` both check it)."""
-    if data.users is None:
-        raise DataError("users: the DPM community model needs a user per label "
-                        "(PairwiseData(..., users=...))")
-    counts = np.bincount(data.users, minlength=data.n_users)
-    if data.n_pairs == 0:
-        raise DataError("data: no labels")
-    empty = np.flatnonzero(counts == 0)
-    if empty.size:
-        raise DataError(f"users: user id {_show(data.user_ids[empty[0]])} has no labels ({empty.size} such "
-                        "user(s)); drop them (predict_proba treats unseen users by the CRP prior predictive)")
+from ..gppl.model import GPPL
+from .setup import DPMKernelSpace, DPMSetup, check_data, user_labels
 
 
 @dataclass
@@ -204,20 +189,6 @@ def directions(d, c, s: float, alpha: float) -> torch.Tensor:
     return d / (s ** 0.5 * torch.sqrt(alpha ** 2 + c / s))[..., None]
 
 
-def user_labels(users, n_users: int):
-    """Each user's label indices, padded: (U, L) long and its (U, L) float mask (L: the most labels
-    of any user)."""
-    users = np.asarray(users)
-    order = np.argsort(users, kind="stable")
-    n = np.bincount(users, minlength=n_users)
-    L = max(int(n.max()), 1)
-    start = np.concatenate([[0], np.cumsum(n)[:-1]])
-    pos = np.arange(L)[None, :]
-    mask = pos < n[:, None]
-    lab = np.where(mask, order[np.minimum(start[:, None] + pos, len(order) - 1)], 0)
-    return torch.as_tensor(lab, dtype=torch.long), torch.as_tensor(mask, dtype=DTYPE)
-
-
 def stick_weights(beta: torch.Tensor) -> torch.Tensor:
     """log π (..., T) from the sticks β (..., T − 1): π_k = β_k Π_{l<k} (1 − β_l), π_T = Π (1 − β)."""
     log_rest = torch.cumsum(torch.log1p(-beta), -1)
@@ -267,47 +238,5 @@ def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, su
     dpm_model(G, sgn, lab, mask, T, concentration, subsample_size)
 
 
-@dataclass
-class DPMKernelSpace:
-    """The ARD algebra of the communities' item GP (``ard``), the setup it varies (ℓ starts at the
-    base setup's), and the prior of ℓ (event shape (D,); None: ℓ is a ``pyro.param``)."""
-
-    ard: object
-    base: DPMSetup
-    prior: object = None
-
-    @property
-    def ell0(self) -> torch.Tensor:
-        """The base setup's length-scales (the median heuristic, or the model's ``lengthscale``)."""
-        return self.base.gp.kernel.lengthscale.detach()
-
-    def gp(self, ell) -> GPPLSetup:
-        return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.base.gp.s_prior)
-
-    def setup_at(self, ell) -> DPMSetup:
-        """The setup at length-scales ``ell`` (H is not needed by the Pyro program and left as is)."""
-        return DPMSetup(gp=self.gp(ell), s=self.base.s, alpha=self.base.alpha, H=self.base.H)
-
-
-@dataclass
-class DPMSetup:
-    """What is fixed before inference: the item GP (GPPL's setup), s, α, and H (P, M): each training
-    label's direction in the inducing utilities (see :func:`crowdzoo.gp.conditional.probit_rows`)."""
-
-    gp: GPPLSetup
-    s: float
-    alpha: float
-    H: torch.Tensor
-
-    @property
-    def M(self) -> int:
-        return self.gp.M
-
-    @property
-    def K(self) -> torch.Tensor:
-        """Prior covariance K_mm / s of a community's inducing utilities."""
-        return self.gp.K_mm / self.s
-
-
-__all__ = ["DPMCommunities", "DPMSetup", "directions", "dpm_model", "stick_weights", "user_loglik",
-           "user_labels", "whitened_directions"]
+__all__ = ["DPMCommunities", "directions", "dpm_model", "dpm_lengthscale_model", "stick_weights",
+           "user_loglik", "whitened_directions"]
