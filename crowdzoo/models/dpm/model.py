@@ -47,7 +47,8 @@ that NUTS samples ℓ and svi's guide covers it; ``learn_kernel=True`` (svi, no 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 import pyro
 import pyro.distributions as dist
@@ -57,12 +58,31 @@ from torch.special import log_ndtr
 from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE
-from ...gp.priors import check_priors
 from ..gppl.model import GPPL
 from .setup import DPMKernelSpace, DPMSetup, check_data, user_labels
 
+#: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
+#: which the constructor also takes by name and the model reads back by name (``model.kernel``)
+ITEM_GP_SETTINGS = ("n_inducing", "kernel", "lengthscale", "scaled_lengthscale", "shape_s0", "rate_s0",
+                    "s_prior", "jitter", "lengthscale_prior")
 
-@dataclass
+
+class _ItemGPs:
+    """The default of an item-GP keyword of :class:`DPMCommunities`: ``item_gp``'s setting."""
+
+    def __repr__(self):
+        return "item_gp's"
+
+
+ITEM_GPS = _ItemGPs()
+
+
+def _item_gp_setting(name: str) -> property:
+    return property(lambda self: getattr(self.item_gp, name),
+                    doc=f"``item_gp.{name}``: the communities' item GP's setting.")
+
+
+@dataclass(init=False)
 class DPMCommunities:
     """Dirichlet-process mixture of GP preference models (module docstring).
 
@@ -71,37 +91,64 @@ class DPMCommunities:
     concentration : λ > 0 of the Dirichlet process (larger: more communities).
     concentration_prior : None (λ fixed) or a Pyro ``Gamma`` prior on λ, resampled by Escobar & West
         (1995) in the Gibbs route.
-    n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter : the
-        item GP, as in :class:`~crowdzoo.models.gppl.model.GPPL`; s is fixed at the prior mean.
     probit_scale : α > 0 of P(a ≻ b | u) = Φ((f_a − f_b) / α).
     truncation : T, the number of communities of the stick-breaking truncation in the Pyro program
         (the ``svi`` and ``nuts`` routes; the Gibbs route is not truncated).
-    lengthscale_prior : a positive Pyro distribution over the item length-scales (over one, iid over the
-        D feature dimensions, or with batch shape (D,)), in the features' units: the svi and nuts
-        routes then infer ℓ with the rest (module docstring), the posterior predicting with each
-        draw's kernel; needs a named kernel ("se", "matern32"). The Gibbs route refuses it. None
-        (default): ℓ fixed (``lengthscale`` or the median heuristic), or learned by svi's
-        ``learn_kernel=True``.
+    item_gp : the item GP every community's utility is drawn from, a
+        :class:`~crowdzoo.models.gppl.model.GPPL` whose item-GP settings (:data:`ITEM_GP_SETTINGS`)
+        apply: ``n_inducing``, ``kernel``, ``lengthscale``, ``scaled_lengthscale``, ``shape_s0``,
+        ``rate_s0``, ``s_prior`` and ``jitter`` as in GPPL, with s fixed at the prior mean; and
+        ``lengthscale_prior``, a positive Pyro distribution over the item length-scales (over one, iid
+        over the D feature dimensions, or with batch shape (D,)), in the features' units: the svi and
+        nuts routes then infer ℓ with the rest (module docstring), the posterior predicting with each
+        draw's kernel; needs a named kernel ("se", "matern32"); the Gibbs route refuses it. Without it
+        ℓ is fixed (``lengthscale`` or the median heuristic), or learned by svi's
+        ``learn_kernel=True``. Default ``GPPL(item_residual=False)``; the communities' GP has neither
+        ties nor an item residual.
+    n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter,
+    lengthscale_prior : each replaces that setting of ``item_gp`` (``DPMCommunities(kernel="se")``
+        is ``DPMCommunities(item_gp=GPPL(kernel="se", item_residual=False))``).
     """
 
     concentration: float = 1.0
     concentration_prior: object = None
-    n_inducing: int | str | None = "auto"
-    kernel: object = "matern32"
-    lengthscale: object = None
-    scaled_lengthscale: bool = False
-    shape_s0: float = 2.0
-    rate_s0: float = 2.0
-    s_prior: object = None
     probit_scale: float = 1.0
-    jitter: float = 1e-6
     truncation: int = 10
-    lengthscale_prior: object = None
+    item_gp: GPPL = field(default_factory=lambda: GPPL(item_residual=False))
+
+    def __init__(self, concentration: float = 1.0, concentration_prior=None, n_inducing=ITEM_GPS,
+                 kernel=ITEM_GPS, lengthscale=ITEM_GPS, scaled_lengthscale=ITEM_GPS, shape_s0=ITEM_GPS,
+                 rate_s0=ITEM_GPS, s_prior=ITEM_GPS, probit_scale: float = 1.0, jitter=ITEM_GPS,
+                 truncation: int = 10, lengthscale_prior=ITEM_GPS, item_gp: GPPL | None = None):
+        given = dict(n_inducing=n_inducing, kernel=kernel, lengthscale=lengthscale,
+                     scaled_lengthscale=scaled_lengthscale, shape_s0=shape_s0, rate_s0=rate_s0,
+                     s_prior=s_prior, jitter=jitter, lengthscale_prior=lengthscale_prior)
+        given = {k: v for k, v in given.items() if v is not ITEM_GPS}
+        if item_gp is None:
+            item_gp = GPPL(item_residual=False, **given)
+        elif not isinstance(item_gp, GPPL):
+            raise DataError(f"item_gp: expected a crowdzoo.GPPL (the communities' item GP), got "
+                            f"{type(item_gp).__name__}", arg="item_gp")
+        elif given:
+            item_gp = dataclasses.replace(item_gp, **given)
+        self.concentration, self.concentration_prior = concentration, concentration_prior
+        self.probit_scale, self.truncation, self.item_gp = probit_scale, truncation, item_gp
+        self.__post_init__()
+
+    n_inducing = _item_gp_setting("n_inducing")
+    kernel = _item_gp_setting("kernel")
+    lengthscale = _item_gp_setting("lengthscale")
+    scaled_lengthscale = _item_gp_setting("scaled_lengthscale")
+    shape_s0 = _item_gp_setting("shape_s0")
+    rate_s0 = _item_gp_setting("rate_s0")
+    s_prior = _item_gp_setting("s_prior")
+    jitter = _item_gp_setting("jitter")
+    lengthscale_prior = _item_gp_setting("lengthscale_prior")
 
     def __post_init__(self):
-        check_priors(self, {"shape_s0": "a positive Gamma shape α₀ (of the prior on each community's s)",
-                            "rate_s0": "a positive Gamma rate β₀ (of the prior on each community's s)"},
-                     scale_priors=("s_prior",), lengthscale_priors=("lengthscale_prior",))
+        if self.item_gp.item_residual is True or self.item_gp.tie_prior is not None:
+            raise DataError("item_gp: the communities' item GP has neither an item residual nor ties; pass "
+                            "a GPPL with item_residual=False and no tie_prior", arg="item_gp")
         lam = float(self.concentration)
         if not lam > 0 or lam == float("inf"):
             raise DataError(f"concentration: the DP concentration λ must be a positive finite number, got "
@@ -114,15 +161,9 @@ class DPMCommunities:
         if int(self.truncation) != self.truncation or self.truncation < 1:
             raise DataError(f"truncation: expected an integer ≥ 1 (communities), got {self.truncation!r}")
 
-    def gppl(self) -> GPPL:
-        """The GPPL whose item GP each community uses."""
-        return GPPL(n_inducing=self.n_inducing, kernel=self.kernel, lengthscale=self.lengthscale,
-                    scaled_lengthscale=self.scaled_lengthscale, shape_s0=self.shape_s0,
-                    rate_s0=self.rate_s0, s_prior=self.s_prior, jitter=self.jitter)
-
     def setup(self, data, seed: int = 0) -> DPMSetup:
         """The item GP (GPPL's), s fixed at its prior mean, α, and the EP direction of every label."""
-        gp = self.gppl().setup_features(data.item_features, seed=seed)
+        gp = self.item_gp.setup_features(data.item_features, seed=seed)
         s = float(gp.s_prior.mean)
         if not s > 0 or s == float("inf"):
             raise DataError(f"s_prior: the Gibbs route fixes s at the prior mean, which is {s}")
@@ -159,14 +200,12 @@ class DPMCommunities:
         if getattr(setup.gp.kernel, "name", None) == "identity":  # items without features
             raise DataError(f"{what}: the items have no features, so there are no length-scales to "
                             "learn")
-        ard = ARDGP.of(self.gppl(), setup.gp, what)
+        ard = ARDGP.of(self.item_gp, setup.gp, what)
         prior = None if what != "lengthscale_prior" else lengthscale_prior_of(self.lengthscale_prior, ard.D)
         return DPMKernelSpace(ard, setup, prior)
 
     def with_lengthscale(self, setup: DPMSetup, ell, a, b):
         """(the model, its setup) with the item length-scales ``ell`` (D,)."""
-        import dataclasses
-
         space = self.lengthscale_space(setup)
         gp = space.gp(ell)
         return (dataclasses.replace(self, lengthscale=ell),
