@@ -589,8 +589,8 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
             kw["user_lengthscale"] = value(starts[1] * float(np.exp(log_f[1])))
         return dataclasses.replace(model, **kw)
 
-    def neg_evidence(log_ell):
-        su = with_ell(log_ell).setup(data, seed=seed)
+    def neg_evidence(log_f):
+        su = with_ell(log_f).setup(data, seed=seed)
         st, _ = run_ep(su, seed=seed, progress_bar=False, **ep_kw)
         return -log_evidence(su, st, ep_kw["gp_factors"])
 

@@ -3,7 +3,7 @@
 ``user_lengthscale_prior``).
 
 :class:`SideARD` is one side's prior basis as a function of its ARD length-scales and
-:class:`CollabSpace` the setup as a function of both sides'. From a draw of ℓ (ℓᵘ) the svi and nuts
+:class:`LengthscaleSpace` the setup as a function of both sides'. From a draw of ℓ (ℓᵘ) the svi and nuts
 program :func:`~crowdzoo.models.collabgp.model.collabgp_lengthscale_model` rebuilds what
 :func:`~crowdzoo.models.collabgp.setup.build_setup` computes from the kernels: the pseudo-inputs'
 Cholesky factor (K_zz + jitter·I, a fixed jitter, so the factor is smooth in ℓ and traceable by NUTS)
@@ -99,7 +99,7 @@ class SideARD:
 
 
 @dataclass
-class CollabSpace:
+class LengthscaleSpace:
     """A collabGP setup as a function of its length-scales: the item and user sides' ARD algebra
     (``items``, ``users``; None: that side stays the base setup's) and their priors (event shape
     (D,)). A side with an algebra and a prior has its ℓ sampled (svi and nuts); without a prior ℓ is a
@@ -115,7 +115,7 @@ class CollabSpace:
     e_w: bool = False
 
     @classmethod
-    def of(cls, base, items, users, prior=None, user_prior=None) -> CollabSpace:
+    def of(cls, base, items, users, prior=None, user_prior=None) -> LengthscaleSpace:
         e_w = base.Phi_w is not None and bool((base.delta_w > 0).any())
         return cls(base, items, users, prior, user_prior, bool((base.delta_h > 0).any()), e_w)
 
@@ -160,30 +160,29 @@ class CollabSpace:
                                    delta_w=delta_w)
 
 
-def kernel_space(model, setup: CollabSetup) -> CollabSpace:
-    """The item and user sides' algebra as functions of their ARD length-scales (``learn_kernel``)."""
-    items = SideARD.of(model.kernel, setup, True, model.jitter, "learn_kernel")
-    users = None if setup.users is None else SideARD.of(model.user_kernel, setup, False, model.jitter,
-                                                         "learn_kernel")
-    return CollabSpace.of(setup, items, users)
-
-
-def prior_space(model, setup: CollabSetup) -> CollabSpace:
-    """The sides whose length-scales are random variables (svi and nuts): the item side under
-    ``lengthscale_prior``, the user side under ``user_lengthscale_prior``, each with its ARD algebra
-    and its prior as a distribution with event shape (D,); the other sides keep ``setup``'s."""
-    items = users = prior = user_prior = None
+def lengthscale_space(model, setup: CollabSetup, prior: bool = False) -> LengthscaleSpace:
+    """The setup as a function of the item and user length-scales. With ``prior``: the sides whose
+    length-scales are random variables (svi and nuts), the item side under ``lengthscale_prior``, the
+    user side under ``user_lengthscale_prior``, each with its ARD algebra and its prior as a
+    distribution with event shape (D,), the other sides keeping ``setup``'s. Without: both sides'
+    algebra, their ℓ ``pyro.param`` s (``learn_kernel``)."""
+    if not prior:
+        items = SideARD.of(model.kernel, setup, True, model.jitter, "learn_kernel")
+        users = None if setup.users is None else SideARD.of(model.user_kernel, setup, False, model.jitter,
+                                                             "learn_kernel")
+        return LengthscaleSpace.of(setup, items, users)
+    items = users = prior_items = prior_users = None
     if model.lengthscale_prior is not None:
         items = SideARD.of(model.kernel, setup, True, model.jitter, "lengthscale_prior")
-        prior = lengthscale_prior_of(model.lengthscale_prior, items.D)
+        prior_items = lengthscale_prior_of(model.lengthscale_prior, items.D)
     if model.user_lengthscale_prior is not None:
         if setup.users is None:
             raise DataError("user_lengthscale_prior: the model has no user GP (user_features=False or "
                             "no user features in the data), so there are no user length-scales to "
                             "infer; drop user_lengthscale_prior")
         users = SideARD.of(model.user_kernel, setup, False, model.jitter, "user_lengthscale_prior")
-        user_prior = lengthscale_prior_of(model.user_lengthscale_prior, users.D, "user_lengthscale_prior")
-    return CollabSpace.of(setup, items, users, prior, user_prior)
+        prior_users = lengthscale_prior_of(model.user_lengthscale_prior, users.D, "user_lengthscale_prior")
+    return LengthscaleSpace.of(setup, items, users, prior_items, prior_users)
 
 
 def with_lengthscales(model, setup: CollabSetup, ell=None, ell_u=None):
@@ -194,7 +193,7 @@ def with_lengthscales(model, setup: CollabSetup, ell=None, ell_u=None):
                                                    "user_lengthscale")
     model = model if ell is None else dataclasses.replace(model, lengthscale=ell)
     model = model if ell_u is None else dataclasses.replace(model, user_lengthscale=ell_u)
-    return model, CollabSpace.of(setup, items, users).setup_at(ell, ell_u)
+    return model, LengthscaleSpace.of(setup, items, users).setup_at(ell, ell_u)
 
 
-__all__ = ["CollabSpace", "SideARD", "kernel_space", "prior_space", "with_lengthscales"]
+__all__ = ["LengthscaleSpace", "SideARD", "lengthscale_space", "with_lengthscales"]

@@ -62,7 +62,7 @@ from ...gp.linalg import DTYPE
 from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 from . import lengthscales
-from .lengthscales import CollabSpace
+from .lengthscales import LengthscaleSpace
 from .setup import MEDIAN_DISTANCE, CollabSetup, build_setup
 
 
@@ -153,9 +153,9 @@ class CollabGP:
     def program(self, setup: CollabSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model and its arguments (the labels live in ``setup``): :func:`collabgp_model` with
         the kernels fixed; :func:`collabgp_lengthscale_model` with ``lengthscale_prior`` /
-        ``user_lengthscale_prior`` (those sides' ℓ sampled, :meth:`prior_space`) or ``learn_kernel``
-        (the item and user ARD ℓ ``pyro.param`` s started at ``setup``'s, svi's type-II maximum
-        likelihood; :meth:`kernel_space`)."""
+        ``user_lengthscale_prior`` (those sides' ℓ sampled) or ``learn_kernel`` (the item and user ARD ℓ
+        ``pyro.param`` s started at ``setup``'s, svi's type-II maximum likelihood):
+        :meth:`lengthscale_space`."""
         from ...gp.learn import varying_space
 
         space = varying_space(self, setup, learn_kernel)
@@ -163,15 +163,11 @@ class CollabGP:
             return collabgp_model, (setup, subsample_size)
         return collabgp_lengthscale_model, (space, subsample_size)
 
-    def kernel_space(self, setup: CollabSetup) -> CollabSpace:
-        """The item and user sides' algebra as functions of their ARD length-scales (``learn_kernel``;
-        :func:`~crowdzoo.models.collabgp.lengthscales.kernel_space`)."""
-        return lengthscales.kernel_space(self, setup)
-
-    def prior_space(self, setup: CollabSetup) -> CollabSpace:
-        """The sides whose length-scales are random variables (svi and nuts;
-        :func:`~crowdzoo.models.collabgp.lengthscales.prior_space`)."""
-        return lengthscales.prior_space(self, setup)
+    def lengthscale_space(self, setup: CollabSetup, prior: bool = False) -> LengthscaleSpace:
+        """The setup as a function of the item and user ARD length-scales: with ``prior`` the sides under
+        a length-scale prior (svi and nuts sample them), without every side (``learn_kernel``'s
+        ``pyro.param`` s); :func:`~crowdzoo.models.collabgp.lengthscales.lengthscale_space`."""
+        return lengthscales.lengthscale_space(self, setup, prior)
 
     def with_lengthscales(self, setup: CollabSetup, ell=None, ell_u=None):
         """(the model, its setup) at item ARD length-scales ``ell`` (D,) and user ``ell_u`` (E,)
@@ -222,7 +218,7 @@ def collab_story(setup: CollabSetup, Phi_h, sd_h, Phi_w, sd_w, subsample_size=No
 _TINY = 1e-30  # floor under δ before √: the gradient of √δ stays finite where δ is 0 to round-off
 
 
-def collabgp_lengthscale_model(space: CollabSpace, subsample_size: int | None = None, obs: bool = True):
+def collabgp_lengthscale_model(space: LengthscaleSpace, subsample_size: int | None = None, obs: bool = True):
     """:func:`collabgp_model` with the item (and user) ARD length-scales ("lengthscale",
     "user_lengthscale") drawn first under their priors, or ``pyro.param`` s (positive) where a side has
     none, and the prior bases Φ_h, δ_h (Φ_w, δ_w) rebuilt from them (module docstring)."""

@@ -79,7 +79,7 @@ class CollabGPPosterior(Posterior):
         if "w" in sites:
             w = sites["w"]
         elif "user_lengthscale" in ell:  # each draw its own Φ_w, δ_w
-            space = model.prior_space(setup)
+            space = model.lengthscale_space(setup, prior=True)
             w = torch.empty(G, setup.n_users, setup.D, dtype=DTYPE)
             step = max(1, _CHUNK // (setup.n_users * setup.Phi_w.shape[1] + setup.Phi_w.shape[1] ** 2))
             for lo in range(0, G, step):
@@ -102,7 +102,7 @@ class CollabGPPosterior(Posterior):
         """The ARD algebra of the sides whose length-scales vary per draw (None: fixed kernels)."""
         if self.lengthscales is None and self.user_lengthscales is None:
             return None
-        return self.model.prior_space(self.setup)
+        return self.model.lengthscale_space(self.setup, prior=True)
 
     def _draw_chunks(self, per_draw: int):
         """Slices of the components: all at once with fixed kernels, else chunks whose per-draw bases

@@ -235,9 +235,9 @@ class CrowdGPPL:
     def program(self, setup: CrowdSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model and its arguments for ``data`` (for the generic svi/nuts engines):
         :func:`crowdgppl_model` with the kernels fixed; :func:`crowdgppl_lengthscale_model` with
-        ``lengthscale_prior`` / ``user_lengthscale_prior`` (those sides' ℓ sampled,
-        :meth:`prior_space`) or ``learn_kernel`` (the item and user ℓ ``pyro.param`` s started at
-        ``setup``'s, svi's type-II maximum likelihood; :meth:`kernel_space`)."""
+        ``lengthscale_prior`` / ``user_lengthscale_prior`` (those sides' ℓ sampled) or ``learn_kernel``
+        (the item and user ℓ ``pyro.param`` s started at ``setup``'s, svi's type-II maximum
+        likelihood): :meth:`lengthscale_space`."""
         a, b, y = label_tensors(data)
         args = (a, b, user_tensor(data), y, subsample_size)
         from ...gp.learn import varying_space
@@ -247,44 +247,42 @@ class CrowdGPPL:
             return crowdgppl_model, (setup, *args)
         return crowdgppl_lengthscale_model, (space, *args)
 
-    def kernel_space(self, setup: CrowdSetup) -> CrowdARD:
-        """The item and user sides' algebra as functions of their length-scales (``learn_kernel``)."""
-        from ...gp.learn import ARDGP
-
-        if not _has_kernel(setup.items):
-            raise DataError("learn_kernel: the model has no item kernel (item_features=False or items "
-                            "without features); set item_features=True or {learn_kernel=False}",
-                            arg="learn_kernel", settings=("learn_kernel",))
-        items = ARDGP.of(self.item_gp(), setup.items, "learn_kernel")
-        users = None if setup.users is None else ARDGP.of(self.user_gp(), setup.users, "learn_kernel")
-        return CrowdARD(setup, items, users)
-
-    def prior_space(self, setup: CrowdSetup) -> CrowdARD:
-        """The sides whose length-scales are random variables (svi and nuts): the item side under
-        ``lengthscale_prior``, the user side under ``user_lengthscale_prior``, each with its ARD algebra
-        and its prior as a distribution with event shape (D,); the other sides keep ``setup``'s."""
+    def lengthscale_space(self, setup: CrowdSetup, prior: bool = False) -> LengthscaleSpace:
+        """The setup as a function of the item and user length-scales (:class:`LengthscaleSpace`). With
+        ``prior``: the sides whose length-scales are random variables (svi and nuts), the item side under
+        ``lengthscale_prior`` and the user side under ``user_lengthscale_prior``, each with its ARD
+        algebra and its prior as a distribution with event shape (D,), the other sides keeping
+        ``setup``'s. Without: both sides' algebra, their ℓ ``pyro.param`` s (``learn_kernel``)."""
         from ...gp.learn import ARDGP, lengthscale_prior_of
 
-        items = users = prior = user_prior = None
+        if not prior:
+            if not _has_kernel(setup.items):
+                raise DataError("learn_kernel: the model has no item kernel (item_features=False or items "
+                                "without features); set item_features=True or {learn_kernel=False}",
+                                arg="learn_kernel", settings=("learn_kernel",))
+            items = ARDGP.of(self.item_gp(), setup.items, "learn_kernel")
+            users = None if setup.users is None else ARDGP.of(self.user_gp(), setup.users, "learn_kernel")
+            return LengthscaleSpace(setup, items, users)
+        items = users = prior_items = prior_users = None
         if self.lengthscale_prior is not None:
             if not _has_kernel(setup.items):
                 raise DataError("lengthscale_prior: the model has no item kernel (item_features=False or "
                                 "items without features), so there are no item length-scales to infer; "
                                 "drop lengthscale_prior or set item_features=True")
             items = ARDGP.of(self.item_gp(), setup.items, "lengthscale_prior")
-            prior = lengthscale_prior_of(self.lengthscale_prior, items.D)
+            prior_items = lengthscale_prior_of(self.lengthscale_prior, items.D)
         if self.user_lengthscale_prior is not None:
             if setup.users is None:
                 raise DataError("user_lengthscale_prior: the model has no user kernel (user_features=False "
                                 "or no user features in the data), so there are no user length-scales to "
                                 "infer; drop user_lengthscale_prior")
             users = ARDGP.of(self.user_gp(), setup.users, "user_lengthscale_prior")
-            user_prior = lengthscale_prior_of(self.user_lengthscale_prior, users.D, "user_lengthscale_prior")
-        return CrowdARD(setup, items, users, prior, user_prior)
+            prior_users = lengthscale_prior_of(self.user_lengthscale_prior, users.D, "user_lengthscale_prior")
+        return LengthscaleSpace(setup, items, users, prior_items, prior_users)
 
     def with_lengthscales(self, setup: CrowdSetup, ell, ell_u=None):
         """(the model, its setup) at item length-scales ``ell`` (and user ``ell_u``)."""
-        space = self.kernel_space(setup)
+        space = self.lengthscale_space(setup)
         model = dataclasses.replace(self, lengthscale=ell)
         if ell_u is not None:
             model = dataclasses.replace(model, user_lengthscale=ell_u)
@@ -368,7 +366,7 @@ def _has_kernel(side) -> bool:
 
 
 @dataclass
-class CrowdARD:
+class LengthscaleSpace:
     """A crowdGPPL setup as a function of its length-scales: the item and user sides' ARD algebra
     (``items``, ``users``; None: that side's kernel stays the base setup's) and their priors (event
     shape (D,)). A side with an algebra and a prior has its ℓ sampled (svi and nuts under
@@ -398,7 +396,7 @@ class CrowdARD:
         return varying_sides(self)
 
 
-def crowdgppl_lengthscale_model(space: CrowdARD, a, b, j, y, subsample_size: int | None = None):
+def crowdgppl_lengthscale_model(space: LengthscaleSpace, a, b, j, y, subsample_size: int | None = None):
     """:func:`crowdgppl_model` with the item (and user) ARD length-scales ("lengthscale",
     "user_lengthscale") random under their priors, or ``pyro.param`` s (positive) where a side has none,
     optimised by svi's ELBO with the guide (module docstring)."""

@@ -59,7 +59,7 @@ from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE
 from ..gppl.model import GPPL
-from .setup import DPMKernelSpace, DPMSetup, check_data, user_labels
+from .setup import DPMSetup, LengthscaleSpace, check_data, user_labels
 
 #: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
 #: which the constructor also takes by name and the model reads back by name (``model.kernel``)
@@ -188,21 +188,24 @@ class DPMCommunities:
             raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
                             "(a posterior under the prior); pass one of the two", arg="learn_kernel")
         if learn_kernel or self.lengthscale_prior is not None:
-            what = "learn_kernel" if learn_kernel else "lengthscale_prior"
-            return dpm_lengthscale_model, (self.lengthscale_space(setup, what), a, b, *rest)
+            space = self.lengthscale_space(setup, prior=not learn_kernel)
+            return dpm_lengthscale_model, (space, a, b, *rest)
         return dpm_model, (whitened_directions(setup, a, b), *rest)
 
-    def lengthscale_space(self, setup: DPMSetup, what: str = "learn_kernel"):
-        """The item GP's algebra as a function of its length-scales (what ``learn_kernel`` moves), with
-        the prior of ℓ (event shape (D,)) when ``what`` is "lengthscale_prior"."""
+    def lengthscale_space(self, setup: DPMSetup, prior: bool = False) -> LengthscaleSpace:
+        """The item GP's algebra as a function of its length-scales (:class:`LengthscaleSpace`): with
+        ``prior`` ℓ sampled under ``lengthscale_prior`` (its prior with event shape (D,); svi and nuts),
+        without a ``pyro.param`` (what ``learn_kernel`` moves)."""
         from ...gp.learn import ARDGP, lengthscale_prior_of
+
+        what = "lengthscale_prior" if prior else "learn_kernel"
 
         if getattr(setup.gp.kernel, "name", None) == "identity":  # items without features
             raise DataError(f"{what}: the items have no features, so there are no length-scales to "
                             "learn")
         ard = ARDGP.of(self.item_gp, setup.gp, what)
-        prior = None if what != "lengthscale_prior" else lengthscale_prior_of(self.lengthscale_prior, ard.D)
-        return DPMKernelSpace(ard, setup, prior)
+        ell_prior = lengthscale_prior_of(self.lengthscale_prior, ard.D) if prior else None
+        return LengthscaleSpace(ard, setup, ell_prior)
 
     def with_lengthscale(self, setup: DPMSetup, ell, a, b):
         """(the model, its setup) with the item length-scales ``ell`` (D,)."""

@@ -1,6 +1,6 @@
 """The DPM's setup and data plumbing: what every route fixes before inference (:class:`DPMSetup`: the
 communities' item GP, GPPL's, with s at its prior mean, α and each label's direction), the item GP as a
-function of its length-scales for the svi and nuts program (:class:`DPMKernelSpace`), the data contract
+function of its length-scales for the svi and nuts program (:class:`LengthscaleSpace`), the data contract
 of the story (:func:`check_data`) and each user's labels as a padded table (:func:`user_labels`)."""
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def user_labels(users, n_users: int):
 
 
 @dataclass
-class DPMKernelSpace:
+class LengthscaleSpace:
     """The ARD algebra of the communities' item GP (``ard``), the setup it varies (ℓ starts at the
     base setup's), and the prior of ℓ (event shape (D,); None: ℓ is a ``pyro.param``)."""
 
@@ -85,4 +85,4 @@ class DPMSetup:
         return self.gp.K_mm / self.s
 
 
-__all__ = ["DPMKernelSpace", "DPMSetup", "check_data", "user_labels"]
+__all__ = ["LengthscaleSpace", "DPMSetup", "check_data", "user_labels"]
