@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from .errors import DataError
@@ -56,6 +56,23 @@ class Example(NamedTuple):
     choices: Any = None
 
 
+#: how ``Entry.honours`` names a route that honours a model setting: ``"svi"`` (always),
+#: ``"natgrad if learn_kernel"`` (only when the fit passes ``learn_kernel=True``), ``"natgrad if
+#: learn_kernel != False"`` (unless the fit passes ``learn_kernel=False``; unset, the route's default
+#: decides). A setting is in use when its value is neither None, False nor the model class's default.
+HONOURS = ('"route"', '"route if flag"', '"route if flag != False"')
+
+
+def _honour_spec(spec, where: str = "honours") -> tuple:
+    """(route, flag or None, whether the flag must be true rather than merely not False)."""
+    route, _, cond = str(spec).partition(" if ")
+    flag, _, rest = cond.partition(" != ")
+    bad_flag = cond and not flag.isidentifier()
+    if not route or any(c.isspace() for c in route) or bad_flag or rest not in ("", "False"):
+        raise DataError(f"{where}: expected one of {', '.join(HONOURS)}, got {spec!r}")
+    return route, (flag or None), not rest
+
+
 @dataclass(frozen=True, kw_only=True)
 class Entry:
     """One model of the zoo, written with keywords.
@@ -68,7 +85,9 @@ class Entry:
     ``ties``: the routes that model a tie as a third outcome (labels y = 0.5 of
     ``PairwiseData.from_frame(..., ties="model")``; :mod:`crowdzoo.gp.ordinal`); the others refuse
     such data. ``choices``: the routes that take a :class:`~crowdzoo.data.ChoiceData` (best-of-k and
-    best–worst choices; :mod:`crowdzoo.gp.choice`); the others refuse it. ``paper`` and ``summary``:
+    best–worst choices; :mod:`crowdzoo.gp.choice`); the others refuse it. ``honours``: model setting →
+    the routes that honour it (:data:`HONOURS`); ``fit`` refuses a model with that setting in use on any
+    other route, so no route ignores a setting silently. ``paper`` and ``summary``:
     for ``crowdzoo models`` and the docs. Classes and functions
     are named by import path (``"package.module:name"``).
     """
@@ -83,6 +102,7 @@ class Entry:
     n_draws: int = 300
     ties: tuple = ()
     choices: tuple = ()
+    honours: dict = field(default_factory=dict)
     paper: str = ""
     summary: str = ""
 
@@ -100,6 +120,12 @@ class Entry:
             if odd:
                 raise DataError(f"{what}: {self.name} has no route {odd[0]!r} to model {what} with; its "
                                 f"routes are {list(self.routes)}")
+        for setting, specs in self.honours.items():
+            for spec in specs:
+                route = _honour_spec(spec, f"honours[{setting!r}]")[0]
+                if route not in self.routes:
+                    raise DataError(f"honours: {self.name} has no route {route!r} to honour {setting} with; "
+                                    f"its routes are {list(self.routes)}")
         named = {"model": self.model, "posterior": self.posterior, "example": self.example,
                  "guide": self.guide, **{f"routes[{m!r}]": p for m, p in self.routes.items()}}
         for what, path in named.items():
@@ -152,6 +178,9 @@ ZOO: list[Entry] = [
                   "nuts": NUTS},
           posterior=f"{_M}.gppl.posterior:GPPLPosterior", example=f"{_M}.gppl.examples:tiny", n_draws=1000,
           ties=("natgrad", "svi", "nuts"), choices=("svi", "nuts"),
+          honours={"item_residual": ("natgrad", "svi", "nuts"),
+                   "lengthscale_prior": ("svi", "nuts", "natgrad if learn_kernel != False",
+                                         "ep if learn_kernel")},
           paper="Chu & Ghahramani 2005; Simpson & Gurevych 2020 §3.1",
           summary="GP preference learning for one user (or a pooled crowd)"),
     Entry(name="crowdgppl", model=f"{_M}.crowdgppl.model:CrowdGPPL", data="crowd pairs",
@@ -159,11 +188,14 @@ ZOO: list[Entry] = [
           posterior=f"{_M}.crowdgppl.posterior:CrowdGPPLPosterior", example=f"{_M}.crowdgppl.examples:tiny",
           guide=f"{_M}.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
           ties=("natgrad", "svi", "nuts"),
+          honours={p: ("svi", "nuts", "natgrad if learn_kernel")
+                   for p in ("lengthscale_prior", "user_lengthscale_prior")},
           summary="consensus and personal preferences: GP matrix factorisation"),
     Entry(name="collabgp", model=f"{_M}.collabgp.model:CollabGP", data="crowd pairs",
           routes={"ep": f"{_M}.collabgp.ep_vb:fit_ep", "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.collabgp.posterior:CollabGPPosterior", example=f"{_M}.collabgp.examples:tiny",
           guide=f"{_M}.collabgp.guide:default_guide", paper="Houlsby et al. 2012",
+          honours={"lengthscale_prior": ("svi", "nuts"), "user_lengthscale_prior": ("svi", "nuts")},
           summary="collaborative GP preference learning over item pairs (EP + VB)"),
     Entry(name="bradley-terry", model=f"{_M}.bradley_terry.model:BradleyTerry", data="pairs",
           routes={"map": MAP, "svi": SVI, "nuts": NUTS},
@@ -188,6 +220,7 @@ ZOO: list[Entry] = [
           routes={"gibbs": f"{_M}.dpm.gibbs:fit_gibbs", "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.dpm.posterior:DPMPosterior", example=f"{_M}.dpm.examples:tiny",
           guide=f"{_M}.dpm.guide:default_guide", paper="Abbasnejad, Sanner, Bonilla & Poupart 2013",
+          honours={"lengthscale_prior": ("svi", "nuts")},
           summary="communities of users (Dirichlet-process mixture), a GP utility per community"),
     Entry(name="scdc", model=f"{_M}.scdc.model:SCDC", data="links", routes={"svi": f"{_M}.scdc.svi:fit_svi"},
           posterior=f"{_M}.scdc.posterior:SCDCPosterior", example=f"{_M}.scdc.examples:scdc",
@@ -338,6 +371,48 @@ def _check_data(e: Entry, data, method: str | None = None) -> None:
                         settings=("method",))
 
 
+def _in_use(model, name: str) -> bool:
+    """Whether the model's setting ``name`` is set: neither None, False nor its class's default."""
+    value = getattr(model, name, None)
+    if value is None or value is False:
+        return False
+    default = next((f.default for f in fields(model) if f.name == name), None)
+    return not (type(value) is type(default) and isinstance(value, (str, int, float)) and value == default)
+
+
+def _honour_text(spec) -> str:
+    route, flag, strict = _honour_spec(spec)
+    if flag is None:
+        return repr(route)
+    return f"{route!r} with {{{flag}=True}}" if strict else f"{route!r} unless {{{flag}=False}}"
+
+
+def _check_honoured(e: Entry, model, method: str, settings: dict, accepted: dict) -> None:
+    """Refuse a model setting in use that ``method`` would ignore, by ``e.honours``: a DataError naming
+    the setting and the routes (and their settings) that honour it."""
+    for name, specs in e.honours.items():
+        if not _in_use(model, name):
+            continue
+        ok = False
+        for spec in specs:
+            route, flag, strict = _honour_spec(spec)
+            if route != method:
+                continue
+            value = settings.get(flag, accepted.get(flag)) if flag else True
+            ok = ok or (bool(value) if strict else value is not False)
+        if ok:
+            continue
+        flags = sorted({f for f in (_honour_spec(x)[1] for x in specs) if f})
+        routes = ", ".join(_honour_text(x) for x in specs)
+        use = next((r for r, f, _ in map(_honour_spec, specs) if f is None), None)
+        raise DataError(f"{name}: {e.name}'s {method!r} route would ignore it"
+                        + "".join(f" with {{{f}={settings[f]!r}}}" for f in flags if f in settings)
+                        + f"; the routes that honour it: {routes} (drop {name}"
+                        + (f", or fit with {{method={use!r}}}" if use else "") + ")",
+                        arg=name, problem=f"a setting {e.name}'s {method!r} route would ignore",
+                        settings=("method", *flags))
+
+
 def route_settings(fn) -> dict:
     """The settings a route accepts (its keyword arguments after model, data and seed), with defaults."""
     out = {}
@@ -375,9 +450,7 @@ def fit(model, data, method: str | None = None, seed: int = 0, check_confidence:
     if unknown:
         raise DataError(f"{unknown[0]}: not a setting of {e.name}'s {method!r} route; it accepts "
                         f"{sorted(accepted)}")
-    check = getattr(model, "check_route", None)  # a model may refuse settings a route cannot honour
-    if callable(check):
-        check(method, settings)
+    _check_honoured(e, model, method, settings, accepted)
     post = _route_fit(e, method, fn, model, data, seed, settings)
     pairwise = e.data != "links" and not hasattr(data, "sets")  # the check refits pairs, not choices
     if check_confidence and pairwise and not settings.get("distributed"):

@@ -5,7 +5,7 @@ with :func:`plan_fit`).
 """
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import sys
 from pathlib import Path
 
@@ -100,7 +100,7 @@ def _model_settings(args, e) -> dict:
     """The model settings the options fill (those not given keep the model's own defaults, as
     ``crowdzoo.fit(Model(), data)`` has them); an option the model has no setting for is refused."""
     cls = e.model_class()
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = {p for p in inspect.signature(cls).parameters}  # what the constructor takes by name
     model_kw = {}
     for opt, name in MODEL_OPTIONS.items():
         value = getattr(args, opt, None)

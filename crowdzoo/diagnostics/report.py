@@ -103,7 +103,13 @@ def _settings(post, dt, extra):
         out["data"] = f"{d.n_annotations} annotations, {d.n_items} items, {d.n_workers} workers"
     if dataclasses.is_dataclass(model):
         for f in dataclasses.fields(model):
-            out[f"model.{f.name}"] = _used(f.name, getattr(model, f.name), d)
+            value = getattr(model, f.name)
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                # the settings of a part the model composes (the DPM's item_gp), each by its own name
+                for g in dataclasses.fields(value):
+                    out[f"model.{f.name}.{g.name}"] = getattr(value, g.name)
+            else:
+                out[f"model.{f.name}"] = _used(f.name, value, d)
     for k, v in (post.settings or {}).items():
         out[f"fit.{k}"] = v
     out.update(extra or {})

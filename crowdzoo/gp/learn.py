@@ -305,13 +305,14 @@ def learned_sides(params: dict, setup):
 
 def varying_space(model, setup, learn_kernel: bool):
     """The length-scale space a two-sided model's svi/nuts program runs on (crowdGPPL, collabGP): its
-    ``kernel_space`` (ℓ as ``pyro.param`` s) with ``learn_kernel``, its ``prior_space`` (ℓ sampled) with
-    ``lengthscale_prior`` or ``user_lengthscale_prior``, None with neither (the kernels fixed)."""
+    ``lengthscale_space(setup)`` (ℓ as ``pyro.param`` s) with ``learn_kernel``, its
+    ``lengthscale_space(setup, prior=True)`` (ℓ sampled) with ``lengthscale_prior`` or
+    ``user_lengthscale_prior``, None with neither (the kernels fixed)."""
     priors = model.lengthscale_prior is not None or model.user_lengthscale_prior is not None
     if learn_kernel and priors:
         raise DataError("learn_kernel: with lengthscale_prior (or user_lengthscale_prior) the "
                         "length-scales are already inferred (a posterior under the prior); pass one "
                         "of the two", arg="learn_kernel")
     if learn_kernel:
-        return model.kernel_space(setup)
-    return model.prior_space(setup) if priors else None
+        return model.lengthscale_space(setup)
+    return model.lengthscale_space(setup, prior=True) if priors else None

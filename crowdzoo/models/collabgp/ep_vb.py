@@ -66,7 +66,8 @@ from ...gp.conjugate import gamma_moments, kl_gamma, q_s
 from ...gp.linalg import DTYPE, cholesky, logdet_from_chol
 from ...gp.probit import fast_log_ndtr
 from ...inference.common import progress
-from .model import CollabGP, CollabSetup
+from .model import CollabGP
+from .setup import CollabSetup
 
 LOG2PI = math.log(2.0 * math.pi)
 
@@ -588,8 +589,8 @@ def learn_kernel_ep(model: CollabGP, data, seed: int, ep_kw: dict, kernel_iter: 
             kw["user_lengthscale"] = value(starts[1] * float(np.exp(log_f[1])))
         return dataclasses.replace(model, **kw)
 
-    def neg_evidence(log_ell):
-        su = with_ell(log_ell).setup(data, seed=seed)
+    def neg_evidence(log_f):
+        su = with_ell(log_f).setup(data, seed=seed)
         st, _ = run_ep(su, seed=seed, progress_bar=False, **ep_kw)
         return -log_evidence(su, st, ep_kw["gp_factors"])
 

@@ -15,7 +15,7 @@ mean φᵀ a_mean and variance φᵀ a_cov φ + δ/s_d, and the personal prefere
 
 With length-scales under a prior (``CollabGP(lengthscale_prior=..., user_lengthscale_prior=...)``, svi
 and nuts) every draw g has its own ℓ_g (``lengthscales`` (G, D), ``user_lengthscales`` (G, E)), hence
-its own L_zz and bases Φ, δ on that side (:class:`~crowdzoo.models.collabgp.model.SideARD`): w at the
+its own L_zz and bases Φ, δ on that side (:class:`~crowdzoo.models.collabgp.lengthscales.SideARD`): w at the
 training users is built per draw, and predictions and draws run over chunks of draws, each chunk's
 bases built at once (at most about 2²² numbers per chunk), mixed as before.
 """
@@ -79,7 +79,7 @@ class CollabGPPosterior(Posterior):
         if "w" in sites:
             w = sites["w"]
         elif "user_lengthscale" in ell:  # each draw its own Φ_w, δ_w
-            space = model.prior_space(setup)
+            space = model.lengthscale_space(setup, prior=True)
             w = torch.empty(G, setup.n_users, setup.D, dtype=DTYPE)
             step = max(1, _CHUNK // (setup.n_users * setup.Phi_w.shape[1] + setup.Phi_w.shape[1] ** 2))
             for lo in range(0, G, step):
@@ -102,7 +102,7 @@ class CollabGPPosterior(Posterior):
         """The ARD algebra of the sides whose length-scales vary per draw (None: fixed kernels)."""
         if self.lengthscales is None and self.user_lengthscales is None:
             return None
-        return self.model.prior_space(self.setup)
+        return self.model.lengthscale_space(self.setup, prior=True)
 
     def _draw_chunks(self, per_draw: int):
         """Slices of the components: all at once with fixed kernels, else chunks whose per-draw bases

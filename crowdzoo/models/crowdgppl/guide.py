@@ -49,7 +49,7 @@ def _lengthscales(space):
 
 def crowdgppl_meanfield(setup, a, b, j, y, subsample_size=None, init_scale: float = 0.1, seed: int = 0):
     """Structured mean-field guide of Eq. 20 for :func:`~crowdzoo.models.crowdgppl.crowdgppl_model`
-    (``setup`` a :class:`~crowdzoo.models.crowdgppl.model.CrowdSetup`), and for
+    (``setup`` a :class:`~crowdzoo.models.crowdgppl.setup.CrowdSetup`), and for
     :func:`~crowdzoo.models.crowdgppl.model.crowdgppl_lengthscale_model` (``setup`` its space), with a
     factor q(ℓ) per side whose length-scales are sampled."""
     _lengthscales(setup)

@@ -58,13 +58,14 @@ import torch
 
 from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
-from ...gp.conditional import SparseGP, identity_gp
+from ...gp.conditional import identity_gp
 from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 from ...gp.residual import prior_gamma, resolve
 from ..gppl.model import GPPL, residual
+from .setup import CrowdSetup, LengthscaleSpace, _has_kernel
 
 
 class _class_or_instance:
@@ -170,22 +171,6 @@ class CrowdGPPL:
             raise DataError(f"n_components: must be at least 1, got {self.n_components} "
                             "(for the consensus alone fit GPPL to the pooled labels)")
 
-    def check_route(self, method: str, settings: dict) -> None:
-        """Refuse length-scale priors where the route would ignore them (called by :func:`crowdzoo.fit`):
-        svi and nuts infer the length-scales under them, natgrad with ``learn_kernel=True`` finds
-        their MAP."""
-        for name in ("lengthscale_prior", "user_lengthscale_prior"):
-            if getattr(self, name) is None or method in ("svi", "nuts"):
-                continue
-            if method == "natgrad" and settings.get("learn_kernel"):
-                continue
-            raise DataError(f"{name}: crowdGPPL's svi and nuts routes infer the length-scales under the "
-                            "prior, natgrad with {learn_kernel=True} finds their MAP; its " + repr(method)
-                            + " route"
-                            + (" without {learn_kernel=True}" if method == "natgrad" else "")
-                            + " keeps them fixed (drop the prior, pass {learn_kernel=True}, or fit with "
-                              "{method='svi'} or 'nuts')", arg=name, settings=("learn_kernel", "method"))
-
     @classmethod
     def paper(cls, **kw) -> CrowdGPPL:
         """The paper's Sushi settings (§5.2): M = M_u = 25 inducing items and users, Gamma(1, 100) on s_t
@@ -251,9 +236,9 @@ class CrowdGPPL:
     def program(self, setup: CrowdSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model and its arguments for ``data`` (for the generic svi/nuts engines):
         :func:`crowdgppl_model` with the kernels fixed; :func:`crowdgppl_lengthscale_model` with
-        ``lengthscale_prior`` / ``user_lengthscale_prior`` (those sides' ℓ sampled,
-        :meth:`prior_space`) or ``learn_kernel`` (the item and user ℓ ``pyro.param`` s started at
-        ``setup``'s, svi's type-II maximum likelihood; :meth:`kernel_space`)."""
+        ``lengthscale_prior`` / ``user_lengthscale_prior`` (those sides' ℓ sampled) or ``learn_kernel``
+        (the item and user ℓ ``pyro.param`` s started at ``setup``'s, svi's type-II maximum
+        likelihood): :meth:`lengthscale_space`."""
         a, b, y = label_tensors(data)
         args = (a, b, user_tensor(data), y, subsample_size)
         from ...gp.learn import varying_space
@@ -263,44 +248,42 @@ class CrowdGPPL:
             return crowdgppl_model, (setup, *args)
         return crowdgppl_lengthscale_model, (space, *args)
 
-    def kernel_space(self, setup: CrowdSetup) -> CrowdARD:
-        """The item and user sides' algebra as functions of their length-scales (``learn_kernel``)."""
-        from ...gp.learn import ARDGP
-
-        if not _has_kernel(setup.items):
-            raise DataError("learn_kernel: the model has no item kernel (item_features=False or items "
-                            "without features); set item_features=True or {learn_kernel=False}",
-                            arg="learn_kernel", settings=("learn_kernel",))
-        items = ARDGP.of(self.item_gp(), setup.items, "learn_kernel")
-        users = None if setup.users is None else ARDGP.of(self.user_gp(), setup.users, "learn_kernel")
-        return CrowdARD(setup, items, users)
-
-    def prior_space(self, setup: CrowdSetup) -> CrowdARD:
-        """The sides whose length-scales are random variables (svi and nuts): the item side under
-        ``lengthscale_prior``, the user side under ``user_lengthscale_prior``, each with its ARD algebra
-        and its prior as a distribution with event shape (D,); the other sides keep ``setup``'s."""
+    def lengthscale_space(self, setup: CrowdSetup, prior: bool = False) -> LengthscaleSpace:
+        """The setup as a function of the item and user length-scales (:class:`LengthscaleSpace`). With
+        ``prior``: the sides whose length-scales are random variables (svi and nuts), the item side under
+        ``lengthscale_prior`` and the user side under ``user_lengthscale_prior``, each with its ARD
+        algebra and its prior as a distribution with event shape (D,), the other sides keeping
+        ``setup``'s. Without: both sides' algebra, their ℓ ``pyro.param`` s (``learn_kernel``)."""
         from ...gp.learn import ARDGP, lengthscale_prior_of
 
-        items = users = prior = user_prior = None
+        if not prior:
+            if not _has_kernel(setup.items):
+                raise DataError("learn_kernel: the model has no item kernel (item_features=False or items "
+                                "without features); set item_features=True or {learn_kernel=False}",
+                                arg="learn_kernel", settings=("learn_kernel",))
+            items = ARDGP.of(self.item_gp(), setup.items, "learn_kernel")
+            users = None if setup.users is None else ARDGP.of(self.user_gp(), setup.users, "learn_kernel")
+            return LengthscaleSpace(setup, items, users)
+        items = users = prior_items = prior_users = None
         if self.lengthscale_prior is not None:
             if not _has_kernel(setup.items):
                 raise DataError("lengthscale_prior: the model has no item kernel (item_features=False or "
                                 "items without features), so there are no item length-scales to infer; "
                                 "drop lengthscale_prior or set item_features=True")
             items = ARDGP.of(self.item_gp(), setup.items, "lengthscale_prior")
-            prior = lengthscale_prior_of(self.lengthscale_prior, items.D)
+            prior_items = lengthscale_prior_of(self.lengthscale_prior, items.D)
         if self.user_lengthscale_prior is not None:
             if setup.users is None:
                 raise DataError("user_lengthscale_prior: the model has no user kernel (user_features=False "
                                 "or no user features in the data), so there are no user length-scales to "
                                 "infer; drop user_lengthscale_prior")
             users = ARDGP.of(self.user_gp(), setup.users, "user_lengthscale_prior")
-            user_prior = lengthscale_prior_of(self.user_lengthscale_prior, users.D, "user_lengthscale_prior")
-        return CrowdARD(setup, items, users, prior, user_prior)
+            prior_users = lengthscale_prior_of(self.user_lengthscale_prior, users.D, "user_lengthscale_prior")
+        return LengthscaleSpace(setup, items, users, prior_items, prior_users)
 
     def with_lengthscales(self, setup: CrowdSetup, ell, ell_u=None):
         """(the model, its setup) at item length-scales ``ell`` (and user ``ell_u``)."""
-        space = self.kernel_space(setup)
+        space = self.lengthscale_space(setup)
         model = dataclasses.replace(self, lengthscale=ell)
         if ell_u is not None:
             model = dataclasses.replace(model, user_lengthscale=ell_u)
@@ -327,43 +310,6 @@ PAPER = dict(n_inducing=25, n_inducing_users=25, shape_t0=1.0, rate_t0=100.0, sh
              shape_w0=1.0, rate_w0=10.0, item_residual=False)
 
 
-@dataclass
-class CrowdSetup:
-    """Fixed before inference: the item side (kernel, inducing items, projections; see
-    :class:`~crowdzoo.gp.SparseGP`), the user side (the same, or None for independent
-    users), C, whether there is a consensus, the Gamma priors, τ's prior for labels with ties
-    (None: no ties), and the prior of the item residual's s_r (None: no residual)."""
-
-    items: SparseGP
-    users: SparseGP | None
-    n_users: int
-    C: int
-    consensus: bool
-    priors: dict
-    tie_prior: object = None
-    residual_prior: object = None
-
-    @property
-    def N(self) -> int:
-        return self.items.X.shape[0]
-
-    @property
-    def M(self) -> int:
-        return self.items.M
-
-    @property
-    def M_u(self) -> int:
-        """Size of each user component's q: inducing users, or every user when independent."""
-        return self.n_users if self.users is None else self.users.M
-
-    def user_terms(self, j: torch.Tensor):
-        """Whitened user rows e (P, M_u) with w_c,j = e·u_w,c / √s_w,c and conditional variances
-        d (P,) (× 1/s_w,c); None for independent users (then w_c,j = u_w,c[j] / √s_w,c, d = 0)."""
-        if self.users is None:
-            return None, torch.zeros(j.shape[0], dtype=DTYPE)
-        return self.users.B[:, j].T, self.users.conditional_variance()[j]  # Eq. 19 per user
-
-
 def z_moments(dt, dv, w, c, d, s_t, s_v, s_w):
     """Mean and conditional variance of z_p given the inducing values (module docstring).
 
@@ -378,43 +324,7 @@ def z_moments(dt, dv, w, c, d, s_t, s_v, s_w):
     return dt + cross, var + c / s_t[..., None]
 
 
-def _has_kernel(side) -> bool:
-    """Whether a side has a kernel over features (not the identity over row indices, nor absent)."""
-    return side is not None and getattr(side.kernel, "name", None) != "identity"
-
-
-@dataclass
-class CrowdARD:
-    """A crowdGPPL setup as a function of its length-scales: the item and user sides' ARD algebra
-    (``items``, ``users``; None: that side's kernel stays the base setup's) and their priors (event
-    shape (D,)). A side with an algebra and a prior has its ℓ sampled (svi and nuts under
-    ``lengthscale_prior``); without a prior ℓ is a ``pyro.param`` (svi's ``learn_kernel``)."""
-
-    base: CrowdSetup
-    items: object | None
-    users: object | None
-    prior: object = None
-    user_prior: object = None
-
-    def __getattr__(self, name):  # C, M, M_u, n_users, ...: the base setup's (what guides read)
-        if name == "base":
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-    def setup_at(self, ell=None, ell_u=None) -> CrowdSetup:
-        """The setup at item length-scales ``ell`` and user ``ell_u`` (None: that side's base)."""
-        items = self.base.items if self.items is None or ell is None else self.items.sparse_gp(ell)
-        users = self.base.users if self.users is None or ell_u is None else self.users.sparse_gp(ell_u)
-        return dataclasses.replace(self.base, items=items, users=users)
-
-    def sides(self):
-        """(site name, ARD algebra, prior, start ℓ) of each side whose length-scales vary."""
-        from ...gp.learn import varying_sides
-
-        return varying_sides(self)
-
-
-def crowdgppl_lengthscale_model(space: CrowdARD, a, b, j, y, subsample_size: int | None = None):
+def crowdgppl_lengthscale_model(space: LengthscaleSpace, a, b, j, y, subsample_size: int | None = None):
     """:func:`crowdgppl_model` with the item (and user) ARD length-scales ("lengthscale",
     "user_lengthscale") random under their priors, or ``pyro.param`` s (positive) where a side has none,
     optimised by svi's ELBO with the guide (module docstring)."""

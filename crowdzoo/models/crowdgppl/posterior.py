@@ -123,7 +123,7 @@ class CrowdGPPLPosterior(Posterior):
         if "u_r" in sites:
             kw.update(s_r=sites["s_r"].reshape(G), r_means=sites["u_r"] / sites["s_r"].reshape(G, 1).sqrt())
         ell = {k: sites[k].reshape(G, -1) for k in ("lengthscale", "user_lengthscale") if k in sites}
-        iv = (_draw_inducing_values(model.prior_space(setup), sites, ell) if ell
+        iv = (_draw_inducing_values(model.lengthscale_space(setup, prior=True), sites, ell) if ell
               else inducing_values(setup, sites))
         return cls(model=model, setup=setup, data=data, method=method,
                    weights=uniform_weights(G), t_m=iv.get("t_m"), v_m=iv["v_m"],
@@ -157,7 +157,7 @@ class CrowdGPPLPosterior(Posterior):
         """(item, user) ARD algebra of the sides whose length-scales vary per draw (None: fixed)."""
         if self.lengthscales is None and self.user_lengthscales is None:
             return None, None
-        space = self.model.prior_space(self.setup)
+        space = self.model.lengthscale_space(self.setup, prior=True)
         return (space.items if self.lengthscales is not None else None,
                 space.users if self.user_lengthscales is not None else None)
 

@@ -46,8 +46,8 @@ from ...errors import DataError
 from ...gp.linalg import DTYPE, cho_solve, cholesky, solve_lower
 from ...inference.common import progress
 from ...inference.ep import ep_fixed_s, probit_site_update
-from .model import check_data, user_labels
 from .posterior import DPMPosterior
+from .setup import check_data, user_labels
 
 LOCAL_ITER, LOCAL_DAMPING, LOCAL_TOL = 10, 1.0, 1e-4  # EP over a moving user's own sites (see _Marginal)
 

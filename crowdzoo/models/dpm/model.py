@@ -47,37 +47,42 @@ that NUTS samples ℓ and svi's guide covers it; ``learn_kernel=True`` (svi, no 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
-import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
 from torch.special import log_ndtr
 
-from ...errors import DataError, _show
+from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE
-from ...gp.priors import check_priors
-from ..gppl.model import GPPL, GPPLSetup
+from ..gppl.model import GPPL
+from .setup import DPMSetup, LengthscaleSpace, check_data, user_labels
+
+#: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
+#: which the constructor also takes by name and the model reads back by name (``model.kernel``)
+ITEM_GP_SETTINGS = ("n_inducing", "kernel", "lengthscale", "scaled_lengthscale", "shape_s0", "rate_s0",
+                    "s_prior", "jitter", "lengthscale_prior")
 
 
-def check_data(model, data):
-    """DataErrors for data no route of the model can use: no users, users without labels (the data
-    contract of the story; the Gibbs route and :meth:`DPMCommunities.program` both check it)."""
-    if data.users is None:
-        raise DataError("users: the DPM community model needs a user per label "
-                        "(PairwiseData(..., users=...))")
-    counts = np.bincount(data.users, minlength=data.n_users)
-    if data.n_pairs == 0:
-        raise DataError("data: no labels")
-    empty = np.flatnonzero(counts == 0)
-    if empty.size:
-        raise DataError(f"users: user id {_show(data.user_ids[empty[0]])} has no labels ({empty.size} such "
-                        "user(s)); drop them (predict_proba treats unseen users by the CRP prior predictive)")
+class _ItemGPs:
+    """The default of an item-GP keyword of :class:`DPMCommunities`: ``item_gp``'s setting."""
+
+    def __repr__(self):
+        return "item_gp's"
 
 
-@dataclass
+ITEM_GPS = _ItemGPs()
+
+
+def _item_gp_setting(name: str) -> property:
+    return property(lambda self: getattr(self.item_gp, name),
+                    doc=f"``item_gp.{name}``: the communities' item GP's setting.")
+
+
+@dataclass(init=False)
 class DPMCommunities:
     """Dirichlet-process mixture of GP preference models (module docstring).
 
@@ -86,37 +91,64 @@ class DPMCommunities:
     concentration : λ > 0 of the Dirichlet process (larger: more communities).
     concentration_prior : None (λ fixed) or a Pyro ``Gamma`` prior on λ, resampled by Escobar & West
         (1995) in the Gibbs route.
-    n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter : the
-        item GP, as in :class:`~crowdzoo.models.gppl.model.GPPL`; s is fixed at the prior mean.
     probit_scale : α > 0 of P(a ≻ b | u) = Φ((f_a − f_b) / α).
     truncation : T, the number of communities of the stick-breaking truncation in the Pyro program
         (the ``svi`` and ``nuts`` routes; the Gibbs route is not truncated).
-    lengthscale_prior : a positive Pyro distribution over the item length-scales (over one, iid over the
-        D feature dimensions, or with batch shape (D,)), in the features' units: the svi and nuts
-        routes then infer ℓ with the rest (module docstring), the posterior predicting with each
-        draw's kernel; needs a named kernel ("se", "matern32"). The Gibbs route refuses it. None
-        (default): ℓ fixed (``lengthscale`` or the median heuristic), or learned by svi's
-        ``learn_kernel=True``.
+    item_gp : the item GP every community's utility is drawn from, a
+        :class:`~crowdzoo.models.gppl.model.GPPL` whose item-GP settings (:data:`ITEM_GP_SETTINGS`)
+        apply: ``n_inducing``, ``kernel``, ``lengthscale``, ``scaled_lengthscale``, ``shape_s0``,
+        ``rate_s0``, ``s_prior`` and ``jitter`` as in GPPL, with s fixed at the prior mean; and
+        ``lengthscale_prior``, a positive Pyro distribution over the item length-scales (over one, iid
+        over the D feature dimensions, or with batch shape (D,)), in the features' units: the svi and
+        nuts routes then infer ℓ with the rest (module docstring), the posterior predicting with each
+        draw's kernel; needs a named kernel ("se", "matern32"); the Gibbs route refuses it. Without it
+        ℓ is fixed (``lengthscale`` or the median heuristic), or learned by svi's
+        ``learn_kernel=True``. Default ``GPPL(item_residual=False)``; the communities' GP has neither
+        ties nor an item residual.
+    n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter,
+    lengthscale_prior : each replaces that setting of ``item_gp`` (``DPMCommunities(kernel="se")``
+        is ``DPMCommunities(item_gp=GPPL(kernel="se", item_residual=False))``).
     """
 
     concentration: float = 1.0
     concentration_prior: object = None
-    n_inducing: int | str | None = "auto"
-    kernel: object = "matern32"
-    lengthscale: object = None
-    scaled_lengthscale: bool = False
-    shape_s0: float = 2.0
-    rate_s0: float = 2.0
-    s_prior: object = None
     probit_scale: float = 1.0
-    jitter: float = 1e-6
     truncation: int = 10
-    lengthscale_prior: object = None
+    item_gp: GPPL = field(default_factory=lambda: GPPL(item_residual=False))
+
+    def __init__(self, concentration: float = 1.0, concentration_prior=None, n_inducing=ITEM_GPS,
+                 kernel=ITEM_GPS, lengthscale=ITEM_GPS, scaled_lengthscale=ITEM_GPS, shape_s0=ITEM_GPS,
+                 rate_s0=ITEM_GPS, s_prior=ITEM_GPS, probit_scale: float = 1.0, jitter=ITEM_GPS,
+                 truncation: int = 10, lengthscale_prior=ITEM_GPS, item_gp: GPPL | None = None):
+        given = dict(n_inducing=n_inducing, kernel=kernel, lengthscale=lengthscale,
+                     scaled_lengthscale=scaled_lengthscale, shape_s0=shape_s0, rate_s0=rate_s0,
+                     s_prior=s_prior, jitter=jitter, lengthscale_prior=lengthscale_prior)
+        given = {k: v for k, v in given.items() if v is not ITEM_GPS}
+        if item_gp is None:
+            item_gp = GPPL(item_residual=False, **given)
+        elif not isinstance(item_gp, GPPL):
+            raise DataError(f"item_gp: expected a crowdzoo.GPPL (the communities' item GP), got "
+                            f"{type(item_gp).__name__}", arg="item_gp")
+        elif given:
+            item_gp = dataclasses.replace(item_gp, **given)
+        self.concentration, self.concentration_prior = concentration, concentration_prior
+        self.probit_scale, self.truncation, self.item_gp = probit_scale, truncation, item_gp
+        self.__post_init__()
+
+    n_inducing = _item_gp_setting("n_inducing")
+    kernel = _item_gp_setting("kernel")
+    lengthscale = _item_gp_setting("lengthscale")
+    scaled_lengthscale = _item_gp_setting("scaled_lengthscale")
+    shape_s0 = _item_gp_setting("shape_s0")
+    rate_s0 = _item_gp_setting("rate_s0")
+    s_prior = _item_gp_setting("s_prior")
+    jitter = _item_gp_setting("jitter")
+    lengthscale_prior = _item_gp_setting("lengthscale_prior")
 
     def __post_init__(self):
-        check_priors(self, {"shape_s0": "a positive Gamma shape α₀ (of the prior on each community's s)",
-                            "rate_s0": "a positive Gamma rate β₀ (of the prior on each community's s)"},
-                     scale_priors=("s_prior",), lengthscale_priors=("lengthscale_prior",))
+        if self.item_gp.item_residual is True or self.item_gp.tie_prior is not None:
+            raise DataError("item_gp: the communities' item GP has neither an item residual nor ties; pass "
+                            "a GPPL with item_residual=False and no tie_prior", arg="item_gp")
         lam = float(self.concentration)
         if not lam > 0 or lam == float("inf"):
             raise DataError(f"concentration: the DP concentration λ must be a positive finite number, got "
@@ -129,24 +161,9 @@ class DPMCommunities:
         if int(self.truncation) != self.truncation or self.truncation < 1:
             raise DataError(f"truncation: expected an integer ≥ 1 (communities), got {self.truncation!r}")
 
-    def check_route(self, method: str, settings: dict) -> None:
-        """Refuse a length-scale prior on a route that would ignore it (called by :func:`crowdzoo.fit`)."""
-        if self.lengthscale_prior is None or method in ("svi", "nuts"):
-            return
-        raise DataError(f"lengthscale_prior: the DPM's {method!r} route keeps the item kernel fixed (EP per "
-                        "community under fixed hyper-parameters); the svi and nuts routes infer the "
-                        "length-scales under the prior (drop lengthscale_prior, or fit with method='svi' "
-                        "or 'nuts')")
-
-    def gppl(self) -> GPPL:
-        """The GPPL whose item GP each community uses."""
-        return GPPL(n_inducing=self.n_inducing, kernel=self.kernel, lengthscale=self.lengthscale,
-                    scaled_lengthscale=self.scaled_lengthscale, shape_s0=self.shape_s0,
-                    rate_s0=self.rate_s0, s_prior=self.s_prior, jitter=self.jitter)
-
     def setup(self, data, seed: int = 0) -> DPMSetup:
         """The item GP (GPPL's), s fixed at its prior mean, α, and the EP direction of every label."""
-        gp = self.gppl().setup_features(data.item_features, seed=seed)
+        gp = self.item_gp.setup_features(data.item_features, seed=seed)
         s = float(gp.s_prior.mean)
         if not s > 0 or s == float("inf"):
             raise DataError(f"s_prior: the Gibbs route fixes s at the prior mean, which is {s}")
@@ -171,26 +188,27 @@ class DPMCommunities:
             raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
                             "(a posterior under the prior); pass one of the two", arg="learn_kernel")
         if learn_kernel or self.lengthscale_prior is not None:
-            what = "learn_kernel" if learn_kernel else "lengthscale_prior"
-            return dpm_lengthscale_model, (self.lengthscale_space(setup, what), a, b, *rest)
+            space = self.lengthscale_space(setup, prior=not learn_kernel)
+            return dpm_lengthscale_model, (space, a, b, *rest)
         return dpm_model, (whitened_directions(setup, a, b), *rest)
 
-    def lengthscale_space(self, setup: DPMSetup, what: str = "learn_kernel"):
-        """The item GP's algebra as a function of its length-scales (what ``learn_kernel`` moves), with
-        the prior of ℓ (event shape (D,)) when ``what`` is "lengthscale_prior"."""
+    def lengthscale_space(self, setup: DPMSetup, prior: bool = False) -> LengthscaleSpace:
+        """The item GP's algebra as a function of its length-scales (:class:`LengthscaleSpace`): with
+        ``prior`` ℓ sampled under ``lengthscale_prior`` (its prior with event shape (D,); svi and nuts),
+        without a ``pyro.param`` (what ``learn_kernel`` moves)."""
         from ...gp.learn import ARDGP, lengthscale_prior_of
+
+        what = "lengthscale_prior" if prior else "learn_kernel"
 
         if getattr(setup.gp.kernel, "name", None) == "identity":  # items without features
             raise DataError(f"{what}: the items have no features, so there are no length-scales to "
                             "learn")
-        ard = ARDGP.of(self.gppl(), setup.gp, what)
-        prior = None if what != "lengthscale_prior" else lengthscale_prior_of(self.lengthscale_prior, ard.D)
-        return DPMKernelSpace(ard, setup, prior)
+        ard = ARDGP.of(self.item_gp, setup.gp, what)
+        ell_prior = lengthscale_prior_of(self.lengthscale_prior, ard.D) if prior else None
+        return LengthscaleSpace(ard, setup, ell_prior)
 
     def with_lengthscale(self, setup: DPMSetup, ell, a, b):
         """(the model, its setup) with the item length-scales ``ell`` (D,)."""
-        import dataclasses
-
         space = self.lengthscale_space(setup)
         gp = space.gp(ell)
         return (dataclasses.replace(self, lengthscale=ell),
@@ -211,20 +229,6 @@ def directions(d, c, s: float, alpha: float) -> torch.Tensor:
     """G = d / √s / √(α² + c / s) (..., P, M) from whitened pair rows d (..., P, M) and their conditional
     variances c (..., P) (× 1/s): :func:`whitened_directions`, also per draw of the length-scales."""
     return d / (s ** 0.5 * torch.sqrt(alpha ** 2 + c / s))[..., None]
-
-
-def user_labels(users, n_users: int):
-    """Each user's label indices, padded: (U, L) long and its (U, L) float mask (L: the most labels
-    of any user)."""
-    users = np.asarray(users)
-    order = np.argsort(users, kind="stable")
-    n = np.bincount(users, minlength=n_users)
-    L = max(int(n.max()), 1)
-    start = np.concatenate([[0], np.cumsum(n)[:-1]])
-    pos = np.arange(L)[None, :]
-    mask = pos < n[:, None]
-    lab = np.where(mask, order[np.minimum(start[:, None] + pos, len(order) - 1)], 0)
-    return torch.as_tensor(lab, dtype=torch.long), torch.as_tensor(mask, dtype=DTYPE)
 
 
 def stick_weights(beta: torch.Tensor) -> torch.Tensor:
@@ -276,47 +280,5 @@ def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, su
     dpm_model(G, sgn, lab, mask, T, concentration, subsample_size)
 
 
-@dataclass
-class DPMKernelSpace:
-    """The ARD algebra of the communities' item GP (``ard``), the setup it varies (ℓ starts at the
-    base setup's), and the prior of ℓ (event shape (D,); None: ℓ is a ``pyro.param``)."""
-
-    ard: object
-    base: DPMSetup
-    prior: object = None
-
-    @property
-    def ell0(self) -> torch.Tensor:
-        """The base setup's length-scales (the median heuristic, or the model's ``lengthscale``)."""
-        return self.base.gp.kernel.lengthscale.detach()
-
-    def gp(self, ell) -> GPPLSetup:
-        return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.base.gp.s_prior)
-
-    def setup_at(self, ell) -> DPMSetup:
-        """The setup at length-scales ``ell`` (H is not needed by the Pyro program and left as is)."""
-        return DPMSetup(gp=self.gp(ell), s=self.base.s, alpha=self.base.alpha, H=self.base.H)
-
-
-@dataclass
-class DPMSetup:
-    """What is fixed before inference: the item GP (GPPL's setup), s, α, and H (P, M): each training
-    label's direction in the inducing utilities (see :func:`crowdzoo.gp.conditional.probit_rows`)."""
-
-    gp: GPPLSetup
-    s: float
-    alpha: float
-    H: torch.Tensor
-
-    @property
-    def M(self) -> int:
-        return self.gp.M
-
-    @property
-    def K(self) -> torch.Tensor:
-        """Prior covariance K_mm / s of a community's inducing utilities."""
-        return self.gp.K_mm / self.s
-
-
-__all__ = ["DPMCommunities", "DPMSetup", "directions", "dpm_model", "stick_weights", "user_loglik",
-           "user_labels", "whitened_directions"]
+__all__ = ["DPMCommunities", "directions", "dpm_model", "dpm_lengthscale_model", "stick_weights",
+           "user_loglik", "whitened_directions"]

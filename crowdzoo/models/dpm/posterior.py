@@ -92,7 +92,7 @@ class DPMPosterior(Posterior):
         f_m = torch.empty(S, T, M, dtype=DTYPE)
         resp = torch.empty(S, U, T, dtype=DTYPE)
         step = 64 if ell is None else max(1, min(64, _CHUNK // (M * (M + lab.numel()))))
-        ard = None if ell is None else model.gppl().ard(setup.gp)
+        ard = None if ell is None else model.item_gp.ard(setup.gp)
         for lo in range(0, S, step):
             sl = slice(lo, lo + step)
             L = setup.gp.L_mm
@@ -149,7 +149,7 @@ class DPMPosterior(Posterior):
         if self.lengthscales is None:
             A, c = st.gp.item_terms(X)
             return A, c / st.s, None
-        ard = self.model.gppl().ard(st.gp)
+        ard = self.model.item_gp.ard(st.gp)
         K, L = ard.chol(self.lengthscales[gs])
         A, c = ard.item_rows(self.lengthscales[gs], X, L=L)
         return A, c / st.s, K / st.s
@@ -160,7 +160,7 @@ class DPMPosterior(Posterior):
         st = self.setup
         if self.lengthscales is None:
             return probit_rows(st.gp, ia, ib, st.s, st.alpha, X), None
-        ard = self.model.gppl().ard(st.gp)
+        ard = self.model.item_gp.ard(st.gp)
         K, L = ard.chol(self.lengthscales[gs])
         rows, c = ard.pair_rows(self.lengthscales[gs], ia, ib, X, L=L)
         return rows / torch.sqrt(st.alpha ** 2 + c / st.s)[..., None], K / st.s

@@ -140,23 +140,6 @@ class GPPL:
         """The prior of the tie threshold τ (``tie_prior`` or the default)."""
         return default_tie_prior() if self.tie_prior is None else self.tie_prior
 
-    def check_route(self, method: str, settings: dict) -> None:
-        """Refuse settings that ``method`` cannot honour (called by :func:`crowdzoo.fit`)."""
-        if method == "ep" and self.item_residual is True:
-            raise DataError("item_residual: the ep route has no item residual (its sites are over the "
-                            "inducing utilities alone); fit with method='natgrad', 'svi' or 'nuts', or "
-                            "set item_residual='auto' or False", arg="item_residual")
-        if self.lengthscale_prior is None or method in ("svi", "nuts"):
-            return
-        learn = settings.get("learn_kernel")
-        if method in ("natgrad", "ep") and (learn or (learn is None and method == "natgrad")):
-            return  # natgrad and ep add log p(ℓ) to the length-scales' objective (type-II MAP)
-        raise DataError("lengthscale_prior: the svi and nuts routes infer the length-scales under the "
-                        "prior, natgrad and ep with {learn_kernel=True} find their MAP; " + repr(method)
-                        + (" without {learn_kernel=True}" if method in ("natgrad", "ep") else "")
-                        + " would ignore it (drop lengthscale_prior, or fit with {method='svi'} or 'nuts')",
-                        arg="lengthscale_prior", settings=("learn_kernel", "method"))
-
     def prior_s(self) -> dist.Distribution:
         if self.s_prior is not None:
             return self.s_prior
@@ -215,14 +198,20 @@ class GPPL:
         if self.lengthscale_prior is not None and learn_kernel:
             raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
                             "(a posterior under the prior); pass one of the two", arg="learn_kernel")
-        what = "learn_kernel" if learn_kernel else "lengthscale_prior"
         if np.asarray(data.item_features).shape[1] == 0:  # the setup's X is then the row index
+            what = "learn_kernel" if learn_kernel else "lengthscale_prior"
             raise DataError(f"{what}: the items have no features, so there are no length-scales to learn")
-        ard = ARDGP.of(self, setup, what)
-        prior = None if learn_kernel else lengthscale_prior_of(self.lengthscale_prior, ard.D)
+        return gppl_lengthscale_model, (self.lengthscale_space(setup, prior=not learn_kernel), a, b, y,
+                                        subsample_size)
+
+    def lengthscale_space(self, setup: GPPLSetup, prior: bool = False) -> LengthscaleSpace:
+        """The setup as a function of the ARD length-scales (:class:`LengthscaleSpace`): with ``prior``
+        ℓ sampled under ``lengthscale_prior`` (svi and nuts), without a ``pyro.param`` started at
+        ``setup``'s (``learn_kernel``)."""
+        ard = ARDGP.of(self, setup, "lengthscale_prior" if prior else "learn_kernel")
+        ell_prior = lengthscale_prior_of(self.lengthscale_prior, ard.D) if prior else None
         ell0 = setup.kernel.lengthscale.detach().clone()
-        return gppl_lengthscale_model, (LengthscaleSpace(ard, prior, ell0, self.prior_s(), setup.tie_prior,
-                                                         setup.residual_prior), a, b, y, subsample_size)
+        return LengthscaleSpace(ard, ell_prior, ell0, self.prior_s(), setup.tie_prior, setup.residual_prior)
 
     def ard(self, setup: GPPLSetup) -> ARDGP:
         """The sparse-GP algebra of this model's kernel as a function of ℓ, on ``setup``'s items and
@@ -289,7 +278,7 @@ class LengthscaleSpace:
     tie_prior: object = None
     residual_prior: object = None
 
-    def setup(self, ell) -> GPPLSetup:
+    def setup_at(self, ell) -> GPPLSetup:
         """The model's setup at length-scales ``ell`` (D,), differentiable in ℓ."""
         return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.s_prior, tie_prior=self.tie_prior,
                                   residual_prior=self.residual_prior)
@@ -304,7 +293,7 @@ def gppl_lengthscale_model(space: LengthscaleSpace, a: torch.Tensor, b: torch.Te
         ell = pyro.param("lengthscale", space.ell0.clone(), constraint=constraints.positive)
     else:
         ell = pyro.sample("lengthscale", space.prior)
-    gppl_model(space.setup(ell), a, b, y, subsample_size)
+    gppl_model(space.setup_at(ell), a, b, y, subsample_size)
 
 
 def gppl_choice_model(setup: GPPLSetup, items, mask, best, worst, subsample_size=None):
