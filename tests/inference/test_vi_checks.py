@@ -42,6 +42,25 @@ def test_the_guide_is_recorded_by_name_and_settings(tiny):
     assert crowd.settings["guide"] == "crowdzoo.models.crowdgppl.guide.crowdgppl_meanfield"
 
 
+def test_a_point_guide_gives_a_posterior_that_predicts(tiny):
+    """AutoDelta (MAP by svi, as docs/guides/swap-a-guide.md shows it) gives draws that are its
+    parameters themselves: the posterior holds them detached, predicts, and its draws are one point
+    at the MAP route's mode."""
+    from pyro.infer.autoguide import AutoDelta
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        point = cz.fit(cz.BradleyTerry(), tiny, method="svi", guide=AutoDelta, num_steps=800, lr=0.05,
+                       n_draws=20)
+        mode = cz.fit(cz.BradleyTerry(), tiny, method="map")
+    assert point.settings["guide"] == "AutoDelta"
+    p = point.predict_proba(tiny.item_ids[tiny.a[:5]], tiny.item_ids[tiny.b[:5]])
+    assert np.all((p > 0) & (p < 1))
+    mean, var = point.utilities()
+    assert float(var.max()) < 1e-12
+    np.testing.assert_allclose(mean.to_numpy(), mode.utilities()[0].to_numpy(), atol=0.02)
+
+
 def scdc_tempered(batch, nets, g, temp=2.0):
     """SCDC's amortised guide with q(z | o)'s logits divided by a temperature."""
     B = batch.O.shape[0]
