@@ -75,7 +75,7 @@ def test_compare_runs_ones_own_comparison_by_module_and_object(tmp_path, monkeyp
     tex = out.with_suffix(".tex").read_text()
     assert tex.startswith("\\begin{tabular}") and "|P - P\\_nuts|" in tex and "0.150 ± 0.071" in tex
     assert main(["compare", "no_such_thing"]) == 2
-    assert "or name your own as module:object" in capsys.readouterr().err
+    assert "or name your own as module:attribute" in capsys.readouterr().err
 
 
 LATEX_PAGE = r"""Some text.
