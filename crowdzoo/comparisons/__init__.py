@@ -7,6 +7,7 @@ import concurrent.futures as cf
 
 import pandas as pd
 
+from ..errors import DataError
 from . import (
     active,
     calibration,
@@ -29,7 +30,7 @@ from . import (
     ukpconvarg,
     ukpconvarg_diagnostics,
 )
-from .comparison import Comparison, Result, as_comparison, load
+from .comparison import Comparison, Result, load
 
 REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": calibration,
             "gppl-kernel": gppl_kernel, "gppl-routes": gppl_routes,
@@ -48,6 +49,20 @@ REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": cal
             "dpm-simulation": dpm, "dpm-sushi-a": sushi.dpm_sushi_a,
             "scdc-pinwheel": scdc.pinwheel, "scdc-digits": scdc.digits, "scdc-mnist": scdc.mnist,
             "scdc-crowd": scdc_crowd, "ties": ties, "choices": choices, "sbc": sbc}
+
+
+def as_comparison(what) -> Comparison:
+    """A comparison from a name of the zoo's (:data:`REGISTRY`), an import path ``module:attribute``
+    (:func:`~.comparison.load`), a :class:`Comparison`, or an object :meth:`Comparison.of` wraps."""
+    if isinstance(what, str):
+        if what in REGISTRY:
+            return Comparison.of(REGISTRY[what])
+        if ":" not in what:
+            raise DataError(f"comparison: unknown comparison {what!r}; choose one of {sorted(REGISTRY)}, or "
+                            "name your own as module:attribute (a crowdzoo.comparisons.Comparison, or an "
+                            "object with run_one(seed, quick=...) and summarise(df))", arg="comparison")
+        what = load(what)
+    return Comparison.of(what)
 
 
 def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,

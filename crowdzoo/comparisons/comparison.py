@@ -8,12 +8,13 @@
 
     my_guides = Comparison(rows, settings={"diagonal": AutoNormal, "full": AutoMultivariateNormal},
                            column="guide")
-    result = my_guides.run(repeats=5)                 # or: crowdzoo compare mymodule:my_guides
+    result = crowdzoo.comparisons.run(my_guides, repeats=5)   # or: crowdzoo compare mymodule:my_guides
     result.markdown, result.latex, result.frame       # the page's table, a paper's, the tidy rows
 
-Every comparison of the zoo is one (:func:`as_comparison` wraps the zoo's modules, whose ``run_one``
-makes a repeat's rows for all their settings at once and whose ``summarise`` writes their page), and
-``crowdzoo compare module:attribute`` runs one's own, found by its import path (:func:`load`).
+Every comparison of the zoo is one (:func:`crowdzoo.comparisons.as_comparison` wraps the zoo's
+modules, whose ``run_one`` makes a repeat's rows for all their settings at once and whose
+``summarise`` writes their page), and ``crowdzoo compare module:attribute`` runs one's own, found by
+its import path (:func:`load`).
 """
 from __future__ import annotations
 
@@ -109,13 +110,6 @@ class Comparison:
         head = f"Mean ± sd over {n} repeats.\n\n" if n > 1 else ""
         return head + markdown_table(table, right=set(table.columns) - set(label_columns(df)))
 
-    def run(self, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,
-            data_dir=None) -> Result:
-        """:func:`crowdzoo.comparisons.run` of this comparison."""
-        from . import run
-
-        return run(self, repeats=repeats, jobs=jobs, quick=quick, executor=executor, data_dir=data_dir)
-
 
 class Result(NamedTuple):
     """What a comparison's run gives: ``frame``, the tidy rows of every repeat, and ``markdown``, the
@@ -190,22 +184,6 @@ def load(path: str):
     return obj
 
 
-def as_comparison(what) -> Comparison:
-    """A comparison from a name of the zoo's (:data:`crowdzoo.comparisons.REGISTRY`), an import path
-    ``module:attribute`` (:func:`load`), a Comparison, or an object :meth:`Comparison.of` wraps."""
-    if isinstance(what, str):
-        from . import REGISTRY
-
-        if what in REGISTRY:
-            return Comparison.of(REGISTRY[what])
-        if ":" not in what:
-            raise DataError(f"comparison: unknown comparison {what!r}; choose one of {sorted(REGISTRY)}, or "
-                            "name your own as module:attribute (a crowdzoo.comparisons.Comparison, or an "
-                            "object with run_one(seed, quick=...) and summarise(df))", arg="comparison")
-        what = load(what)
-    return Comparison.of(what)
-
-
 def _takes(fn, name: str) -> bool:
     try:
         params = inspect.signature(fn).parameters
@@ -226,4 +204,4 @@ def _frame(out, label) -> pd.DataFrame:
                     "row), a list of dicts or a DataFrame", arg="rows")
 
 
-__all__ = ["Comparison", "Result", "as_comparison", "load", "mean_sd", "label_columns"]
+__all__ = ["Comparison", "Result", "load", "mean_sd", "label_columns"]
