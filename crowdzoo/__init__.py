@@ -21,6 +21,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what the lazy names below resolve to (for type checkers and the API docs)
+    from .comparisons.comparison import Comparison
     from .data import (
         ChoiceData,
         LinkData,
@@ -42,7 +43,7 @@ _LAZY = {
     "PairwiseData": ".data", "ChoiceData": ".data", "simulate_collab": ".data", "simulate_crowd": ".data",
     "simulate_gppl": ".data", "split_each_user": ".data", "split_pairs": ".data", "split_users": ".data",
     "LinkData": ".data", "simulate_links": ".data", "digits_links": ".data",
-    "compare_posteriors": ".diagnostics.compare",
+    "compare_posteriors": ".diagnostics.compare", "Comparison": ".comparisons.comparison",
     "ZOO": ".zoo", "Entry": ".zoo", "Example": ".zoo", "fit": ".zoo", "load": ".zoo", "register": ".zoo",
 }
 
@@ -53,7 +54,7 @@ _SUBPACKAGES = ("active", "cli", "cluster_metrics", "comparisons", "core", "data
 _NAMES = ["PairwiseData", "ChoiceData", "LinkData", "simulate_gppl", "simulate_crowd", "simulate_collab",
           "simulate_links", "digits_links", "split_pairs", "split_users", "split_each_user", "DataError",
           "NumericalError", "ConvergenceWarning", "CollapseWarning", "DataWarning", "OverconfidenceWarning",
-          "fit", "load", "report", "compare_posteriors", "register", "Entry", "Example", "ZOO"]
+          "fit", "load", "report", "compare_posteriors", "Comparison", "register", "Entry", "Example", "ZOO"]
 
 
 def _models() -> dict:

@@ -9,35 +9,20 @@ from ..errors import DataError
 
 
 def _comparison(name: str):
-    """The comparison ``crowdzoo compare NAME`` runs: a registry name, or one's own as
-    ``module:object`` (importable, or a module file in the working folder) with ``run_one(seed,
-    quick=...)`` → tidy DataFrame and ``summarise(df)`` → Markdown."""
-    import importlib
+    """The comparison ``crowdzoo compare NAME`` runs: a registry name, or one's own by import path
+    ``module:attribute`` (importable, or a module file in the working folder): a
+    :class:`~crowdzoo.comparisons.Comparison`, or an object with ``run_one(seed, quick=...)`` → tidy
+    DataFrame and ``summarise(df)`` → Markdown."""
+    from ..comparisons import as_comparison
 
-    from ..comparisons import REGISTRY
-
-    if name in REGISTRY:
-        return name, REGISTRY[name]
-    if ":" not in name:
-        raise DataError(f"compare: unknown comparison {name!r}; choose one of {sorted(REGISTRY)}, or name "
-                        "your own as module:object (an object with run_one(seed, quick=...) and "
-                        "summarise(df))")
-    module, _, attr = name.partition(":")
-    if os.getcwd() not in sys.path:
+    if ":" in name and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # a module file beside the user, as `python -m` would find it
-    try:
-        obj = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as err:
-        raise DataError(f"compare: cannot load {name!r}: {err}") from None
-    missing = [m for m in ("run_one", "summarise") if not callable(getattr(obj, m, None))]
-    if missing:
-        raise DataError(f"compare: {name!r} has no {' or '.join(missing)}; a comparison needs run_one(seed, "
-                        "quick=...) returning a tidy DataFrame and summarise(df) returning Markdown")
-    return obj, obj
+    return name, as_comparison(name)
 
 
-#: the options of ``crowdzoo compare sbc`` alone
-SBC_OPTIONS = {"model": "MODEL", "route": "--route", "sims": "--sims", "draws": "--draws"}
+#: the options of ``crowdzoo compare sbc`` alone, and of ``crowdzoo compare guides`` alone
+SBC_OPTIONS = {"route": "--route", "sims": "--sims", "draws": "--draws"}
+GUIDE_OPTIONS = {"guides": "--guides"}
 
 
 def _sbc(args):
@@ -56,16 +41,40 @@ def _sbc(args):
     return check, sims, words
 
 
-def cmd_compare(args) -> int:
-    from ..comparisons import run
+def _guides(args):
+    """``crowdzoo compare guides MODEL --guides PATH,PATH``: :func:`crowdzoo.comparisons.guides.sweep`
+    of the guides named by import path (``default``: the model's own), and the words of the command."""
+    from ..comparisons.guides import sweep
 
+    if not args.guides:
+        raise DataError("--guides: name the guides to compare by import path, comma-separated (e.g. "
+                        "--guides pyro.infer.autoguide:AutoNormal,default)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # guides in a module file beside the user
+    paths = [p.strip() for p in args.guides.split(",") if p.strip()]
+    model = args.model or "gppl"
+    words = f"guides {model} --guides {','.join(paths)} --repeats {args.repeats}"
+    return sweep(paths, model=model), words
+
+
+def cmd_compare(args) -> int:
+    from ..comparisons import Result, run
+
+    own = {"sbc": SBC_OPTIONS, "guides": GUIDE_OPTIONS}
+    for name, options in own.items():
+        given = [flag for key, flag in options.items() if getattr(args, key, None) is not None]
+        if given and args.name != name:
+            raise DataError(f"{given[0]}: an option of `crowdzoo compare {name}` alone, not of {args.name!r}")
+    if args.model is not None and args.name not in own:
+        raise DataError(f"MODEL: `crowdzoo compare {args.name}` takes no model (only sbc and guides do), got "
+                        f"{args.model!r}")
     if args.name == "sbc":
         what, repeats, words = _sbc(args)
         comparison = what
+    elif args.name == "guides":
+        what, words = _guides(args)
+        comparison, repeats = what, args.repeats
     else:
-        given = [flag for key, flag in SBC_OPTIONS.items() if getattr(args, key, None) is not None]
-        if given:
-            raise DataError(f"{given[0]}: an option of `crowdzoo compare sbc` alone, not of {args.name!r}")
         what, comparison = _comparison(args.name)
         repeats, words = args.repeats, f"{args.name} --repeats {args.repeats}"
     client = _dask_client(args.executor) if args.executor else None
@@ -78,21 +87,15 @@ def cmd_compare(args) -> int:
     print(table)
     if args.out:
         out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(out.with_suffix(".csv"), index=False)
-        from ..comparisons.markdown import latex_tables
-
-        if tex := latex_tables(table):  # the tables for a paper
-            out.with_suffix(".tex").write_text(tex)
         cmd = f"crowdzoo compare {words} --jobs {args.jobs}"
         cmd += " --quick" if args.quick else ""
         cmd += f" --data-dir {args.data_dir}" if args.data_dir else ""
-        fig = ""
         figure = getattr(comparison, "figure", None)
         if figure is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
             figure(df, out.with_suffix(".png"))
-            fig = f"\n![{args.name}]({out.with_suffix('.png').name})\n"
-        out.write_text(f"Made by `{cmd} --out {args.out}`.\n\n{table}\n{fig}")
+            table += f"\n\n![{args.name}]({out.with_suffix('.png').name})\n"
+        Result(df, table).write(out, made_by=f"{cmd} --out {args.out}")
     return 0
 
 

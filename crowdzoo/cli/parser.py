@@ -113,11 +113,14 @@ def make_parser() -> argparse.ArgumentParser:
                            "predictive of a new user (prior: DPM, crowdGPPL), or leave the rows out (drop)")
     add_suggest(sub, fmt)
     cmp_ = sub.add_parser("compare", help="run a comparison of the zoo (tables beside the papers')", **fmt)
-    cmp_.add_argument("name", help="a comparison of the zoo, or one's own as module:object (an object with "
+    cmp_.add_argument("name", help="a comparison of the zoo; guides (a guide sweep, --guides); or one's own "
+                      "by import path module:attribute (a crowdzoo.comparisons.Comparison, or an object with "
                       "run_one(seed, quick=...) → tidy DataFrame and summarise(df) → Markdown; a module file "
                       "in the working folder is found)")
     cmp_.add_argument("model", nargs="?", default=None,
-                      help="sbc only: the model to calibrate (gppl, crowdgppl, bradley-terry; default gppl)")
+                      help="sbc: the model to calibrate (gppl, crowdgppl, bradley-terry, collabgp, dpm); "
+                           "guides: the model whose svi route the guides fit (a model with svi and nuts "
+                           "routes); default gppl")
     cmp_.add_argument("--repeats", type=int, default=1)
     cmp_.add_argument("--jobs", type=int, default=1)
     cmp_.add_argument("--quick", action="store_true", help="smaller settings (each comparison says which)")
@@ -129,6 +132,10 @@ def make_parser() -> argparse.ArgumentParser:
                       help="sushi-*, dpm-sushi-a: folder with Kamishima's Sushi files; scdc-mnist: MNIST's "
                            "training idx files and crowd_annotations_mnist.npy (neither is shipped)")
     cmp_.add_argument("--out", default=None, help="markdown file (the tidy CSV goes beside it)")
+    cmp_.add_argument("--guides", default=None,
+                      help="guides only: the guides to compare against NUTS, by import path, comma-separated "
+                           "(e.g. pyro.infer.autoguide:AutoNormal,mypkg.guides:my_guide,default; default: "
+                           "the model's own guide)")
     cmp_.add_argument("--route", default=None,
                       help="sbc only: the route to calibrate (default: the model's default route)")
     cmp_.add_argument("--sims", type=int, default=None,

@@ -1,10 +1,13 @@
-"""Declarative comparisons that reproduce the papers' tables side by side with our numbers."""
+"""Declarative comparisons that reproduce the papers' tables side by side with our numbers, and
+one's own: a :class:`Comparison` (settings → rows) run by :func:`run` or ``crowdzoo compare
+module:attribute``."""
 from __future__ import annotations
 
 import concurrent.futures as cf
 
 import pandas as pd
 
+from ..errors import DataError
 from . import (
     active,
     calibration,
@@ -27,6 +30,7 @@ from . import (
     ukpconvarg,
     ukpconvarg_diagnostics,
 )
+from .comparison import Comparison, Result, load
 
 REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": calibration,
             "gppl-kernel": gppl_kernel, "gppl-routes": gppl_routes,
@@ -47,13 +51,31 @@ REGISTRY = {"active": active, "active-gppl": active.pairwise, "calibration": cal
             "scdc-crowd": scdc_crowd, "ties": ties, "choices": choices, "sbc": sbc}
 
 
-def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None, data_dir=None):
-    """Run comparison ``name`` for ``repeats`` seeds (0, 1, …) and return (tidy DataFrame, markdown
-    table).
+def as_comparison(what) -> Comparison:
+    """A comparison from a name of the zoo's (:data:`REGISTRY`), an import path ``module:attribute``
+    (:func:`~.comparison.load`), a :class:`Comparison`, or an object :meth:`Comparison.of` wraps."""
+    if isinstance(what, str):
+        if what in REGISTRY:
+            return Comparison.of(REGISTRY[what])
+        if ":" not in what:
+            raise DataError(f"comparison: unknown comparison {what!r}; choose one of {sorted(REGISTRY)}, or "
+                            "name your own as module:attribute (a crowdzoo.comparisons.Comparison, or an "
+                            "object with run_one(seed, quick=...) and summarise(df))", arg="comparison")
+        what = load(what)
+    return Comparison.of(what)
 
-    ``name``: a key of ``REGISTRY``, or a comparison of one's own: an object with
-    ``run_one(seed, quick=...)`` → tidy DataFrame and ``summarise(df)`` → markdown, whose ``run_one``
-    can be pickled (a function of an importable module) to where the repeats run.
+
+def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=None,
+        data_dir=None) -> Result:
+    """Run comparison ``name`` for ``repeats`` seeds (0, 1, …) and return a :class:`Result`: the tidy
+    DataFrame of every repeat's rows and the Markdown page (it unpacks as ``df, table``; its ``latex``
+    and ``write`` give the tables for a paper and the files).
+
+    ``name``: a key of ``REGISTRY``; an import path ``module:attribute`` of one's own; a
+    :class:`Comparison`; or an object with ``run_one(seed, quick=...)`` → tidy DataFrame and
+    ``summarise(df)`` → Markdown (:meth:`Comparison.of`). On other processes a comparison named by a
+    string is loaded there by that name; one given as an object travels pickled (its ``rows`` and
+    settings must then be picklable: functions of an importable module, not lambdas).
 
     The repeats run in this process (``jobs=1``), in a local process pool of ``jobs`` workers, or on
     ``executor``: a ``concurrent.futures.Executor`` (a Dask cluster's ``client.get_executor()`` is
@@ -62,14 +84,12 @@ def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=Non
     frames are put together in seed order and every repeat runs with one torch thread, as in the
     local pool, so the table is the local pool's. ``data_dir``: where the comparisons that read data
     the zoo cannot ship (Sushi) find it."""
-    mod = REGISTRY[name] if isinstance(name, str) else name
+    comparison = as_comparison(name)
     seeds = list(range(repeats))
     # only the comparisons against a paper's table read data from a path
-    opts = {}
-    if hasattr(mod, "needs_data_dir"):
-        opts["data_dir"] = None if data_dir is None else str(data_dir)
-    # a registry entry travels by name (the worker looks it up); one's own comparison by its run_one
-    what = name if isinstance(name, str) else mod.run_one
+    opts = {"data_dir": None if data_dir is None else str(data_dir)} if comparison.needs_data_dir else {}
+    # a comparison named by a string travels by name (the worker loads it); an object by its run_one
+    what = name if isinstance(name, str) else comparison.run_one
     args = [(what, s, quick, opts) for s in seeds]
     if executor is None and jobs > 1:
         # one torch thread per worker: jobs × torch's default threads oversubscribe the cores
@@ -80,7 +100,7 @@ def run(name, repeats: int = 1, jobs: int = 1, quick: bool = False, executor=Non
     else:
         frames = [_call(x) for x in args]
     df = pd.concat(frames, ignore_index=True)
-    return df, mod.summarise(df)
+    return Result(df, comparison.summarise(df))
 
 
 def _on_executor(executor, args):
@@ -121,8 +141,8 @@ def _call_one_thread(args):
 
 def _call(args):
     what, seed, quick, opts = args
-    run_one = REGISTRY[what].run_one if isinstance(what, str) else what
+    run_one = as_comparison(what).run_one if isinstance(what, str) else what
     return run_one(seed, quick=quick, **opts)
 
 
-__all__ = ["run", "REGISTRY"]
+__all__ = ["run", "REGISTRY", "Comparison", "Result", "as_comparison", "load"]

@@ -69,5 +69,5 @@ def summarise(df: pd.DataFrame) -> str:
     for route in mean.index:
         cells = [f"{mean.loc[route, c]:.3f}" + (f" ± {sd.loc[route, c]:.3f}" if n > 1 else "")
                  for c in cols]
-        lines.append(f"| {route} | " + " | ".join(cells) + " |")
+        lines.append(f"| {cell(route)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 def cell(text) -> str:
     """A header or cell as Markdown table text: a literal pipe (``|P - P_nuts|``) escaped, so that it
-    does not split the cell."""
-    return str(text).replace("|", "\\|")
+    does not split the cell, and a line break written ``<br>``, so that it does not end the row."""
+    return str(text).replace("|", "\\|").replace("\r\n", "\n").replace("\r", "\n").replace("\n", "<br>")
+
+
+def markdown_table(frame, right=()) -> str:
+    """``frame`` (a pandas DataFrame; its index is left out) as a Markdown pipe table, every header and
+    cell escaped by :func:`cell`; the columns named in ``right`` right-aligned (numbers), the others
+    left-aligned."""
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(cell(c) for c in cols) + " |",
+             "|" + "|".join("---:" if c in right else "---" for c in cols) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 #: LaTeX's special characters and what each becomes in text
@@ -29,7 +40,7 @@ def _split_row(line: str) -> list[str]:
 
 
 def _latex_cell(text: str) -> str:
-    text = text.replace("**", "")  # bold marks of a Markdown cell
+    text = text.replace("**", "").replace("<br>", " ")  # a Markdown cell's bold marks and line breaks
     return "".join(_LATEX.get(ch, ch) for ch in text)
 
 

@@ -21,6 +21,11 @@ tiny and the GPs exact (every item inducing): a sparse model's program integrate
 noise of the items' utilities into the likelihood, so the items' utilities themselves would not be
 in its trace.
 
+DPM's program sums each user's community out in a factor, so it has no label site: its prior
+draw (:func:`_dpm_simulate`) takes the sticks and the communities' utilities from the program's
+prior trace and draws the memberships and labels beside it, with the program's stick weights and
+label directions.
+
 The summaries are functions of the variables that a posterior's ``sample`` returns, which are
 computed from the prior trace the same way (:class:`Spec`): a few items' utilities, utility
 differences and log scales; for crowdGPPL the consensus and personal utilities F = t + VᵀW, which do
@@ -51,8 +56,10 @@ ROUTE_SETTINGS = {
     "ep": {},
     "svi": {"num_steps": 1500, "lr": 0.02, "progress_bar": False},
     "nuts": {"num_samples": 300, "warmup_steps": 300, "num_chains": 1},
+    "gibbs": {"n_sweeps": 300, "burn_in": 100, "n_chains": 2, "progress_bar": False},
 }
 QUICK_SETTINGS = {
+    "gibbs": {"n_sweeps": 150, "burn_in": 50, "n_chains": 1, "progress_bar": False},
     "svi": {"num_steps": 300, "lr": 0.05, "progress_bar": False},
     "nuts": {"num_samples": 100, "warmup_steps": 100, "num_chains": 1},
 }
@@ -78,7 +85,8 @@ class Spec:
     → tensor with a leading draw dimension of 1); ``quantities(state)`` maps either to the scalar
     summaries h (name → (n,) tensor) and ``groups`` names each summary's group; ``crowd``: the labels
     have users; ``labels(y, data)``: the program's label draws as the data's y (a ≻ b) where they differ
-    (None: the same)."""
+    (None: the same). ``simulate(model, data, seed)`` → (prior state, labels ỹ): the prior draw of a
+    model whose program has no label site to uncondition (None: :func:`prior_draw`)."""
 
     model: Callable
     prior_state: Callable
@@ -86,6 +94,7 @@ class Spec:
     groups: dict
     crowd: bool = False
     labels: Callable | None = None
+    simulate: Callable | None = None
 
 
 # ---------------------------------------------------------------------------------------- GPPL
@@ -187,6 +196,60 @@ def _collab_quantities(state):
 _COLLAB_GROUPS = dict.fromkeys(["g[user 0, pair 0]", "g[user 1, pair 0]", "g[user 0, pair 1]",
                                 "g[user 2, pair 2]"], "personal difference")
 
+# ---------------------------------------------------------------------------------------- DPM communities
+def _dpm_model(problem: Problem):
+    from ..models.dpm.model import DPMCommunities
+
+    return DPMCommunities(n_inducing=None)
+
+
+def _dpm_simulate(model, data, seed: int):
+    """θ̃ and ỹ of the truncated DPM of the svi and nuts routes. Its program sums the memberships out
+    in a factor, so it has no label site to uncondition: the sticks β and the communities' whitened
+    utilities u are the program's prior trace; each user's community c_u ~ Cat(π) and each label
+    y_p ~ Bernoulli(Φ(G_p·u_{c_u})) are drawn here, as the model's generative story writes them. The
+    state is what the posterior's ``sample`` returns: each user's utilities at the items, f_u =
+    A (L_mm u_{c_u} / √s), and the memberships z."""
+    import pyro
+
+    from ..core.seeds import isolated
+    from ..models.dpm.model import stick_weights
+
+    setup = model.setup(data, seed=seed)
+    fn, args = model.program(setup, data, None)
+    G = args[0]
+    with isolated(seed), torch.no_grad():
+        tr = pyro.poutine.trace(fn).get_trace(*args)
+        u = tr.nodes["u"]["value"]
+        T = u.shape[0]
+        log_pi = stick_weights(tr.nodes["beta"]["value"]) if T > 1 else torch.zeros(1, dtype=u.dtype)
+        z = torch.distributions.Categorical(logits=log_pi).sample((data.n_users,))
+        users = torch.as_tensor(data.users, dtype=torch.long)
+        p = torch.special.ndtr((G * u[z[users]]).sum(-1))
+        y = torch.bernoulli(p).numpy()
+        A, _ = setup.gp.item_terms(None)
+        f = (u @ setup.gp.L_mm.mT / setup.s ** 0.5) @ A.T  # (T, N): every community's utilities
+    return {"f": f[z][None], "z": z[None]}, y
+
+
+def _dpm_quantities(state):
+    """Summaries that do not change when the communities are relabelled: users' utilities and their
+    differences, whether two users share a community, and the number of communities among the users."""
+    f, z = state["f"], state["z"]
+    same = (z[:, :, None] == z[:, None, :]).to(torch.float64)
+    seen = torch.stack([(z == c).any(1) for c in range(int(z.max()) + 1)], 1)
+    return {"f[0], user 0": f[:, 0, 0], "f[0] - f[1], user 0": f[:, 0, 0] - f[:, 0, 1],
+            "f[0] - f[1], user 1": f[:, 1, 0] - f[:, 1, 1], "f[2] - f[3], user 2": f[:, 2, 2] - f[:, 2, 3],
+            "users 0, 1 together": same[:, 0, 1], "users 0, 2 together": same[:, 0, 2],
+            "communities": seen.sum(1).to(torch.float64)}
+
+
+_DPM_GROUPS = {"f[0], user 0": "personal", "f[0] - f[1], user 0": "personal difference",
+               "f[0] - f[1], user 1": "personal difference", "f[2] - f[3], user 2": "personal difference",
+               "users 0, 1 together": "co-membership", "users 0, 2 together": "co-membership",
+               "communities": "communities"}
+
+
 #: the models SBC knows how to check, by their names in the zoo's table
 SPECS = {
     "gppl": Spec(_gppl_model, _gppl_state, _gppl_quantities, _GPPL_GROUPS),
@@ -194,6 +257,7 @@ SPECS = {
     "bradley-terry": Spec(_bt_model, _bt_state, _bt_quantities, _BT_GROUPS),
     "collabgp": Spec(_collab_model, _collab_state, _collab_quantities, _COLLAB_GROUPS, crowd=True,
                      labels=_collab_labels),
+    "dpm": Spec(_dpm_model, None, _dpm_quantities, _DPM_GROUPS, crowd=True, simulate=_dpm_simulate),
 }
 
 
@@ -338,8 +402,12 @@ class Check:
         model = spec.model(self.problem)
         rng = np.random.default_rng([seed, 2018])
         data0 = design(self.problem, rng, spec.crowd)
-        setup, sites, y = prior_draw(model, data0, seed)
-        truth = {k: float(v[0]) for k, v in spec.quantities(spec.prior_state(sites, setup)).items()}
+        if spec.simulate is not None:
+            state, y = spec.simulate(model, data0, seed)
+        else:
+            setup, sites, y = prior_draw(model, data0, seed)
+            state = spec.prior_state(sites, setup)
+        truth = {k: float(v[0]) for k, v in spec.quantities(state).items()}
         from ..data.pairwise import PairwiseData
 
         if spec.labels is not None:

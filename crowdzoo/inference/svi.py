@@ -168,8 +168,8 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
         with torch.no_grad():
             for _ in range(n_draws):  # draws of the guide (no data inside a global-only guide)
                 tr = pyro.poutine.trace(q).get_trace()
-                for n in names:
-                    draws[n].append(tr.nodes[n]["value"])
+                for n in names:  # detached: AutoDelta's "draw" is its parameter itself
+                    draws[n].append(tr.nodes[n]["value"].detach())
     extra = {"params": params} if learn_kernel else {}  # the model's own point-estimated parameters
     return entry.posterior_class().from_draws(
         model, setup, data, {n: torch.stack(v) for n, v in draws.items()}, "svi", trace={"loss": losses},

@@ -144,3 +144,78 @@ def test_gppl_nuts_calibrated():
     df = pd.concat([sbc.Check("gppl", "nuts").run_one(s, quick=True) for s in range(20)])
     s = sbc.summary_frame(df)
     assert s["chi2 p"].min() * len(s) > 0.001
+
+
+def test_dpm_prior_draws_are_the_dirichlet_process():
+    """DPM's prior draws (the truncated program's sticks and utilities, memberships and labels drawn
+    beside it) have the Dirichlet process's partition of three users: two users together with
+    probability 1/(1 + λ) and 1 + 1/2 + 1/3 communities on average for λ = 1 (the Chinese restaurant
+    process; the truncation at 10 leaves ½⁹ of the mass), each user's utility the GP's sd (k(x, x) /
+    s = 1), and labels that follow the utilities."""
+    check = sbc.Check("dpm", "gibbs")
+    model = check.spec.model(check.problem)
+    together, k, f0, agree = [], [], [], []
+    for seed in range(400):
+        data = sbc.design(check.problem, np.random.default_rng(seed), True)
+        state, y = check.spec.simulate(model, data, seed)
+        q = {n: float(v[0]) for n, v in sbc._dpm_quantities(state).items()}
+        together.append(q["users 0, 1 together"])
+        k.append(q["communities"])
+        f0.append(q["f[0], user 0"])
+        f = state["f"][0].numpy()[data.users]  # each label's user's utilities
+        d = f[np.arange(len(y)), data.a] - f[np.arange(len(y)), data.b]
+        agree.append(np.mean((d > 0) == (y == 1)))
+    se = np.sqrt(0.25 / 400)
+    assert abs(np.mean(together) - 0.5) < 4 * se
+    assert abs(np.mean(k) - (1 + 1 / 2 + 1 / 3)) < 4 * np.std(k) / 20
+    assert abs(np.std(f0) - 1.0) < 0.1
+    assert np.mean(agree) > 0.6  # P(y = 1) = Φ(f_a − f_b): labels lean to the larger utility
+
+
+def test_dpm_summaries_are_invariant_to_the_communities_labels():
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    f = torch.randn(2, 4, 8, generator=g, dtype=torch.float64)
+    z = torch.tensor([[0, 0, 2, 1], [3, 1, 1, 0]])
+    relabelled = torch.tensor([4, 3, 0, 1, 2])[z]  # the same partitions under other labels
+    q, qr = sbc._dpm_quantities({"f": f, "z": z}), sbc._dpm_quantities({"f": f, "z": relabelled})
+    for name in q:
+        assert torch.equal(q[name], qr[name]), name
+    assert q["communities"].tolist() == [3.0, 3.0] and q["users 0, 1 together"].tolist() == [1.0, 0.0]
+
+
+@pytest.mark.slow
+def test_dpm_gibbs_is_calibrated():
+    """DPM's Gibbs route (the untruncated CRP, EP per community) on 30 tiny crowds: no summary's
+    ranks far from uniform (Bonferroni over the seven) and the 90 % intervals of the utilities cover
+    about 90 % (a 0/1 summary's central interval is most often [0, 1], so only its ranks judge it)."""
+    df = pd.concat([sbc.Check("dpm", "gibbs").run_one(s, quick=True) for s in range(30)])
+    s = sbc.summary_frame(df)
+    assert s["chi2 p"].min() * len(s) > 0.001, s[["quantity", "chi2 p", "mean rank", "tails"]]
+    assert 0.8 <= df.loc[df["group"].str.startswith("personal"), "in 90%"].mean() <= 0.98
+
+
+def test_dpm_labels_are_drawn_from_the_programs_likelihood():
+    """The labels drawn beside DPM's program follow the program's own likelihood: with the prior
+    draw's sticks and utilities, the program's factor on those labels is log Σ_c π_c Π_p Φ(±G_p·u_c)
+    per user, computed here with scipy from the drawn values."""
+    import pyro
+    import torch
+    from scipy.special import logsumexp
+    from scipy.stats import norm
+
+    check = sbc.Check("dpm", "gibbs")
+    model = check.spec.model(check.problem)
+    data0 = sbc.design(check.problem, np.random.default_rng(7), True)
+    _, y = check.spec.simulate(model, data0, 7)
+    data = type(data0).from_arrays(data0.a, data0.b, y, data0.item_features, users=data0.users)
+    fn, args = model.program(model.setup(data, seed=7), data, None)
+    tr = pyro.poutine.trace(fn).get_trace(*args)
+    beta, u = tr.nodes["beta"]["value"].numpy(), tr.nodes["u"]["value"].numpy()
+    pi = np.append(beta, 1.0) * np.concatenate([[1.0], np.cumprod(1 - beta)])
+    z = args[0].numpy() @ u.T  # (P, T)
+    ll = norm.logcdf(np.where(y[:, None] == 1, z, -z))
+    per_user = [logsumexp(np.log(pi) + ll[data.users == k].sum(0)) for k in range(data.n_users)]
+    factor = tr.nodes["labels"]["fn"].log_prob(torch.zeros(())).sum().item()
+    np.testing.assert_allclose(factor, np.sum(per_user), rtol=1e-9)

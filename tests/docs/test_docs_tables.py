@@ -26,6 +26,15 @@ def tables(text: str):
             yield i, lines[i - 1], lines[i]
 
 
+def body(text: str, i: int):
+    """The rows (line number, line) of the table whose separator is line ``i``."""
+    lines = text.splitlines()
+    j = i + 1
+    while j < len(lines) and lines[j].startswith("|"):
+        yield j, lines[j]
+        j += 1
+
+
 def test_every_docs_table_has_a_header_as_wide_as_its_separator():
     pages = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
     bad = [f"{p.relative_to(ROOT)}:{i}: header {cells(h)} cells, separator {cells(s)}"
@@ -33,12 +42,21 @@ def test_every_docs_table_has_a_header_as_wide_as_its_separator():
     assert not bad, "\n".join(bad)
 
 
+def test_every_row_of_a_docs_table_is_as_wide_as_its_header():
+    """A pipe or a line break inside a cell, unescaped, would split the row or end the table."""
+    pages = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+    bad = [f"{p.relative_to(ROOT)}:{j + 1}: {cells(row)} cells, header {cells(h)}"
+           for p in pages for text in [p.read_text(encoding="utf-8")] for i, h, _ in tables(text)
+           for j, row in body(text, i) if cells(row) != cells(h)]
+    assert not bad, "\n".join(bad)
+
+
 def test_route_comparison_headers_are_escaped():
     from crowdzoo.comparisons.gppl_routes import summarise
 
-    df = pd.DataFrame({"seed": [0], "route": ["svi"], "mean |P - P_nuts|": [0.01], "seconds": [1.0]})
-    head, sep = summarise(df).splitlines()[:2]
-    assert "\\|P - P_nuts\\|" in head and cells(head) == cells(sep) == 3
+    df = pd.DataFrame({"seed": [0], "route": ["svi | mine"], "mean |P - P_nuts|": [0.01], "seconds": [1.0]})
+    head, sep, row = summarise(df).splitlines()[:3]
+    assert "\\|P - P_nuts\\|" in head and cells(head) == cells(sep) == cells(row) == 3
 
 
 MY_COMPARISON = '''
@@ -75,7 +93,7 @@ def test_compare_runs_ones_own_comparison_by_module_and_object(tmp_path, monkeyp
     tex = out.with_suffix(".tex").read_text()
     assert tex.startswith("\\begin{tabular}") and "|P - P\\_nuts|" in tex and "0.150 ± 0.071" in tex
     assert main(["compare", "no_such_thing"]) == 2
-    assert "or name your own as module:object" in capsys.readouterr().err
+    assert "or name your own as module:attribute" in capsys.readouterr().err
 
 
 LATEX_PAGE = r"""Some text.

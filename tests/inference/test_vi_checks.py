@@ -42,6 +42,54 @@ def test_the_guide_is_recorded_by_name_and_settings(tiny):
     assert crowd.settings["guide"] == "crowdzoo.models.crowdgppl.guide.crowdgppl_meanfield"
 
 
+def test_a_point_guide_gives_a_posterior_that_predicts(tiny):
+    """AutoDelta (MAP by svi, as docs/guides/swap-a-guide.md shows it) gives draws that are its
+    parameters themselves: the posterior holds them detached, predicts, and its draws are one point
+    at the MAP route's mode."""
+    from pyro.infer.autoguide import AutoDelta
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        point = cz.fit(cz.BradleyTerry(), tiny, method="svi", guide=AutoDelta, num_steps=800, lr=0.05,
+                       n_draws=20)
+        mode = cz.fit(cz.BradleyTerry(), tiny, method="map")
+    assert point.settings["guide"] == "AutoDelta"
+    p = point.predict_proba(tiny.item_ids[tiny.a[:5]], tiny.item_ids[tiny.b[:5]])
+    assert np.all((p > 0) & (p < 1))
+    mean, var = point.utilities()
+    assert float(var.max()) < 1e-12
+    np.testing.assert_allclose(mean.to_numpy(), mode.utilities()[0].to_numpy(), atol=0.02)
+
+
+def scdc_tempered(batch, nets, g, temp=2.0):
+    """SCDC's amortised guide with q(z | o)'s logits divided by a temperature."""
+    B = batch.O.shape[0]
+    pyro.module("scdc", nets)
+    with pyro.plate("items", B), pyro.poutine.scale(scale=batch.item_scale), \
+            pyro.poutine.mask(mask=torch.arange(B) < batch.n_uniform):
+        z = pyro.sample("z", dist.Categorical(logits=nets.z_logits(batch.O) / temp))
+        m, s = nets.x_params(batch.O, torch.nn.functional.one_hot(z, nets.K).float())
+        pyro.sample("x", dist.Normal(m, s).to_event(1))
+
+
+def test_scdc_records_its_guide_by_name_and_settings():
+    """SCDC's svi route names a guide as the generic svi route does (module.function, through a
+    functools.partial that sets it up) and records the particles per step it ran with; its own
+    default is the amortised guide."""
+    import functools
+
+    example = cz.zoo.entry("scdc").make_example()
+    run = dict(n_epochs=1, n_init=1, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        own = cz.fit(example.model, example.data, **run)
+        swapped = cz.fit(example.model, example.data, guide=functools.partial(scdc_tempered, temp=1.5),
+                         num_particles=2, **run)
+    assert own.settings["guide"] == "amortised"
+    assert swapped.settings["guide"] == f"{__name__}.scdc_tempered"
+    assert swapped.settings["num_particles"] == 2
+
+
 @pytest.fixture(scope="module")
 def svi_problem():
     """30 items, 600 labels: enough labels for the ELBO's noise to show a rise over 200 steps."""

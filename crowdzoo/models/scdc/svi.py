@@ -26,6 +26,7 @@ from pyro.infer import Trace_ELBO
 from ...core.seeds import isolated
 from ...errors import ConvergenceWarning, DataError, NumericalError
 from ...inference.common import check_finite, progress, summary
+from ...inference.svi import guide_name
 from .defaults import resolve
 from .model import DTYPE, Batch, Globals, elbo, init_globals, scdc_model
 from .posterior import SCDCPosterior, encode_items
@@ -190,7 +191,7 @@ def _fit_once(model, data, seed: int, n_epochs: int, batch_size: int, annotation
         model=model, setup=setup, data=data, method="svi", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, lr_globals=lr_globals, pretrain=pretrain, device=device,
-                      guide="amortised" if guide is None else getattr(guide, "__name__", "custom")),
+                      guide="amortised" if guide is None else guide_name(guide), num_particles=num_particles),
         cluster_probs=probs.cpu().double(), x_mean=x_mean.cpu().double(),
         pi=torch.softmax(g.pi_logits.detach().cpu(), -1).double(), mu=g.mu.detach().cpu().double(),
         cov=torch.diag_embed(torch.exp(2 * g.log_sigma.detach().cpu())).double(),
