@@ -175,73 +175,56 @@ def gaussian_queries(item_gaussians, group, a, b, link=None) -> GaussianQueries:
     return GaussianQueries(mean, var, column, link)
 
 
-_CHUNK = 2**22
-
-
 def factor_queries(t, V, W, a, b, u, link=None) -> GaussianQueries:
     """The candidates (a, b, u) (positions) of a model whose user u has utilities f_u = t + Σ_c v_c w_cu
     (crowdGPPL, Eq. 5), as one joint Gaussian over every user's candidates, from S posterior draws
     ``t`` (S, N) or None (no consensus), ``V`` (S, C, N), ``W`` (S, C, U).
 
     The latent Gaussians θ = (t, v_1..v_C, w_1..w_C) are shared by the users: t and every v_c by all of
-    them, w_c,u by u's queries. g_q = Δt + Σ_c Δv_c w_cu (Δ: item a minus item b) linearised at the
-    posterior mean θ̂ is
+    them, w_c,u by u's queries. Each utility linearised at the posterior mean θ̂ is
 
-        g_q ≈ μ_q + J_q (θ − θ̂),   μ_q = Δt̂ + Σ_c Δv̂_c ŵ_cu,
-        J_q (θ − θ̂) = Δδt + Σ_c (ŵ_cu Δδv_c + Δv̂_c δw_cu),
+        f_u(i) ≈ f̂_u(i) + z_u(i),   f̂_u(i) = t̂_i + Σ_c v̂_c,i ŵ_cu,
+        z_u(i) = δt_i + Σ_c (ŵ_cu δv_c,i + v̂_c,i δw_cu)                   (δ: θ − θ̂),
 
-    so Cov(g_q, g_q') = J_q Σ_θ J_q'ᵀ, with Σ_θ the draws' covariance: a chosen query of user u lowers
-    the variance of every other user's queries on the items it shares, through t and the v_c. The
-    remainder Σ_c Δδv_c δw_cu of the product has variance Σ_c Var Δv_c Var w_cu (independent factors,
+    linear in θ, so g_q = f_u(a) − f_u(b) has mean f̂_u(a) − f̂_u(b) and Cov(g_q, g_q') = Cov(z_u(a) −
+    z_u(b), z_u'(a') − z_u'(b')), read from the draws' z (S, N, #users asked): a chosen query of user u
+    lowers the variance of every other user's queries on the items it shares, through t and the v_c.
+    The product's remainder Σ_c δv_c,a−b δw_cu has variance Σ_c Var Δv_c Var w_cu (independent factors:
     the mean field's Eq. 25 term that the linearisation drops); it is added to each candidate's own
     variance, uncorrelated with the others', so the marginals are the product's.
 
-    Σ_θ J_qᵀ is (Θᵀ e_q)/(S − 1) for the centred draws Θ and e_q = Θ J_qᵀ, so a column costs O(S · dim θ
-    + #candidates · C) and nothing of size #candidates × S or dim θ² is formed."""
+    The variances come from each asked user's N × N covariance of z; a column Σ[:, q] = (Zᵀ e_q)/(S − 1)
+    at the differences, e_q the draws of g_q − μ_q, costs O(S · N · #users asked + #candidates);
+    memory O((S + N) · N · #users asked + C · N²)."""
     S = V.shape[0]
     scale = 1.0 / max(1, S - 1)
     V, W = V.double(), W.double()
     v_hat, w_hat = V.mean(0), W.mean(0)
-    dV, dW = V - v_hat, W - w_hat
+    dV = V - v_hat
+    users, ui = np.unique(np.asarray(u), return_inverse=True)
+    users = torch.as_tensor(users, dtype=torch.long)
+    w_u, dW_u = w_hat[:, users], W[:, :, users] - w_hat[:, users]
+    f_hat = v_hat.T @ w_u  # (N, U*)
+    Z = torch.einsum("scn,cu->snu", dV, w_u) + torch.einsum("cn,scu->snu", v_hat, dW_u)  # (S, N, U*)
     if t is not None:
         t = t.double()
-        t_hat = t.mean(0)
-        dt = t - t_hat
-    a, b, u = (torch.as_tensor(x, dtype=torch.long) for x in (a, b, u))
-    dv_hat = v_hat[:, a] - v_hat[:, b]  # (C, Q)
-    w_q = w_hat[:, u]  # (C, Q)
-    mean = (dv_hat * w_q).sum(0)
-    if t is not None:
-        mean = mean + t_hat[a] - t_hat[b]
-    var_w = (dW * dW).sum(0) * scale  # (C, U)
-
-    def centred(rows):
-        """Θ J_qᵀ (S, k) and Var Δv_c (C, k) of the candidates ``rows``."""
-        ddv = dV[:, :, a[rows]] - dV[:, :, b[rows]]  # (S, C, k)
-        e = (ddv * w_q[:, rows]).sum(1) + (dW[:, :, u[rows]] * dv_hat[:, rows]).sum(1)
-        if t is not None:
-            e = e + dt[:, a[rows]] - dt[:, b[rows]]
-        return e, (ddv * ddv).sum(0) * scale
-
-    Q = a.shape[0]
-    var = torch.empty(Q, dtype=torch.float64)
-    nugget = torch.empty(Q, dtype=torch.float64)
-    step = max(1, _CHUNK // (S * V.shape[1]))
-    for lo in range(0, Q, step):
-        rows = slice(lo, min(Q, lo + step))
-        e, var_dv = centred(rows)
-        nugget[rows] = (var_dv * var_w[:, u[rows]]).sum(0)
-        var[rows] = (e * e).sum(0) * scale + nugget[rows]
+        f_hat = f_hat + t.mean(0)[:, None]
+        Z = Z + (t - t.mean(0))[:, :, None]
+    n_u = users.shape[0]
+    Zu = Z.permute(2, 1, 0).contiguous()  # (U*, N, S)
+    K = Zu @ Zu.transpose(1, 2) * scale  # each asked user's linearised covariance (U*, N, N)
+    Zt = Zu.transpose(0, 1).reshape(-1, S)  # (N · U*, S), row i · U* + j: item i, user j
+    a, b, ui = (torch.as_tensor(x, dtype=torch.long) for x in (a, b, ui))
+    ia, ib = a * n_u + ui, b * n_u + ui
+    mean = f_hat.reshape(-1)[ia] - f_hat.reshape(-1)[ib]
+    Kv = torch.einsum("scn,scm->cnm", dV, dV) * scale  # (C, N, N)
+    var_dv = Kv[:, a, a] + Kv[:, b, b] - 2.0 * Kv[:, a, b]  # (C, Q)
+    nugget = (var_dv * (dW_u * dW_u).sum(0)[:, ui] * scale).sum(0)
+    var = K[ui, a, a] + K[ui, b, b] - 2.0 * K[ui, a, b] + nugget
 
     def column(q):
-        e, _ = centred(slice(q, q + 1))
-        e = e[:, 0] * scale
-        x_v = torch.einsum("scn,s->cn", dV, e)
-        x_w = torch.einsum("scu,s->cu", dW, e)
-        col = (w_q * (x_v[:, a] - x_v[:, b])).sum(0) + (dv_hat * x_w[:, u]).sum(0)
-        if t is not None:
-            x_t = dt.T @ e
-            col = col + x_t[a] - x_t[b]
+        x = Zt @ (Zt[ia[q]] - Zt[ib[q]]) * scale
+        col = x[ia] - x[ib]
         col[q] += nugget[q]
         return col
 
