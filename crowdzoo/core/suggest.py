@@ -189,13 +189,15 @@ def factor_queries(t, V, W, a, b, u, link=None) -> GaussianQueries:
     linear in θ, so g_q = f_u(a) − f_u(b) has mean f̂_u(a) − f̂_u(b) and Cov(g_q, g_q') = Cov(z_u(a) −
     z_u(b), z_u'(a') − z_u'(b')), read from the draws' z (S, N, #users asked): a chosen query of user u
     lowers the variance of every other user's queries on the items it shares, through t and the v_c.
-    The product's remainder Σ_c δv_c,a−b δw_cu has variance Σ_c Var Δv_c Var w_cu (independent factors:
-    the mean field's Eq. 25 term that the linearisation drops); it is added to each candidate's own
-    variance, uncorrelated with the others', so the marginals are the product's.
+    The product's remainder Σ_c Δδv_c δw_cu (second order in δθ) has mean zero and, for v and w
+    independent (the mean field), covariance Σ_c Cov(Δv_c(q), Δv_c(q')) Cov(w_cu, w_cu') between
+    candidates q, q'; added as a Gaussian term it makes the joint covariance the product's own (Eq. 25
+    on the diagonal), and lets a query of user u also teach u's queries on other items through the
+    v_c she weighs most.
 
     The variances come from each asked user's N × N covariance of z; a column Σ[:, q] = (Zᵀ e_q)/(S − 1)
-    at the differences, e_q the draws of g_q − μ_q, costs O(S · N · #users asked + #candidates);
-    memory O((S + N) · N · #users asked + C · N²)."""
+    at the differences, e_q the draws of g_q − μ_q, plus the remainder's, costs O(S · N · #users asked
+    + C · #candidates); memory O((S + N) · N · #users asked + C · N²)."""
     S = V.shape[0]
     scale = 1.0 / max(1, S - 1)
     V, W = V.double(), W.double()
@@ -218,15 +220,14 @@ def factor_queries(t, V, W, a, b, u, link=None) -> GaussianQueries:
     ia, ib = a * n_u + ui, b * n_u + ui
     mean = f_hat.reshape(-1)[ia] - f_hat.reshape(-1)[ib]
     Kv = torch.einsum("scn,scm->cnm", dV, dV) * scale  # (C, N, N)
+    Kw = torch.einsum("scu,scv->cuv", dW_u, dW_u) * scale  # (C, U*, U*)
     var_dv = Kv[:, a, a] + Kv[:, b, b] - 2.0 * Kv[:, a, b]  # (C, Q)
-    nugget = (var_dv * (dW_u * dW_u).sum(0)[:, ui] * scale).sum(0)
-    var = K[ui, a, a] + K[ui, b, b] - 2.0 * K[ui, a, b] + nugget
+    var = K[ui, a, a] + K[ui, b, b] - 2.0 * K[ui, a, b] + (var_dv * Kw[:, ui, ui]).sum(0)
 
     def column(q):
         x = Zt @ (Zt[ia[q]] - Zt[ib[q]]) * scale
-        col = x[ia] - x[ib]
-        col[q] += nugget[q]
-        return col
+        dkv = Kv[:, :, a[q]] - Kv[:, :, b[q]]  # (C, N)
+        return x[ia] - x[ib] + ((dkv[:, a] - dkv[:, b]) * Kw[:, ui, ui[q]]).sum(0)
 
     return GaussianQueries(mean, var, column, link)
 
