@@ -7,10 +7,10 @@ Every posterior gives the Gaussian of its utilities at the training items (one p
 by everyone), so the candidates' differences have a joint Gaussian N(μ, Σ) whose entries are read from
 it: each candidate's mean and variance, and one column Σ[:, q] in O(#candidates).
 
-BALD (Houlsby et al. 2012, main paper Eq. 10) scores a candidate by the mutual information between its
-label and the latent function, H[y | D] − E_g[H[y | g]]. For the probit link both terms are closed
-form with the approximation h[Φ(x)] ≈ exp(−x²/(π ln 2)) of supplement a §3 (Eq. 4; error below
-3·10⁻³), in bits:
+BALD (Houlsby et al. 2012, main paper Eq. 12; Eq. 13 its probit form) scores a candidate by the mutual
+information between its label and the latent function, H[y | D] − E_g[H[y | g]]. For the probit link
+both terms are closed form with the approximation h[Φ(x)] ≈ exp(−x²/(π ln 2)) of supplement a §3 (Eq. 4;
+error below 3·10⁻³), in bits:
 
     BALD(μ, σ²) = h[Φ(μ/√(σ² + 1))] − C/√(σ² + C²) · exp(−μ² / (2(σ² + C²))),   C² = π ln 2 / 2;
 
@@ -67,7 +67,7 @@ def binary_entropy(p: torch.Tensor) -> torch.Tensor:
 
 
 def bald_score(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
-    """BALD of a probit label for g ~ N(mean, var) (module docstring; main paper Eq. 10 with
+    """BALD of a probit label for g ~ N(mean, var) (module docstring; main paper Eq. 12–13 with
     supplement a Eq. 4)."""
     marginal = binary_entropy(ndtr(mean / torch.sqrt(var + 1.0)))
     expected = math.sqrt(C2) / torch.sqrt(var + C2) * torch.exp(-mean * mean / (2.0 * (var + C2)))
