@@ -6,8 +6,8 @@ the greedy batch of 20 (each step rescoring every candidate and one fantasy step
 the k-th), for BALD, maximum entropy, Thompson and random queries. The problems:
 
 * GPPL: 448 items with 2-D features (100,128 pairs), 2000 labels, natgrad (the probit's closed form);
-* crowdGPPL: 100 items × 20 users (99,000 queries), 2000 labels, natgrad (each user's utilities from
-  1000 posterior draws);
+* crowdGPPL: 100 items × 20 users (99,000 queries), 2000 labels, natgrad (every user's queries in one
+  joint Gaussian from 1000 posterior draws);
 * crowdBT–GP: 100 items × 20 workers (99,000 queries), 2000 labels (the worker-flip link's
   Gauss–Hermite sums, 20 nodes).
 
@@ -76,7 +76,8 @@ def main():
              "started (other jobs on the cores slow it). Command: `.venv/bin/python "
              "benchmarks/bench_active.py --out docs/benchmarks.md` (part of `make bench`). *Gaussian*: "
              "reading the candidates' joint "
-             "Gaussian from the posterior (GPPL: exact, Eq. 19; crowdGPPL: 1000 draws per user); *batch*: "
+             "Gaussian from the posterior (GPPL: exact, Eq. 19; crowdGPPL: one joint Gaussian over users, "
+             "from 1000 draws); *batch*: "
              "the greedy batch of 20, each step rescoring every candidate and conditioning on the chosen "
              "query's expected label (docs/active.md).", "",
              "| model | candidates | strategy | Gaussian s | batch of 20 s | total s |",

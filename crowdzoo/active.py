@@ -1,9 +1,9 @@
 """Active learning of preferences: BALD, maximum entropy and random queries (Houlsby et al. 2012).
 
-BALD (main paper §4, Eq. 10) scores a candidate pair by the mutual information between its label
-and the latent function, H[y | D] − E_g[H[y | g]]. With a Gaussian N(μ, σ²) for g at the candidate
-(for collabGP, the moments of Eq. 12–13) and the approximation h[Φ(x)] ≈ exp(−x²/(π ln 2)) of
-supplement a §3 (Eq. 4; error below 3·10⁻³), both terms are closed-form (in bits):
+BALD (main paper §4, Eq. 12; Eq. 13 its probit form) scores a candidate pair by the mutual information
+between its label and the latent function, H[y | D] − E_g[H[y | g]]. With a Gaussian N(μ, σ²) for g at
+the candidate (for collabGP, the moments of supplement a Eq. 12–13) and the approximation h[Φ(x)] ≈
+exp(−x²/(π ln 2)) of supplement a §3 (Eq. 4; error below 3·10⁻³), both terms are closed-form (in bits):
 
     BALD(μ, σ²) = h[Φ(μ/√(σ² + 1))] − C/√(σ² + C²) · exp(−μ² / (2(σ² + C²))),   C² = π ln 2 / 2.
 

@@ -7,10 +7,10 @@ Every posterior gives the Gaussian of its utilities at the training items (one p
 by everyone), so the candidates' differences have a joint Gaussian N(μ, Σ) whose entries are read from
 it: each candidate's mean and variance, and one column Σ[:, q] in O(#candidates).
 
-BALD (Houlsby et al. 2012, main paper Eq. 10) scores a candidate by the mutual information between its
-label and the latent function, H[y | D] − E_g[H[y | g]]. For the probit link both terms are closed
-form with the approximation h[Φ(x)] ≈ exp(−x²/(π ln 2)) of supplement a §3 (Eq. 4; error below
-3·10⁻³), in bits:
+BALD (Houlsby et al. 2012, main paper Eq. 12; Eq. 13 its probit form) scores a candidate by the mutual
+information between its label and the latent function, H[y | D] − E_g[H[y | g]]. For the probit link
+both terms are closed form with the approximation h[Φ(x)] ≈ exp(−x²/(π ln 2)) of supplement a §3 (Eq. 4;
+error below 3·10⁻³), in bits:
 
     BALD(μ, σ²) = h[Φ(μ/√(σ² + 1))] − C/√(σ² + C²) · exp(−μ² / (2(σ² + C²))),   C² = π ln 2 / 2;
 
@@ -67,7 +67,7 @@ def binary_entropy(p: torch.Tensor) -> torch.Tensor:
 
 
 def bald_score(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
-    """BALD of a probit label for g ~ N(mean, var) (module docstring; main paper Eq. 10 with
+    """BALD of a probit label for g ~ N(mean, var) (module docstring; main paper Eq. 12–13 with
     supplement a Eq. 4)."""
     marginal = binary_entropy(ndtr(mean / torch.sqrt(var + 1.0)))
     expected = math.sqrt(C2) / torch.sqrt(var + C2) * torch.exp(-mean * mean / (2.0 * (var + C2)))
@@ -171,6 +171,63 @@ def gaussian_queries(item_gaussians, group, a, b, link=None) -> GaussianQueries:
         gq, aq, bq = g[q], a[q], b[q]
         col = S[g, a, aq] - S[g, a, bq] - S[g, b, aq] + S[g, b, bq]
         return torch.where(g == gq, col, torch.zeros_like(col))
+
+    return GaussianQueries(mean, var, column, link)
+
+
+def factor_queries(t, V, W, a, b, u, link=None) -> GaussianQueries:
+    """The candidates (a, b, u) (positions) of a model whose user u has utilities f_u = t + Σ_c v_c w_cu
+    (crowdGPPL, Eq. 5), as one joint Gaussian over every user's candidates, from S posterior draws
+    ``t`` (S, N) or None (no consensus), ``V`` (S, C, N), ``W`` (S, C, U).
+
+    The latent Gaussians θ = (t, v_1..v_C, w_1..w_C) are shared by the users: t and every v_c by all of
+    them, w_c,u by u's queries. Each utility linearised at the posterior mean θ̂ is
+
+        f_u(i) ≈ f̂_u(i) + z_u(i),   f̂_u(i) = t̂_i + Σ_c v̂_c,i ŵ_cu,
+        z_u(i) = δt_i + Σ_c (ŵ_cu δv_c,i + v̂_c,i δw_cu)                   (δ: θ − θ̂),
+
+    linear in θ, so g_q = f_u(a) − f_u(b) has mean f̂_u(a) − f̂_u(b) and Cov(g_q, g_q') = Cov(z_u(a) −
+    z_u(b), z_u'(a') − z_u'(b')), read from the draws' z (S, N, #users asked): a chosen query of user u
+    lowers the variance of every other user's queries on the items it shares, through t and the v_c.
+    The product's remainder Σ_c Δδv_c δw_cu (second order in δθ) has mean zero and, for v and w
+    independent (the mean field), covariance Σ_c Cov(Δv_c(q), Δv_c(q')) Cov(w_cu, w_cu') between
+    candidates q, q'; added as a Gaussian term it makes the joint covariance the product's own (Eq. 25
+    on the diagonal), and lets a query of user u also teach u's queries on other items through the
+    v_c she weighs most.
+
+    The variances come from each asked user's N × N covariance of z; a column Σ[:, q] = (Zᵀ e_q)/(S − 1)
+    at the differences, e_q the draws of g_q − μ_q, plus the remainder's, costs O(S · N · #users asked
+    + C · #candidates); memory O((S + N) · N · #users asked + C · N²)."""
+    S = V.shape[0]
+    scale = 1.0 / max(1, S - 1)
+    V, W = V.double(), W.double()
+    v_hat, w_hat = V.mean(0), W.mean(0)
+    dV = V - v_hat
+    users, ui = np.unique(np.asarray(u), return_inverse=True)
+    users = torch.as_tensor(users, dtype=torch.long)
+    w_u, dW_u = w_hat[:, users], W[:, :, users] - w_hat[:, users]
+    f_hat = v_hat.T @ w_u  # (N, U*)
+    Z = torch.einsum("scn,cu->snu", dV, w_u) + torch.einsum("cn,scu->snu", v_hat, dW_u)  # (S, N, U*)
+    if t is not None:
+        t = t.double()
+        f_hat = f_hat + t.mean(0)[:, None]
+        Z = Z + (t - t.mean(0))[:, :, None]
+    n_u = users.shape[0]
+    Zu = Z.permute(2, 1, 0).contiguous()  # (U*, N, S)
+    K = Zu @ Zu.transpose(1, 2) * scale  # each asked user's linearised covariance (U*, N, N)
+    Zt = Zu.transpose(0, 1).reshape(-1, S)  # (N · U*, S), row i · U* + j: item i, user j
+    a, b, ui = (torch.as_tensor(x, dtype=torch.long) for x in (a, b, ui))
+    ia, ib = a * n_u + ui, b * n_u + ui
+    mean = f_hat.reshape(-1)[ia] - f_hat.reshape(-1)[ib]
+    Kv = torch.einsum("scn,scm->cnm", dV, dV) * scale  # (C, N, N)
+    Kw = torch.einsum("scu,scv->cuv", dW_u, dW_u) * scale  # (C, U*, U*)
+    var_dv = Kv[:, a, a] + Kv[:, b, b] - 2.0 * Kv[:, a, b]  # (C, Q)
+    var = K[ui, a, a] + K[ui, b, b] - 2.0 * K[ui, a, b] + (var_dv * Kw[:, ui, ui]).sum(0)
+
+    def column(q):
+        x = Zt @ (Zt[ia[q]] - Zt[ib[q]]) * scale
+        dkv = Kv[:, :, a[q]] - Kv[:, :, b[q]]  # (C, N)
+        return x[ia] - x[ib] + ((dkv[:, a] - dkv[:, b]) * Kw[:, ui, ui[q]]).sum(0)
 
     return GaussianQueries(mean, var, column, link)
 

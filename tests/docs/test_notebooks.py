@@ -23,10 +23,10 @@ def _run(script: Path, tmp_path: Path, fast: bool):
     return out.stdout
 
 
-def test_there_are_five_notebooks():
+def test_there_are_six_notebooks():
     assert {p.stem for p in NOTEBOOKS} == {"gppl_from_scratch", "crowdgppl_simulated_crowd",
                                            "diagnosing_a_posterior", "communities_of_taste",
-                                           "clustering_with_a_noisy_crowd"}
+                                           "clustering_with_a_noisy_crowd", "which_pair_next"}
 
 
 @pytest.mark.parametrize("script", NOTEBOOKS, ids=lambda p: p.stem)

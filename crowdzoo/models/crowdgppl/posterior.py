@@ -508,6 +508,15 @@ class CrowdGPPLPosterior(Posterior):
             f = f + dr["t"][None]
         return [moment_gaussian(fu) for fu in f]
 
+    def _queries(self, a, b, u, n_draws: int = 1000, seed: int = 0):
+        """Every user's candidates in one joint Gaussian, linearised at the posterior mean
+        (:func:`~crowdzoo.core.suggest.factor_queries`): a query's fantasy step updates the consensus
+        and the components, and with them every other user's candidates, not only the asked user's."""
+        from ...core.suggest import factor_queries
+
+        dr = self.sample(n_draws, seed=seed)
+        return factor_queries(dr.get("t"), dr["V"], dr["W"], a, b, u, self.label_link(u))
+
     def _scale_draws(self, comp, n, g):
         if not self.gamma:
             return (None if self.s_t is None else self.s_t[comp]), self.s_v[comp], self.s_w[comp]
