@@ -93,4 +93,7 @@ def default_guide(model_fn, args, seed: int = 0):
     """The default svi guide of crowdGPPL: :func:`crowdgppl_meanfield` over the model's arguments."""
     import functools
 
+    from .choices import crowdgppl_choice_model
+    if getattr(model_fn, "func", model_fn) is crowdgppl_choice_model:  # choices: the same factors
+        return functools.partial(crowdgppl_meanfield, args[0], None, None, None, None, seed=seed)
     return functools.partial(crowdgppl_meanfield, *args, seed=seed)

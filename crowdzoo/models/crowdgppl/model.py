@@ -217,7 +217,8 @@ class CrowdGPPL:
             raise DataError("users: crowdGPPL needs a user per label (PairwiseData(..., users=...)); "
                             "use GPPL for single-user data")
         N, C = data.n_items, int(self.n_components)
-        P = data.label_range[2] if data.label_range is not None else len(data.a)  # every rank's labels
+        P = (data.n_rows if hasattr(data, "sets")  # choices: a row per label
+             else data.label_range[2] if data.label_range is not None else len(data.a))  # every rank's labels
         # "auto" inducing reads the work of a pass: labels × the factors over each side
         items = (self.item_gp().setup_features(data.item_features, seed=seed, work=P * (C + self.consensus))
                  if self.item_features else identity_gp(N, self.jitter))
@@ -254,6 +255,9 @@ class CrowdGPPL:
         ``lengthscale_prior`` / ``user_lengthscale_prior`` (those sides' ℓ sampled,
         :meth:`prior_space`) or ``learn_kernel`` (the item and user ℓ ``pyro.param`` s started at
         ``setup``'s, svi's type-II maximum likelihood; :meth:`kernel_space`)."""
+        if hasattr(data, "sets"):  # a ChoiceData: the probit choice on each user's utilities
+            from .choices import choice_program
+            return choice_program(self, setup, data, subsample_size, learn_kernel)
         a, b, y = label_tensors(data)
         args = (a, b, user_tensor(data), y, subsample_size)
         from ...gp.learn import varying_space

@@ -519,6 +519,13 @@ class CrowdGPPLPosterior(Posterior):
         return (gam("t") if self.s_t is not None else None), gam("v"), gam("w")
 
     # ------------------------------------------------------------------ output
+    def set_moments(self, items, users=None):
+        """Mean and variance (G, R, k_max) of each row's user's utilities of its set's members
+        (:func:`crowdzoo.models.crowdgppl.choices.set_moments`), what ``predict_choice`` mixes."""
+        from .choices import set_moments
+
+        return set_moments(self, items, users)
+
     def to_arviz(self, n_draws: int = 500, seed: int = 0):
         """An ArviZ ``DataTree``; see :func:`crowdzoo.models.crowdgppl.arviz.to_arviz`."""
         from .arviz import to_arviz
@@ -527,5 +534,6 @@ class CrowdGPPLPosterior(Posterior):
 
     def __repr__(self) -> str:
         return (f"CrowdGPPLPosterior(method={self.method!r}, items={self.data.n_items}, "
-                f"users={self.data.n_users}, pairs={self.data.n_pairs}, C={self.setup.C}, "
+                f"users={self.data.n_users}, "
+                f"pairs={getattr(self.data, 'n_pairs', None) or self.data.n_rows}, C={self.setup.C}, "
                 f"components={self.weights.shape[0]})")
