@@ -168,6 +168,30 @@ def threshold_step(tau, y, mu, var, scale, prior, steps: int = 3, n: int = 20, r
     return tau.detach()
 
 
+def threshold_step_groups(tau, groups, y, mu, var, scale, prior, steps: int = 3, n: int = 20, reduce=None,
+                          rate: float = 1.0):
+    """:func:`threshold_step` for a threshold per group (per user): ``tau`` (U,), ``groups`` (P,) each
+    label's group; each τ_u climbs its own labels' expected log-likelihood plus the log density of
+    log τ_u under ``prior`` (the same prior for every group, independently), all groups at once. A group
+    without labels in the batch moves to its prior's mode of log τ."""
+    U = tau.shape[0]
+    for _ in range(steps):
+        _, _, _, g_t, g_tt = expected_log_outcome(y, mu, var, tau[groups], n)
+        d1 = scale * torch.zeros(U, dtype=tau.dtype).index_add_(0, groups, g_t)
+        d2 = scale * torch.zeros(U, dtype=tau.dtype).index_add_(0, groups, g_tt)
+        if reduce is not None:
+            d1, d2 = reduce(d1, d2)
+        theta = tau.log().detach().requires_grad_(True)
+        log_prior = (prior.log_prob(theta.exp()) + theta).sum()  # iid: the derivatives are elementwise
+        p1, = torch.autograd.grad(log_prior, theta, create_graph=True)
+        p2, = torch.autograd.grad(p1.sum(), theta)
+        grad = tau * d1 + p1.detach()
+        curv = tau * tau * d2 + tau * d1 + p2
+        step = torch.where(curv < 0, -grad / curv.clamp_max(-1e-12), 0.1 * grad)
+        tau = tau * torch.exp(rate * step.clamp(-0.5, 0.5))
+    return tau.detach()
+
+
 def expected_log_outcome(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, tau, n: int = 20):
     """E[log p(y | Δ, τ)] for Δ ~ N(μ, v) by Gauss–Hermite quadrature of each label's 1-D marginal
     (as :func:`~crowdzoo.gp.probit.expected_log_probit`, which it equals for decided labels at τ = 0),
@@ -175,6 +199,8 @@ def expected_log_outcome(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, t
     dE/dv = ½ E[g_ΔΔ], dE/dτ = E[g_τ], d²E/dτ² = E[g_ττ]."""
     x, w = gauss_hermite(n)
     tau = torch.as_tensor(tau, dtype=mu.dtype)
+    if tau.dim():  # a threshold per label (per user's labels)
+        tau = tau[..., None]
     delta = mu[..., None] + var.clamp_min(0.0).sqrt()[..., None] * x
     g, g_d, g_dd, g_t, g_tt = outcome_derivatives(y.to(mu.dtype)[..., None], delta, tau)
     return g @ w, g_d @ w, 0.5 * (g_dd @ w), g_t @ w, g_tt @ w

@@ -27,7 +27,8 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     zf = (dr["V"][:, :, a] - dr["V"][:, :, b]) * dr["W"][:, :, j]
     z = zf.sum(1) + (dr["t"][:, a] - dr["t"][:, b] if "t" in dr else 0.0)
     if "tau" in dr:  # ties: three outcomes per pair
-        loglik, y_rep = outcome_labels(z, d.y, dr["tau"], "probit", seed)
+        tau = dr["tau"][:, j] if dr["tau"].dim() == 2 else dr["tau"]  # a τ per user: each label's user's
+        loglik, y_rep = outcome_labels(z, d.y, tau, "probit", seed)
     else:
         loglik, y_rep = probit_labels(z, d.y, seed)
 
