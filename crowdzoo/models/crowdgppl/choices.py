@@ -27,6 +27,7 @@ from ...data.tensors import choice_tensors
 from ...errors import DataError
 from ...gp.choice import observe_choices
 from ...gp.linalg import DTYPE
+from ..gppl.model import residual
 
 
 def choice_program(model, setup, data, subsample_size=None, learn_kernel: bool = False):
@@ -49,8 +50,6 @@ def crowdgppl_choice_model(setup, items, mask, best, worst, j, subsample_size=No
     """The Pyro model of crowdGPPL on choices (module docstring): ``items`` (R, k_max) item positions,
     ``mask`` the slots that hold one, ``best`` (R,) and ``worst`` (R,; −1 none) slots or None, ``j``
     (R,) each row's user. The global sites are :func:`~crowdzoo.models.crowdgppl.model.crowdgppl_model`'s."""
-    from .model import residual
-
     C, M, M_u = setup.C, setup.M, setup.M_u
     one = torch.ones((), dtype=DTYPE)
     u_t = s_t = None

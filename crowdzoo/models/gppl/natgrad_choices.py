@@ -34,12 +34,26 @@ from ...errors import DataError
 from ...gp import natural, residual
 from ...gp.choice import expected_row_log_lik, normal_points
 from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
-from ...gp.linalg import DTYPE
+from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol
 from ...inference import natgrad as loop
 from ...inference.distributed import Shard
 from ...inference.hyper import default_batch_size
-from .natgrad import WHAT, Basis, basis_of
 from .posterior import GPPLPosterior
+
+WHAT = "S⁻¹ (natural-gradient precision)"
+
+
+class Basis(NamedTuple):
+    """q(f_m)'s coordinates: f_m itself, with the prior precision's K_mm⁻¹ and log |K_mm| (the pairwise
+    route's unwhitened basis; the kernel is fixed here)."""
+
+    setup: object
+    K_inv: torch.Tensor
+    logdet_K: torch.Tensor
+
+
+def basis_of(setup) -> Basis:
+    return Basis(setup, cho_solve(setup.L_mm, torch.eye(setup.M, dtype=DTYPE)), logdet_from_chol(setup.L_mm))
 
 
 class ChoiceProblem(NamedTuple):
