@@ -205,7 +205,28 @@ class Posterior:
             gaussians = self.utility_gaussians(user_ids[group_users])
         else:
             group, gaussians = np.zeros(len(a), dtype=np.int64), [self.utility_gaussian()]
-        return gaussian_queries(gaussians, group, a, b, self.label_link(u))
+        return gaussian_queries(gaussians, group, a, b, self.label_link(u), self.outcome_link(u))
+
+    def outcome_link(self, users=None):
+        """For a fit with ties (a ``tau`` of its own): the probabilities (n, Q, 3) of (b ≻ a, tie, a ≻ b)
+        as a function ``outcomes(g, rows)`` of latent differences g (n, Q) of the candidates ``rows``
+        (users ``users`` (C,) or None), the ordinal probit at τ's posterior mean (each asked user's,
+        with a τ per user; their median without users); None without ties."""
+        import torch
+
+        from ..gp.ordinal import outcome_log_probs
+
+        tau = getattr(self, "tau", None)
+        if tau is None:
+            return None
+        link = getattr(getattr(self, "setup", None), "link", "probit")  # Bradley–Terry's logit: Rao–Kupper
+        mean = (self.weights.reshape(-1, *([1] * (tau.dim() - 1))) * tau).sum(0)
+        if mean.dim() == 0:
+            return lambda g, rows: outcome_log_probs(g, mean, link).exp()
+        per = mean.median() if users is None else mean[torch.as_tensor(users, dtype=torch.long)]
+        if per.dim() == 0:
+            return lambda g, rows: outcome_log_probs(g, per, link).exp()
+        return lambda g, rows: outcome_log_probs(g, per[rows][:, None], link).exp()
 
     def suggest(self, n: int = 1, candidates=None, users=None, strategy: str = "bald", seed: int = 0):
         """The next ``n`` queries to ask, best first: a DataFrame with columns ``user`` (crowd models:

@@ -30,6 +30,15 @@ the expected posterior covariance. Only the candidates' variances and the column
 queries are ever formed: the k-th choice costs O(k · #candidates), a batch of n O(n² · #candidates)
 plus n rescorings, and never a refit. A chosen query is never chosen again.
 
+**Ties** (fits with ``ties="model"``, :mod:`crowdzoo.gp.ordinal`). A label has three outcomes
+(b ≻ a, tie, a ≻ b) with probabilities p_k(g) at the threshold τ (its posterior mean; each user's
+with a τ per user), and every score reads them: BALD is the mutual information between the
+three-way label and g, H[E_g p(g)] − E_g H[p(g)] (entropies over three outcomes, in bits; Gauss–Hermite
+in g), maximum entropy its first term, Thompson the total-variation distance ½ Σ_k |p_k(g̃) − E_g p_k(g)|,
+and the fantasy step averages over the three outcomes, κ = (v − Σ_k Z_k v_k) / v². A query near a
+likely tie is then worth less than a decided pair at the same uncertainty in g, since a tie says less
+about the sign of g.
+
 **Links** (SCDC, BayesSCDC). A query is a pair of items and the worker asked whether they share a
 cluster. Under the two-coin model the label L depends on the assignments only through s = [z_a = z_b],
 with P(s) = π = Σ_k q(z_a = k) q(z_b = k), P(L = 1 | s = 1) = α_w and P(L = 0 | s = 0) = β_w, so the
@@ -157,10 +166,62 @@ class GaussianQueries:
         self.V = torch.cat([self.V, math.sqrt(max(kappa, 0.0)) * col[None]])
 
 
-def gaussian_queries(item_gaussians, group, a, b, link=None) -> GaussianQueries:
+def entropy3(p: torch.Tensor) -> torch.Tensor:
+    """Entropy in bits of categorical probabilities ``p`` (..., K)."""
+    p = p.clamp_min(1e-300)
+    return -(p * torch.log2(p)).sum(-1)
+
+
+class TieQueries(GaussianQueries):
+    """:class:`GaussianQueries` whose labels have three outcomes (module docstring, "Ties"): ``outcomes(g,
+    rows)`` the probabilities (n, Q, 3) of (b ≻ a, tie, a ≻ b) at latent differences g (n, Q) of the
+    candidates ``rows``."""
+
+    def __init__(self, mean, var, column, outcomes):
+        super().__init__(mean, var, column, None)
+        self.outcomes = outcomes
+
+    def _nodes(self, rows=slice(None)):
+        m, v = self.mean[rows], self.var[rows]
+        g = m[:, None] + torch.sqrt(v)[:, None] * _NODES
+        return g, _WEIGHTS, self.outcomes(g, rows)
+
+    def predictive(self) -> torch.Tensor:
+        """P(a ≻ b | D) of every candidate (the three outcomes: :meth:`predictive_outcomes`)."""
+        return self.predictive_outcomes()[:, 2]
+
+    def predictive_outcomes(self) -> torch.Tensor:
+        _, w, p = self._nodes()
+        return torch.einsum("cqk,q->ck", p, w)
+
+    def scores(self, strategy: str, rng: np.random.Generator) -> torch.Tensor:
+        if strategy == "thompson":
+            g = self.mean + torch.sqrt(self.var) * torch.as_tensor(rng.standard_normal(len(self)))
+            drawn = self.outcomes(g[:, None], slice(None))[:, 0]
+            return 0.5 * (drawn - self.predictive_outcomes()).abs().sum(-1)
+        _, w, p = self._nodes()
+        marginal = entropy3(torch.einsum("cqk,q->ck", p, w))
+        return marginal - entropy3(p) @ w if strategy == "bald" else marginal
+
+    def kappa(self, q: int) -> float:
+        v = self.var[q:q + 1]
+        if float(v) <= 0.0:
+            return 0.0
+        g, w, p = self._nodes(slice(q, q + 1))
+        expected_var = 0.0
+        for k in range(3):  # each outcome: Z_k, mean and variance of g | k
+            pk = p[..., k]
+            Z = pk @ w
+            mu = (pk * g) @ w / Z
+            expected_var = expected_var + Z * ((pk * g * g) @ w / Z - mu * mu)
+        return float((v - expected_var) / v ** 2)
+
+
+def gaussian_queries(item_gaussians, group, a, b, link=None, outcomes=None) -> GaussianQueries:
     """The candidates (a, b) (positions) of ``group`` (index into ``item_gaussians``, one per candidate):
     ``item_gaussians`` a list of (mean (N,), cov (N, N)) utilities; candidates of different groups
-    are independent."""
+    are independent. ``outcomes``: for a fit with ties, the three outcomes' probabilities
+    (:class:`TieQueries`), which replace ``link``."""
     M = torch.stack([m for m, _ in item_gaussians])
     S = torch.stack([c for _, c in item_gaussians])
     g, a, b = (torch.as_tensor(x, dtype=torch.long) for x in (group, a, b))
@@ -172,6 +233,8 @@ def gaussian_queries(item_gaussians, group, a, b, link=None) -> GaussianQueries:
         col = S[g, a, aq] - S[g, a, bq] - S[g, b, aq] + S[g, b, bq]
         return torch.where(g == gq, col, torch.zeros_like(col))
 
+    if outcomes is not None:
+        return TieQueries(mean, var, column, outcomes)
     return GaussianQueries(mean, var, column, link)
 
 

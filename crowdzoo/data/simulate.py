@@ -61,8 +61,9 @@ def simulate_crowd(n_items: int = 50, n_users: int = 20, n_pairs: int = 1000, n_
     Items have features x ~ U[0, 10]^D (or, with ``grid=True``, a √N × √N grid on [0, 10]²),
     users u ~ U[0, 10]^E (``n_user_features=0``: no user features, independent w per user);
     t ~ GP(0, k/s_t), v_c ~ GP(0, k/s_v,c), w_c ~ GP(0, k/s_w,c) (``s_v``, ``s_w`` scalars or
-    length-C arrays); pairs and users uniform; y_p ~ Bernoulli(Φ(F[a, j] − F[b, j])). ``tau`` > 0: ties
-    as a third outcome at threshold τ, as :func:`simulate_gppl` draws them (``ties="model"`` data).
+    length-C arrays); pairs and users uniform; y_p ~ Bernoulli(Φ(F[a, j] − F[b, j])). ``tau`` > 0 (a
+    number, or one per user (U,)): ties as a third outcome at threshold τ (each label's user's), as
+    :func:`simulate_gppl` draws them (``ties="model"`` data).
 
     Returns ``(data, truth)`` with truth = {"t" (N,), "V" (C, N), "W" (C, U), "F" (N, U)} numpy.
     """
@@ -87,14 +88,17 @@ def simulate_crowd(n_items: int = 50, n_users: int = 20, n_pairs: int = 1000, n_
     a, b = random_pairs(rng, n_items, n_pairs)
     j = rng.integers(0, n_users, size=n_pairs)
     delta = torch.as_tensor(F[a, j] - F[b, j])
+    ties = bool(np.any(np.asarray(tau) > 0))
+    if np.ndim(tau):  # a threshold per user: each label's user's
+        tau = torch.as_tensor(np.broadcast_to(np.asarray(tau, dtype=np.float64), (n_users,))[j])
     p = ndtr(delta - tau).numpy()
     draw = rng.uniform(size=n_pairs)
     y = (draw < p).astype(np.float64)
-    if tau > 0:
+    if ties:
         y = np.where(draw < p, 1.0, np.where(draw > 1.0 - ndtr(-delta - tau).numpy(), 0.0, 0.5))
     data = PairwiseData.from_arrays(a, b, y, X, users=j, user_features=U,
                                     user_ids=None if U is not None else np.arange(n_users),
-                                    ties="model" if tau > 0 else "error")
+                                    ties="model" if ties else "error")
     return data, {"t": t, "V": V, "W": W, "F": F}
 
 

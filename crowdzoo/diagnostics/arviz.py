@@ -47,7 +47,8 @@ def outcome_labels(z, y, tau, link, seed):
     threshold τ (draws,)."""
     from ..gp.ordinal import outcome_codes, outcome_log_probs, sample_outcomes
 
-    tau = torch.as_tensor(tau, dtype=z.dtype).reshape(-1, 1)
+    tau = torch.as_tensor(tau, dtype=z.dtype)
+    tau = tau.reshape(-1, 1) if tau.dim() <= 1 else tau  # (draws, labels): a τ per label's user
     k = outcome_codes(torch.as_tensor(y)).expand(z.shape)
     loglik = outcome_log_probs(z, tau, link).gather(-1, k[..., None])[..., 0]
     return loglik, sample_outcomes(z, tau, link, torch.Generator().manual_seed(seed + 1))

@@ -194,3 +194,109 @@ def observe_choices(f, mask, best, worst, link: str = "probit", var=None) -> Non
     stand_in = (b == 0).long()  # a valid slot other than the best's, for rows without a worst
     pyro.sample("worst", worst_distribution(f, mask, b, link, var).mask(has),
                 obs=torch.where(has, worst, stand_in))
+
+
+def normal_points(dim: int, n: int = 256, seed: int = 0) -> torch.Tensor:
+    """2n fixed points (2n, dim) for expectations over N(0, I_dim): n scrambled Sobol points taken
+    through Φ⁻¹ and their mirror images −t (antithetic pairs, so that every odd moment is exact), each of
+    weight 1/(2n). Fixed points make the expectation a deterministic function of the Gaussian's
+    moments, so that a natural-gradient fit has a bound that does not jitter between iterations."""
+    u = torch.quasirandom.SobolEngine(dim, scramble=True, seed=seed).draw(n, dtype=torch.float64)
+    t = torch.special.ndtri(u.clamp(1e-12, 1.0 - 1e-12))
+    return torch.cat([t, -t])
+
+
+def _two_item_rows(mu, cov, mask, best, var, n_gh):
+    """:func:`expected_row_log_lik` on rows of two items: E[log Φ(Δ/σ)], Δ = f_best − f_other ~ N(μ_Δ, v_Δ),
+    σ² = 1 + var_best + var_other, by the pairwise route's Gauss–Hermite rule (the same numbers as a
+    pairwise label), with the chain rule to the row's μ, Σ and var."""
+    from .probit import expected_log_probit
+
+    K = mask.shape[-1]
+    slots = torch.arange(K)
+    other = (mask & (slots != best[:, None])).long().argmax(-1)
+    d = (slots == best[:, None]).to(mu.dtype) - (slots == other[:, None]).to(mu.dtype)  # (R, K)
+    mu_d = (d * mu).sum(-1)
+    v_d = torch.einsum("rk,rkl,rl->r", d, cov, d)
+    sig2 = 1.0 + (torch.zeros_like(mu_d) if var is None else (d.abs() * var).sum(-1))
+    sig = sig2.sqrt()
+    ell, g_m, g_v = expected_log_probit(torch.ones_like(mu_d), mu_d / sig, v_d / sig2, n_gh)
+    d_mu = (g_m / sig)[:, None] * d
+    d_cov = (g_v / sig2)[:, None, None] * d[:, :, None] * d[:, None, :]
+    d_var = None
+    if var is not None:  # ∂/∂σ² of μ_Δ/σ and v_Δ/σ², σ² = 1 + var_best + var_other
+        d_sig2 = -0.5 * g_m * mu_d / (sig2 * sig) - g_v * v_d / (sig2 * sig2)
+        d_var = d_sig2[:, None] * d.abs()
+    return ell, d_mu, d_cov, d_var
+
+
+def _quadrature_rows(mu, cov, mask, best, worst, var, points):
+    """:func:`expected_row_log_lik` on rows of any size: the fixed ``points`` t (n, K) through
+    f = μ + C t, C Cᵀ = Σ (padding slots decoupled, unit variance), the value and its exact derivatives
+    (autograd, through the Cholesky factor) of that rule."""
+    K = mask.shape[-1]
+    eye = torch.eye(K, dtype=mu.dtype)
+    pair_mask = mask[:, :, None] & mask[:, None, :]
+    with torch.enable_grad():
+        mu = mu.detach().requires_grad_(True)
+        cov = cov.detach().requires_grad_(True)
+        v = None if var is None else var.detach().requires_grad_(True)
+        sigma = torch.where(pair_mask, cov, eye) + 1e-10 * eye
+        C, info = torch.linalg.cholesky_ex(sigma)
+        if bool((info > 0).any()):
+            from ..errors import NumericalError
+            raise NumericalError("choices: a row's covariance under q is not positive definite; try a larger "
+                                 "{delay} ε or {forgetting_rate} r (smaller steps)",
+                                 settings=("delay", "forgetting_rate"))
+        f = mu + torch.einsum("rkl,nl->nrk", C, points)  # (n, R, K)
+        vv = None if v is None else v.expand(f.shape)
+        lp = _probit_best(f, mask, vv, 24, 6, best.expand(f.shape[:-1])[..., None])[..., 0]
+        if worst is not None:
+            has = worst >= 0
+            rest = mask & (torch.arange(K) != best[:, None])
+            slot = worst.clamp_min(0).expand(f.shape[:-1])[..., None]
+            lw = _probit_best(-f, rest, vv, 24, 6, slot)[..., 0]
+            lp = lp + torch.where(has, lw, torch.zeros((), dtype=f.dtype))
+        ell = lp.mean(0)
+        grads = torch.autograd.grad(ell.sum(), [mu, cov] + ([] if v is None else [v]))
+    return ell.detach(), grads[0], grads[1], None if v is None else grads[2]
+
+
+def expected_row_log_lik(mu, cov, mask, best, worst=None, var=None, n_gh: int = 20, points=None,
+                         chunk: int = 2_000_000):
+    """E[log p(row | f)] of the probit choice (best, and worst given best) for each row's utilities
+    f ~ N(μ, Σ), with its derivatives: (ell (R,), dμ (R, K), dΣ (R, K, K), dvar (R, K) or None).
+
+    ``mu`` (R, K), ``cov`` (R, K, K) the members' joint Gaussian (any value at padding); ``var`` (R, K)
+    or None: each member's extra noise variance (a sparse GP's conditional variance c_j / s), in the
+    likelihood as in :func:`best_log_probs`; dΣ is the symmetric gradient (dE = tr(dΣ · δΣ)), what a
+    natural-gradient step needs (−2 Aᵀ dΣ A is the likelihood's precision). Rows of two items take
+    the pairwise likelihood's 1-D Gauss–Hermite rule (``n_gh`` nodes) on Δ = f_best − f_other, so that
+    they give a pairwise label's numbers; larger rows the mode-centred probit of each point of the
+    fixed rule ``points`` (default :func:`normal_points` of dimension K), ``chunk`` numbers of the
+    inner quadrature at a time."""
+    R, K = mask.shape
+    ell = torch.zeros(R, dtype=mu.dtype)
+    d_mu, d_cov = torch.zeros_like(mu), torch.zeros_like(cov)
+    d_var = None if var is None else torch.zeros_like(var)
+    two = mask.sum(-1) == 2
+    parts = []
+    if bool(two.any()):
+        i = two.nonzero()[:, 0]
+        parts.append((i, _two_item_rows(mu[i], cov[i], mask[i], best[i], None if var is None else var[i],
+                                        n_gh)))
+    if bool((~two).any()):
+        if points is None:
+            points = normal_points(K)
+        rest = (~two).nonzero()[:, 0]
+        per = max(1, chunk // (points.shape[0] * K * K * 24))
+        for lo in range(0, rest.numel(), per):
+            i = rest[lo:lo + per]
+            parts.append((i, _quadrature_rows(mu[i], cov[i], mask[i], best[i],
+                                              None if worst is None else worst[i],
+                                              None if var is None else var[i], points)))
+    for i, (e, gm, gc, gv) in parts:
+        ell[i], d_mu[i], d_cov[i] = e, gm, gc
+        if gv is not None:
+            d_var[i] = gv
+    return ell, d_mu, d_cov, d_var

@@ -102,6 +102,17 @@ def step(res: Residual, a, b, lam, nu_a, nu_b, rho: float, pi: float, alpha0: fl
     return Residual(q, shape, rate)
 
 
+def item_step(res: Residual, items, lam, nu, rho: float, pi: float, alpha0: float, beta0: float) -> Residual:
+    """:func:`step` from per-item weights: each entry of ``items`` adds its λ and ν to that item's sums
+    (the members of a choice among k items)."""
+    N = res.q.m.shape[0]
+    lam_sum = torch.zeros(N, dtype=DTYPE).index_add_(0, items, lam)
+    nu_sum = torch.zeros(N, dtype=DTYPE).index_add_(0, items, nu)
+    q = natural.step(res.q, res.Es.expand(N), pi * lam_sum, pi * nu_sum, min(float(rho), RHO_MAX))
+    shape, rate = q_s(alpha0, beta0, N, natural.second(q, None))
+    return Residual(q, shape, rate)
+
+
 def kl(res: Residual, alpha0: float, beta0: float) -> torch.Tensor:
     """KL(q(r) q(s_r) ‖ p(r | s_r) p(s_r)): the residual's terms of the bound (Eq. 30–31)."""
     Es, Elog_s = gamma_moments(res.shape, res.rate)

@@ -143,19 +143,27 @@ def test_gppl_takes_choices_by_svi_as_the_api_does(files, capsys, unchanged):
     p = post.predict_choice([g["claim"].tolist() for _, g in frame.groupby("task", sort=False)])
     slot = frame.groupby("task", sort=False).cumcount().to_numpy()
     np.testing.assert_allclose(pred["p"], p[pd.factorize(frame["task"])[0], slot], rtol=0, atol=1e-12)
+    # and by natgrad, the route the table also lists, as the API's natgrad fit
+    code, _ = _run(capsys, "fit", "gppl", "--choices", files / "survey.csv", "--sep", ";", *COLS[:6],
+                   "--method", "natgrad", "--no-progress", "--out", files / "gppl_ng")
+    assert code == 0
+    post = cz.fit(cz.GPPL(), data, method="natgrad", seed=0, progress_bar=False)
+    pred = pd.read_csv(files / "gppl_ng" / "predictions.csv", sep=";")
+    p = post.predict_choice([g["claim"].tolist() for _, g in frame.groupby("task", sort=False)])
+    np.testing.assert_allclose(pred["p"], p[pd.factorize(frame["task"])[0], slot], rtol=0, atol=1e-12)
 
 
 def test_models_and_routes_without_a_choice_likelihood_are_refused_naming_the_flag(files, capsys, unchanged):
     survey, out = files / "survey.csv", ["--out", files / "r"]
-    code, msg = _run(capsys, "fit", "crowdgppl", "--choices", survey, "--sep", ";", *COLS, *out)
-    assert code == 2 and msg.startswith("crowdzoo: error: --choices: crowdgppl has no likelihood of choices")
+    code, msg = _run(capsys, "fit", "collabgp", "--choices", survey, "--sep", ";", *COLS, *out)
+    assert code == 2 and msg.startswith("crowdzoo: error: --choices: collabgp has no likelihood of choices")
     takers = [f"{e.name} (--method {', '.join(e.choices)})" for e in cz.zoo.ZOO if e.choices]
     assert takers and all(t in msg for t in takers)  # read from the zoo's table
-    code, msg = _run(capsys, "fit", "gppl", "--choices", survey, "--sep", ";", *COLS, "--method", "natgrad",
+    code, msg = _run(capsys, "fit", "gppl", "--choices", survey, "--sep", ";", *COLS, "--method", "ep",
                      "--out", files / "r")
     assert code == 2
-    assert msg == ("crowdzoo: error: --choices: gppl's 'natgrad' route has no likelihood of choices among k "
-                   "items; fit it with --method svi (its routes with choices: svi, nuts)")
+    assert msg == ("crowdzoo: error: --choices: gppl's 'ep' route has no likelihood of choices among k "
+                   "items; fit it with --method svi (its routes with choices: svi, nuts, natgrad)")
     code, msg = _run(capsys, "fit", "bradley-terry", "--choices", survey, "--pairs", survey, *out)
     assert code == 2 and "--pairs: not with --choices" in msg
     code, msg = _run(capsys, "fit", "bradley-terry", "--choices", survey, "--ties", "model", *out)

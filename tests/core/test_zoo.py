@@ -120,9 +120,11 @@ def test_every_route_is_reproducible_leaves_the_rng_alone_and_round_trips(name, 
 
 
 def _predict_choices(post, data):
-    """P(chosen) of every member of the choice example's own sets (R, k_max)."""
+    """P(chosen) of every member of the choice example's own sets (R, k_max), by each row's user for a
+    model of personal utilities."""
     ids = np.asarray(data.item_ids)
-    return post.predict_choice([ids[row[row >= 0]] for row in data.sets])
+    users = {"users": data.user_ids[data.users]} if zoo.takes_users(zoo.entry(post.name)) else {}
+    return post.predict_choice([ids[row[row >= 0]] for row in data.sets], **users)
 
 
 @pytest.mark.parametrize("name,method", CHOICE_ROUTES)

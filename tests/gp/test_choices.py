@@ -16,7 +16,13 @@ from pyro import poutine
 import crowdzoo as cz
 from crowdzoo.comparisons.choices import calibration, interval, kendall
 from crowdzoo.data import ChoiceData, PairwiseData, simulate_choices
-from crowdzoo.gp.choice import best_log_probs, row_log_lik, worst_log_probs
+from crowdzoo.gp.choice import (
+    best_log_probs,
+    expected_row_log_lik,
+    normal_points,
+    row_log_lik,
+    worst_log_probs,
+)
 from crowdzoo.models import GPPL, BradleyTerry
 from crowdzoo.models.gppl.posterior import GPPLPosterior
 
@@ -152,7 +158,7 @@ def test_choice_model_is_calibrated_where_rank_breaking_is_over_confident():
     assert choice["log loss"] <= pairs["log loss"] + 0.01 and choice["ECE"] < 0.03
 
 
-def test_gppl_svi_recovers_best_of_4_utilities_and_refuses_natgrad():
+def test_gppl_svi_recovers_best_of_4_utilities_and_refuses_ep():
     data, f = simulate_choices(12, 100, 4, n_features=2, link="probit", seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cz.ConvergenceWarning)
@@ -162,7 +168,7 @@ def test_gppl_svi_recovers_best_of_4_utilities_and_refuses_natgrad():
     p = post.predict_choice([[0, 1, 2], [3, 4]])
     assert np.allclose(p.sum(1), 1.0) and p[1, 2] == 0.0
     with pytest.raises(cz.DataError, match="method='svi'"):
-        cz.fit(GPPL(), data, method="natgrad")
+        cz.fit(GPPL(), data, method="ep")
     with pytest.raises(cz.DataError, match="bradley-terry"):
         cz.fit(cz.models.CollabGP(), data)
 
@@ -275,3 +281,43 @@ def test_a_choice_fit_saves_and_loads_to_the_same_predictions(tmp_path, model, m
         np.testing.assert_array_equal(np.asarray(back.predict_choice(sets, worst=worst)),
                                       np.asarray(post.predict_choice(sets, worst=worst)))
     assert isinstance(back.data, ChoiceData) and back.data.n_rows == data.n_rows
+
+
+def test_expected_row_log_lik_matches_monte_carlo_and_its_derivatives_finite_differences():
+    """E[log p(row | f)] under a Gaussian f of the rows' members (best and worst, sets of 2 to 4 with
+    padding, extra noise variances) against plain Monte Carlo, and its derivatives in μ, Σ and the
+    noise variances against central differences of the same deterministic rule."""
+    g = torch.Generator().manual_seed(0)
+    R, K = 4, 4
+    mu = torch.randn(R, K, generator=g, dtype=F64)
+    L = 0.5 * torch.randn(R, K, K, generator=g, dtype=F64)
+    cov = L @ L.transpose(-1, -2) + 0.05 * torch.eye(K, dtype=F64)
+    mask = torch.ones(R, K, dtype=torch.bool)
+    mask[1, 3] = False
+    mask[2, 2:] = False  # a row of two: the pairwise rule
+    best, worst = torch.tensor([0, 1, 1, 2]), torch.tensor([1, 0, -1, -1])
+    var = 0.3 * torch.rand(R, K, generator=g, dtype=F64)
+    points = normal_points(K, 64)
+    ell, d_mu, d_cov, d_var = expected_row_log_lik(mu, cov, mask, best, worst, var, points=points)
+    S = 8_000
+    eps_mc = torch.randn(S, R, K, generator=g, dtype=F64)
+    f = mu + torch.einsum("rkl,nrl->nrk", torch.linalg.cholesky(cov), eps_mc)
+    lp = row_log_lik(f, mask, best, worst, "probit", var.expand(f.shape))
+    assert bool(((ell - lp.mean(0)).abs() < 4 * lp.std(0) / math.sqrt(S) + 1e-3).all()), (ell, lp.mean(0))
+    eps = 1e-5
+
+    def ell_at(m=mu, c=cov, v=var):
+        return expected_row_log_lik(m, c, mask, best, worst, v, points=points)[0]
+
+    # the quadrature rows' derivatives are those of their rule's value (1e-6); the two-item row's are the
+    # pairwise route's Gauss–Hermite estimates of E[g'] and E[g'']/2, within 1e-3 of its value's
+    for r, k, l in [(0, 0, 1), (3, 2, 2), (1, 1, 2), (2, 0, 1)]:
+        tol = 1e-3 if r == 2 else 1e-6
+        D = torch.zeros_like(cov)
+        D[r, k, l] = D[r, l, k] = eps
+        fd = (ell_at(c=cov + D) - ell_at(c=cov - D))[r] / (2 * eps)
+        assert abs(float(fd - d_cov[r, k, l] * (2 if k != l else 1))) < tol
+        E = torch.zeros_like(mu)
+        E[r, k] = eps
+        assert abs(float((ell_at(m=mu + E) - ell_at(m=mu - E))[r] / (2 * eps) - d_mu[r, k])) < tol
+        assert abs(float((ell_at(v=var + E) - ell_at(v=var - E))[r] / (2 * eps) - d_var[r, k])) < tol

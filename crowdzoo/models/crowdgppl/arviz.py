@@ -15,6 +15,9 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     were inferred under a prior; log-likelihood and replicated labels per pair from the personal
     utilities. V and W are identified only up to sign and rotation (read diagnostics on t, the
     length-scales, F and predictions)."""
+    if hasattr(post.data, "sets"):  # choices: a log-likelihood per row
+        from .choices import to_arviz_choices
+        return to_arviz_choices(post, n_draws, seed)
     sample_based = post.t_cov is None and post.v_cov is None
     n = post.weights.shape[0] if sample_based else n_draws
     chains = post.n_chains if sample_based else 1
@@ -24,7 +27,8 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     zf = (dr["V"][:, :, a] - dr["V"][:, :, b]) * dr["W"][:, :, j]
     z = zf.sum(1) + (dr["t"][:, a] - dr["t"][:, b] if "t" in dr else 0.0)
     if "tau" in dr:  # ties: three outcomes per pair
-        loglik, y_rep = outcome_labels(z, d.y, dr["tau"], "probit", seed)
+        tau = dr["tau"][:, j] if dr["tau"].dim() == 2 else dr["tau"]  # a τ per user: each label's user's
+        loglik, y_rep = outcome_labels(z, d.y, tau, "probit", seed)
     else:
         loglik, y_rep = probit_labels(z, d.y, seed)
 

@@ -53,8 +53,12 @@ def crowdgppl_meanfield(setup, a, b, j, y, subsample_size=None, init_scale: floa
     :func:`~crowdzoo.models.crowdgppl.model.crowdgppl_lengthscale_model` (``setup`` its space), with a
     factor q(ℓ) per side whose length-scales are sampled."""
     _lengthscales(setup)
-    if setup.tie_prior is not None:  # ties: a log-normal q(τ)
-        _lognormal("tau", (), setup.tie_prior)
+    if setup.tie_prior is not None:  # ties: a log-normal q(τ), or one per user
+        if getattr(setup, "tie_per_user", False):
+            with pyro.plate("users", setup.n_users, dim=-1):
+                _lognormal("tau", (setup.n_users,), setup.tie_prior)
+        else:
+            _lognormal("tau", (), setup.tie_prior)
     C, M, M_u = setup.C, setup.M, setup.M_u
     eye = torch.eye(M, dtype=DTYPE)
     if setup.consensus:
@@ -93,4 +97,7 @@ def default_guide(model_fn, args, seed: int = 0):
     """The default svi guide of crowdGPPL: :func:`crowdgppl_meanfield` over the model's arguments."""
     import functools
 
+    from .choices import crowdgppl_choice_model
+    if getattr(model_fn, "func", model_fn) is crowdgppl_choice_model:  # choices: the same factors
+        return functools.partial(crowdgppl_meanfield, args[0], None, None, None, None, seed=seed)
     return functools.partial(crowdgppl_meanfield, *args, seed=seed)

@@ -120,6 +120,10 @@ class CrowdGPPL:
     tie_prior : the prior of the crowd's tie threshold τ > 0 (probit scale), used when the data have
         ties (``ties="model"``); None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
         natgrad finds τ's mode on the log scale (a point estimate), svi and nuts its posterior.
+    tie_threshold : "crowd" (default): one τ for every user; "per_user": a τ_j per user, each under
+        ``tie_prior`` independently (users who call more pairs even get a larger τ_j; a user with few
+        labels keeps near the prior's). Predictions of the consensus (no ``users``) then use the median
+        of the users' τ_j.
     item_residual : an item-level residual r_i ~ N(0, 1/s_r) in the consensus (module docstring;
         :mod:`crowdzoo.gp.residual`): True, False, or "auto" (default) — where the item side is sparse,
         whose conditional cannot carry items' own utilities (at hundreds of labels per item crowdGPPL
@@ -152,12 +156,16 @@ class CrowdGPPL:
     lengthscale_prior: object = None
     user_lengthscale_prior: object = None
     tie_prior: object = None
+    tie_threshold: str = "crowd"
     item_residual: bool | str = "auto"
     shape_r0: float = 2.0
     rate_r0: float = 0.5
 
     def __post_init__(self):
         resolve(self.item_residual, False)  # a bad setting fails here, by name
+        if self.tie_threshold not in ("crowd", "per_user"):
+            raise DataError(f"tie_threshold: expected 'crowd' or 'per_user', got {self.tie_threshold!r}",
+                            arg="tie_threshold")
         if self.item_residual is True and not self.consensus:
             raise DataError("item_residual: the residual is part of the consensus (each item's own "
                             "utility, shared by the crowd); with consensus=False set item_residual=False "
@@ -202,7 +210,8 @@ class CrowdGPPL:
             raise DataError("users: crowdGPPL needs a user per label (PairwiseData(..., users=...)); "
                             "use GPPL for single-user data")
         N, C = data.n_items, int(self.n_components)
-        P = data.label_range[2] if data.label_range is not None else len(data.a)  # every rank's labels
+        P = (data.n_rows if hasattr(data, "sets")  # choices: a row per label
+             else data.label_range[2] if data.label_range is not None else len(data.a))  # every rank's labels
         # "auto" inducing reads the work of a pass: labels × the factors over each side
         items = (self.item_gp().setup_features(data.item_features, seed=seed, work=P * (C + self.consensus))
                  if self.item_features else identity_gp(N, self.jitter))
@@ -213,6 +222,7 @@ class CrowdGPPL:
         return CrowdSetup(items=items, users=users, n_users=data.n_users, C=int(self.n_components),
                           consensus=bool(self.consensus), priors=self.priors(),
                           tie_prior=self.prior_tau() if data.has_ties else None,
+                          tie_per_user=data.has_ties and self.tie_threshold == "per_user",
                           residual_prior=prior_gamma(self.shape_r0, self.rate_r0) if has_residual else None)
 
     def prior_tau(self):
@@ -239,6 +249,9 @@ class CrowdGPPL:
         ``lengthscale_prior`` / ``user_lengthscale_prior`` (those sides' ℓ sampled) or ``learn_kernel``
         (the item and user ℓ ``pyro.param`` s started at ``setup``'s, svi's type-II maximum
         likelihood): :meth:`lengthscale_space`."""
+        if hasattr(data, "sets"):  # a ChoiceData: the probit choice on each user's utilities
+            from .choices import choice_program
+            return choice_program(self, setup, data, subsample_size, learn_kernel)
         a, b, y = label_tensors(data)
         args = (a, b, user_tensor(data), y, subsample_size)
         from ...gp.learn import varying_space
@@ -351,7 +364,7 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
         s_w = pyro.sample("s_w", setup.priors["w"])
         u_v = pyro.sample("u_v", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
         u_w = pyro.sample("u_w", dist.Normal(torch.zeros(M_u, dtype=DTYPE), one).to_event(1))
-    tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
+    tau = tie_thresholds(setup)
     r = residual(setup)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size, dim=-1) as idx:
         dd, c = setup.items.pair_terms(a[idx], b[idx])  # (P, M), (P,)
@@ -367,8 +380,20 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
             pyro.sample("y", dist.Bernoulli(logits=probit_logits(zbar / sd)),
                         obs=None if y is None else y[idx])
         else:  # three outcomes (k = 2y)
-            pyro.sample("y", outcome_distribution(zbar / sd, tau / sd),
+            tau_p = tau[j[idx]] if setup.tie_per_user else tau
+            pyro.sample("y", outcome_distribution(zbar / sd, tau_p / sd),
                         obs=None if y is None else outcome_codes(y[idx]))
+
+
+def tie_thresholds(setup: CrowdSetup):
+    """The tie threshold (site "tau"): None without ties, one τ for the crowd, or (U,) one per user
+    (``tie_threshold="per_user"``, iid under the prior in a plate of users)."""
+    if setup.tie_prior is None:
+        return None
+    if not setup.tie_per_user:
+        return pyro.sample("tau", setup.tie_prior)
+    with pyro.plate("users", setup.n_users, dim=-1):
+        return pyro.sample("tau", setup.tie_prior)
 
 
 def inducing_values(setup: CrowdSetup, sites: dict, L=None, L_u=None) -> dict:

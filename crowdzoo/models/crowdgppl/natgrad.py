@@ -57,7 +57,7 @@ from ...gp.conjugate import kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.learn import KernelSpace, learns_by_default, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
 from ...gp.natural import Gaussian
-from ...gp.ordinal import expected_log_outcome, initial_tau, threshold_step
+from ...gp.ordinal import expected_log_outcome, initial_tau, threshold_step, threshold_step_groups
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit, probit_grads
 from ...inference import natgrad as loop
 from ...inference.distributed import Shard, shard
@@ -432,6 +432,8 @@ def init(problem: Problem, gen: torch.Generator) -> State:
     tau = None
     if p.tie_prior is not None:
         tau = initial_tau(p.shard.sum((p.y == 0.5).sum().to(DTYPE)) / p.shard.n_labels)
+        if setup.tie_per_user:  # every user starts at the crowd's share of ties
+            tau = tau.expand(setup.n_users).clone()
     r = None if p.residual is None else residual.init(setup.N, *p.residual, init_var)
     return State(t, v, w, gam, None if p.space is None else adam_init(p.space.theta0), tau=tau, r=r)
 
@@ -447,15 +449,19 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
     present = p.shard.union(bt.j) if p.reduce is not None and sides.users is None else None
     st, pull, raw = _sweep(_blocks(state), state.gam, bt, _raw_of(state, idx, bt), sides.items, sides.users,
                            p.likelihood, Q, batch.rho, batch.pi, p.n_gh, p.reduce, present, p.conditional,
-                           state.tau, p.residual)
+                           label_tau(state.tau, bt.j), p.residual)
     gam = _update_scales(st, state.gam, p.pri, sides.items, sides.users, pull)
     tau = state.tau
     if tau is not None:  # ties: Newton steps on log τ at the new q (full ones on a full batch)
         Es = {k: s / r for k, (s, r) in gam.items()}
         mu, var = _total(_moments(raw, bt, Es["t"], Es["v"], Es["w"]))
         full = loop.is_every(batch.idx, p.shard.n_labels)
-        tau = threshold_step(tau, bt.y, mu, var, batch.pi, p.tie_prior, p.tie_steps, p.n_gh, p.reduce,
-                             1.0 if full else batch.rho)
+        if tau.dim():  # a τ per user, each from its user's labels
+            tau = threshold_step_groups(tau, bt.j, bt.y, mu, var, batch.pi, p.tie_prior, p.tie_steps, p.n_gh,
+                                        p.reduce, 1.0 if full else batch.rho)
+        else:
+            tau = threshold_step(tau, bt.y, mu, var, batch.pi, p.tie_prior, p.tie_steps, p.n_gh, p.reduce,
+                                 1.0 if full else batch.rho)
     new = State(st["t"], st["v"], st["w"], gam, state.hyper, state.sides,
                 Carried(idx, raw) if state.hyper is None else None, tau, st["r"])
     if state.hyper is not None:
@@ -480,7 +486,7 @@ def _kernel_step(state: State, idx, pi, p: Problem) -> State:
         s_th = p.space.build(theta)
         b_th = _batch(*_sides(s_th, True), p.a[idx], p.b[idx], p.j[idx], p.y[idx])
         mu, var = _total(_moments(_raw(st, b_th, batched=True), b_th, Es["t"], Es["v"], Es["w"]))
-        ell = pi * _ell(b_th.y, mu, var, p.n_gh, state.tau).sum()
+        ell = pi * _ell(b_th.y, mu, var, p.n_gh, label_tau(state.tau, b_th.j)).sum()
         return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
 
     hyper = ascend(state.hyper, likelihood_term, p.kernel_lr, p.reduce)
@@ -496,7 +502,12 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
     idx = p.shard.local(idx)
     bt, _ = _labels(p, idx, sides)
     return _bound(_blocks(state), state.gam, p.pri, bt, _raw_of(state, idx, bt), sides.items, sides.users,
-                  scale, p.n_gh, p.reduce, state.tau, p.residual)
+                  scale, p.n_gh, p.reduce, label_tau(state.tau, bt.j), p.residual)
+
+
+def label_tau(tau, j):
+    """Each label's tie threshold: the crowd's τ, or with a τ per user (U,) that of the label's user j."""
+    return tau if tau is None or tau.dim() == 0 else tau[j]
 
 
 def default_likelihood(learn_kernel: bool, batch_size: int, data, setup=None) -> str:
@@ -762,7 +773,7 @@ def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) 
                if k != "t" or setup.consensus},
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
         settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint,
-        tau=None if st.tau is None else st.tau.reshape(1),
+        tau=None if st.tau is None else st.tau.reshape(1, -1) if st.tau.dim() else st.tau.reshape(1),
         **({} if st.r is None else dict(r_means=st.r.q.m[None], r_vars=st.r.q.S[None],
                                         s_r=st.r.Es.reshape(1))))
 

@@ -118,8 +118,8 @@ class CrowdGPPLPosterior(Posterior):
             kw["settings"] = {**(kw.get("settings") or {}), **learned}
         sites = {k: v.to(DTYPE) for k, v in sites.items()}
         G = sites["u_v"].shape[0]
-        if "tau" in sites:
-            kw["tau"] = sites["tau"].reshape(G)
+        if "tau" in sites:  # (G,), or (G, U) with a τ per user
+            kw["tau"] = sites["tau"].reshape(G, -1) if setup.tie_per_user else sites["tau"].reshape(G)
         if "u_r" in sites:
             kw.update(s_r=sites["s_r"].reshape(G), r_means=sites["u_r"] / sites["s_r"].reshape(G, 1).sqrt())
         ell = {k: sites[k].reshape(G, -1) for k in ("lengthscale", "user_lengthscale") if k in sites}
@@ -246,12 +246,37 @@ class CrowdGPPLPosterior(Posterior):
         :meth:`predict_proba`, mixed over the components."""
         from ...gp.ordinal import predictive_outcomes
 
-        def combine(mean, var):
-            p = predictive_outcomes(mean, var, self.tau[:, None])
-            return (self.weights[:, None, None] * p).sum(0)
+        def combine_at(tau):
+            def combine(mean, var):
+                p = predictive_outcomes(mean, var, tau[:, None])
+                return (self.weights[:, None, None] * p).sum(0)
+            return combine
 
-        out = self._combined(a, b, users, item_features, user_features, new_users, combine)
-        return torch.as_tensor(out, dtype=DTYPE)
+        if self.tau.dim() == 1:
+            out = self._combined(a, b, users, item_features, user_features, new_users, combine_at(self.tau))
+            return torch.as_tensor(out, dtype=DTYPE)
+        return self._outcomes_per_user(a, b, users, item_features, user_features, new_users, combine_at)
+
+    def _outcomes_per_user(self, a, b, users, item_features, user_features, new_users, combine_at):
+        """:meth:`outcome_probs` with a τ per user (G, U): the pairs of each training user at that user's
+        τ; the consensus, new users and users by features at the median of the users' τ per component."""
+        median = self.tau.median(-1).values
+        n = np.asarray(a).shape[0]
+        if users is None or user_features is not None:
+            out = self._combined(a, b, users, item_features, user_features, new_users, combine_at(median))
+            return torch.as_tensor(out, dtype=DTYPE)
+        users = np.asarray(users).reshape(-1)
+        if users.shape[0] != n:
+            raise DataError(f"users: {users.shape[0]} users for {n} pairs", arg="users")
+        known = pd.Index(self.data.user_ids).get_indexer(users)
+        out = torch.empty(n, 3, dtype=DTYPE)
+        for u in np.unique(known):  # a batch per user (users, not labels)
+            rows = np.flatnonzero(known == u)
+            tau = median if u < 0 else self.tau[:, u]
+            out[rows] = torch.as_tensor(self._combined(np.asarray(a)[rows], np.asarray(b)[rows], users[rows],
+                                                       item_features, None, new_users, combine_at(tau)),
+                                        dtype=DTYPE)
+        return out
 
     def _combined(self, a, b, users, item_features, user_features, new_users, combine):
         """:meth:`predict_proba`'s work, each chunk's moments of z made into predictions by ``combine``
@@ -528,6 +553,13 @@ class CrowdGPPLPosterior(Posterior):
         return (gam("t") if self.s_t is not None else None), gam("v"), gam("w")
 
     # ------------------------------------------------------------------ output
+    def set_moments(self, items, users=None):
+        """Mean and variance (G, R, k_max) of each row's user's utilities of its set's members
+        (:func:`crowdzoo.models.crowdgppl.choices.set_moments`), what ``predict_choice`` mixes."""
+        from .choices import set_moments
+
+        return set_moments(self, items, users)
+
     def to_arviz(self, n_draws: int = 500, seed: int = 0):
         """An ArviZ ``DataTree``; see :func:`crowdzoo.models.crowdgppl.arviz.to_arviz`."""
         from .arviz import to_arviz
@@ -536,5 +568,6 @@ class CrowdGPPLPosterior(Posterior):
 
     def __repr__(self) -> str:
         return (f"CrowdGPPLPosterior(method={self.method!r}, items={self.data.n_items}, "
-                f"users={self.data.n_users}, pairs={self.data.n_pairs}, C={self.setup.C}, "
+                f"users={self.data.n_users}, "
+                f"pairs={getattr(self.data, 'n_pairs', None) or self.data.n_rows}, C={self.setup.C}, "
                 f"components={self.weights.shape[0]})")

@@ -28,6 +28,7 @@ class CrowdSetup:
     priors: dict
     tie_prior: object = None
     residual_prior: object = None
+    tie_per_user: bool = False  # a τ per user (tie_threshold="per_user")
 
     @property
     def N(self) -> int:

@@ -289,7 +289,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 learn_kernel: bool | None = None, learn_inducing: bool = False, kernel_lr: float = 0.3,
                 rho_min: float | None = None, distributed: bool = False,
                 progress_bar: bool | None = None, setup=None, resume=None, checkpoint=None,
-                checkpoint_every: int = 0, callback=None) -> GPPLPosterior:
+                checkpoint_every: int = 0, callback=None, n_points: int = 64) -> GPPLPosterior:
     """Fit GPPL by the paper's natural-gradient SVI (Alg. 1).
 
     ``batch_size`` P_i pairs per iteration (all pairs when P ≤ P_i; by default 1000, and the full
@@ -323,7 +323,18 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     statistics (and, with ``learn_kernel``, the length-scales' gradient) are summed across ranks, and
     only rank 0 shows progress and writes checkpoints. ``data`` may be this rank's shard alone
     (:meth:`~crowdzoo.PairwiseData.read_shard`), so that no rank holds every label.
+    ``data`` a :class:`~crowdzoo.data.ChoiceData`: the probit choice's natural-gradient route
+    (:func:`~crowdzoo.models.gppl.natgrad_choices.fit_choices`, fixed length-scales, one process);
+    ``n_points``: the antithetic pairs of its rule over rows of more than two items.
     """
+    if hasattr(data, "sets"):  # a ChoiceData: the probit choice's route (natgrad_choices)
+        from .natgrad_choices import fit_choices
+        return fit_choices(model, data, seed=seed, likelihood=likelihood, batch_size=batch_size, delay=delay,
+                           forgetting_rate=forgetting_rate, max_iter=max_iter, min_iter=min_iter, tol=tol,
+                           eval_every=eval_every, eval_size=eval_size, n_gh=n_gh, learn_kernel=learn_kernel,
+                           learn_inducing=learn_inducing, progress_bar=progress_bar, setup=setup,
+                           callback=callback, n_points=n_points, distributed=distributed, resume=resume,
+                           checkpoint=checkpoint, checkpoint_every=checkpoint_every)
     sh = shard(data, distributed)
     ties = data.has_ties if sh.world == 1 else bool(sh.sum(torch.tensor(float(data.has_ties))) > 0)
     learn_kernel = _learns(model, data, learn_kernel, resume, sh.n_labels, batch_size)

@@ -213,6 +213,53 @@ class GPPLPosterior(Posterior):
         mu, var = self._residual_items(mu, var, None)
         return mu[:, items], var[:, items]
 
+    def predict_choice(self, sets, users=None, worst: bool = False, **kwargs):
+        """:meth:`~crowdzoo.core.posterior.Posterior.predict_choice`; a Gaussian posterior (natgrad, ep:
+        ``covs``) integrates the members' joint Gaussian N(A_J m, A_J S A_Jᵀ) rather than each member's
+        variance alone: sets of two in closed form, Φ((μ_i − μ_j) / √(1 + v_Δ + c_i / s + c_j / s)) (as
+        :meth:`predict_proba`, with the members' conditional variances c_j / s as noise), larger ones by 256
+        antithetic quasi-random pairs of points (:func:`~crowdzoo.gp.choice.normal_points`)."""
+        if self.covs is None or self.lengthscales is not None or users is not None or kwargs:
+            return super().predict_choice(sets, users, worst, **kwargs)
+        from ...core.ids import choice_positions
+        from ...gp.choice import best_log_probs, normal_points
+        from ...gp.probit import predictive_prob
+
+        items, mask = choice_positions(sets, self.data.item_ids)
+        R, K = mask.shape
+        A, c = self.setup.item_terms()
+        A_J = A[items] * mask[..., None]
+        slots = torch.arange(K)
+        two = mask.sum(-1) == 2
+        first = mask.long().argmax(-1)
+        second = (mask & (slots != first[:, None])).long().argmax(-1)
+        points = normal_points(K, 256)
+        p = torch.zeros(R, K, dtype=DTYPE)
+        for g in range(self.weights.shape[0]):
+            mu = A_J @ self.means[g]
+            cov = A_J @ self.covs[g] @ A_J.mT
+            var = c[items] / self.s[g] * mask
+            if self.r_means is not None:
+                mu = mu + self.r_means[g][items] * mask
+                cov = cov + torch.diag_embed(self.r_vars[g][items] * mask)
+            if worst:
+                mu = -mu
+            pg = torch.zeros(R, K, dtype=DTYPE)
+            rows = torch.arange(R)
+            i, j = first, second
+            mu_d = mu[rows, i] - mu[rows, j]
+            v_d = cov[rows, i, i] + cov[rows, j, j] - 2.0 * cov[rows, i, j]
+            p_i = predictive_prob(mu_d, v_d + var[rows, i] + var[rows, j])
+            pg[rows, i], pg[rows, j] = p_i, 1.0 - p_i
+            if bool((~two).any()):
+                r = (~two).nonzero()[:, 0]
+                eye = torch.eye(K, dtype=DTYPE)
+                sig = torch.where(mask[r, :, None] & mask[r, None, :], cov[r], eye) + 1e-10 * eye
+                f = mu[r] + torch.einsum("rkl,nl->nrk", torch.linalg.cholesky(sig), points)
+                pg[r] = best_log_probs(f, mask[r], "probit", var[r].expand(f.shape)).exp().mean(0)
+            p += self.weights[g] * pg
+        return np.where(mask.numpy(), p.numpy(), 0.0)
+
     def pair_moments(self, a, b, item_features=None):
         """Mean and variance (G, P) of f_a − f_b per component (Eq. 19), for pairs named as in
         :meth:`predict_proba`."""
