@@ -52,8 +52,9 @@ from crowdzoo.data.links import same_cluster_counts
 
 FAST = os.environ.get("CROWDZOO_FAST") == "1"
 torch.set_num_threads(1)  # small networks and mini-batches: one thread is the fastest
-EPOCHS_SCDC, EPOCHS_BAYES = (60, 60) if FAST else (300, 400)
-N_INIT = 1 if FAST else 3  # initialisations per fit, the best kept by its ELBO
+# the fast mode's short fits: 20 epochs of pretraining, 40 of training, one initialisation; the full
+# mode leaves everything to the defaults (sizes and epochs from the data, the best of 3 starts)
+FIT = dict(pretrain=20, n_epochs=40, n_init=1) if FAST else {}
 print("fast mode: short fits, the numbers below are rough" if FAST else "full mode")
 
 # %% [markdown]
@@ -148,18 +149,22 @@ print(f"\nmean alpha_hat {empirical.alpha_hat.mean():.3f}, mean beta_hat {empiri
 # a reward for putting the pair in the same cluster (a must-link) or in different ones (a
 # cannot-link), weighted by how reliable its worker currently seems.
 #
-# We give the model K = 15 clusters, more than the five arms, a 2-D latent space and small
-# networks (two hidden layers of 64). If a fit warns that its ELBO is still rising, it needs more
-# epochs (the fast mode's short fits do).
+# We give the model K = 5 clusters, the number of arms we expect, and nothing else: the sizes
+# (a latent space of min(D, 8) = 2 dimensions, two hidden layers of 64) and the schedule (200 epochs
+# of pretraining, then 200 of training, for 500 items) follow from the data by the rule in
+# `crowdzoo/models/scdc/defaults.py`; `post.model` and `post.settings` record what was used. Give K
+# the number of groups you expect rather than a generous surplus: pretraining starts the mixture
+# from a Gaussian mixture of K components on the pretrained latent points, and spare components
+# there split arms. If a fit warns that its ELBO is still rising, it needs more epochs
+# (the fast mode's short fits do).
 #
 # A fit is the best of `n_init=3` initialisations by its final ELBO (three fits' time; `n_init=1`
 # for one, as the fast mode does), and it warns (`CollapseWarning`) when fewer than K clusters
-# hold 1 % of the items. With K = 15 for five arms that warning is expected: it says that some
-# clusters went unused, which is a collapse only if the data have more clusters than the fit kept.
+# hold 1 % of the items: a collapse, if the data have K clusters.
 
 # %%
-scdc = cz.fit(cz.SCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), data, n_epochs=EPOCHS_SCDC,
-              n_init=N_INIT, progress_bar=False, seed=0)
+K = 5
+scdc = cz.fit(cz.SCDC(n_clusters=K), data, progress_bar=False, seed=0, **FIT)
 print(scdc)
 print(scdc.predict().head())
 
@@ -175,12 +180,11 @@ print(scdc.predict().head())
 # turns each observation into a Gaussian "potential" on x_n, and with that stand-in the model is
 # conjugate, so each mini-batch finds its best q(x) and q(z) by message passing. The annotations
 # send messages too: a must-link from a reliable worker nudges the two items towards the same
-# cluster. The globals then take a natural-gradient step. For the first quarter of the epochs
-# only the networks learn; then the mixture restarts from k-means on the latent points.
+# cluster. The globals then take a natural-gradient step. Before that, the networks are pretrained
+# as a variational autoencoder and the mixture starts from a Gaussian mixture on their latent points.
 
 # %%
-bayes = cz.fit(cz.BayesSCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), data,
-               n_epochs=EPOCHS_BAYES, n_init=N_INIT, progress_bar=False, seed=0)
+bayes = cz.fit(cz.BayesSCDC(n_clusters=K), data, progress_bar=False, seed=0, **FIT)
 print(bayes)
 
 fig, axes = plt.subplots(1, 2, figsize=(9, 3))
@@ -192,8 +196,7 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# (SCDC's curve is its ELBO; BayesSCDC's is its surrogate bound, which can jump when the mixture
-# restarts from k-means at the end of the warm-up.)
+# (SCDC's curve is its ELBO; BayesSCDC's is its surrogate bound. Both start after pretraining.)
 #
 # ## How good are the clusters? With and without the crowd
 #
@@ -201,8 +204,8 @@ plt.show()
 # that do not care about names:
 #
 # - **accuracy** (Hungarian): match clusters to arms one to one in the best possible way and count
-#   the items that land on their arm. With 15 clusters and 5 arms, only five clusters can be
-#   matched, so items in surplus clusters count as wrong.
+#   the items that land on their arm. Had we given more clusters than arms, only five could be
+#   matched, and items in surplus clusters would count as wrong.
 # - **NMI**, normalised mutual information: how much knowing the cluster tells you about the arm,
 #   from 0 to 1.
 # - **AMI**, adjusted mutual information: NMI corrected for chance, so that random clusterings
@@ -214,10 +217,8 @@ plt.show()
 # %%
 alone = data.without_annotations()
 fits = {("SCDC", "980 annotations"): scdc, ("BayesSCDC", "980 annotations"): bayes}
-fits["SCDC", "none"] = cz.fit(cz.SCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), alone,
-                              n_epochs=EPOCHS_SCDC, n_init=N_INIT, progress_bar=False, seed=0)
-fits["BayesSCDC", "none"] = cz.fit(cz.BayesSCDC(n_clusters=15, latent_dim=2, hidden=(64, 64)), alone,
-                                   n_epochs=EPOCHS_BAYES, n_init=N_INIT, progress_bar=False, seed=0)
+fits["SCDC", "none"] = cz.fit(cz.SCDC(n_clusters=K), alone, progress_bar=False, seed=0, **FIT)
+fits["BayesSCDC", "none"] = cz.fit(cz.BayesSCDC(n_clusters=K), alone, progress_bar=False, seed=0, **FIT)
 rows = []
 for (model, crowd), post in fits.items():
     z = post.predict().to_numpy()
@@ -278,12 +279,12 @@ for ax, (name, post) in zip(axes, (("SCDC", scdc), ("BayesSCDC", bayes))):
 plt.show()
 
 # %% [markdown]
-# ## Clusters switched off
+# ## Clusters in use
 #
-# We offered 15 clusters for five arms. Neither model has to use them all. In BayesSCDC the
-# Dirichlet prior on π does the pruning: a cluster that no item takes keeps only the prior's
-# pseudo-count, so its expected weight E[π_k] falls to a_0 / Σ a (the dashed line) — the cluster is
-# switched off. `post.pi` holds E[π] (for SCDC, the point estimate), `post.conjugate["a"]` the
+# Neither model has to use all K clusters. In BayesSCDC the Dirichlet prior on π does the pruning:
+# a cluster that no item takes keeps only the prior's pseudo-count, so its expected weight E[π_k]
+# falls to a_0 / Σ a (the dashed line) — the cluster is switched off. With K = 5 for five arms none
+# should be. `post.pi` holds E[π] (for SCDC, the point estimate), `post.conjugate["a"]` the
 # Dirichlet's parameters, and `clusters_in_use()` the sizes of the clusters that are some item's
 # most probable one.
 

@@ -59,6 +59,15 @@ class BayesSCDC:
     worker_prior : (a, b) of the Beta priors on every α_m and β_m ((1, 1)).
     sweeps : message-passing sweeps of Eq. 12 and 14 per mini-batch (the authors' code: 4).
     settings : "auto" or "paper", as :class:`~.model.SCDC`'s (:meth:`paper_mnist`).
+    obs_noise : with a Gaussian likelihood, the cap on the decoder's noise sd per feature, as a fraction
+        of the feature's sd in the data (0.3): the noise is learned below the cap (from half of it);
+        None learns it without a cap (from sd 1). An uncapped noise lets the decoder explain a feature
+        as noise and the latent space drop it (posterior collapse: a direction of the data whose
+        variance does not exceed the decoder's noise variance is not encoded; Lucas, Tucker, Grosse &
+        Norouzi 2019): on low-dimensional data whose groups overlap, the noise grows to about the
+        features' own spread, the recognition potentials go flat and the mixture ends in one cluster
+        (docs/scdc.md). Under the cap at least 91 % of every feature's variance is left to the latent
+        points and the mixture on them.
     """
 
     n_clusters: int = 50
@@ -72,9 +81,13 @@ class BayesSCDC:
     worker_prior: tuple = (1.0, 1.0)
     sweeps: int = 4
     settings: str = "auto"
+    obs_noise: float | None = 0.3
 
     def __post_init__(self):
         check_architecture(self)
+        if self.obs_noise is not None and not float(self.obs_noise) > 0:
+            raise DataError(f"obs_noise: expected a positive number or None, got {self.obs_noise!r}",
+                            arg="obs_noise")
         d = self.latent_dim
         if d is not None:  # with d unset, ν₀ and S₀'s defaults wait for it (set from the data when fitted)
             self.niw_dof = float(d + 0.5 if self.niw_dof is None else self.niw_dof)
@@ -97,12 +110,13 @@ class BayesSCDC:
         return paper_model(cls, kw)
 
     def setup(self, data, seed: int = 0) -> SCDCSetup:
-        return observation_setup(self.likelihood, data.O)
+        return observation_setup(self.likelihood, data.O, self.obs_noise)
 
     def networks(self, setup: SCDCSetup, seed: int = 0, state: dict | None = None) -> RecognitionNetworks:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            nets = RecognitionNetworks(setup.n_features, self.latent_dim, self.hidden, setup.likelihood)
+            nets = RecognitionNetworks(setup.n_features, self.latent_dim, self.hidden, setup.likelihood,
+                                       getattr(setup, "log_noise", None))
         if state is not None:
             nets.load_state_dict(state)
         return nets
@@ -120,14 +134,25 @@ class BayesSCDC:
 
 class RecognitionNetworks(nn.Module):
     """Recognition network r(o; φ) (D → hidden → 2d: the potential's h and λ = softplus, Eq. 9) and
-    decoder p(o | x; γ) (d → hidden → D)."""
+    decoder p(o | x; γ) (d → hidden → D), whose Gaussian log noise sd per feature is learned below
+    ``log_noise`` (the log caps; a buffer) or, None, learned from 0 without a cap."""
 
-    def __init__(self, D, d, hidden, likelihood):
+    def __init__(self, D, d, hidden, likelihood, log_noise=None):
         super().__init__()
         self.D, self.d, self.likelihood = D, d, likelihood
         self.recognition = mlp([D, *hidden, 2 * d])
         self.decoder = mlp([d, *hidden, D])
-        self.log_scale = nn.Parameter(torch.zeros(D))
+        if log_noise is None:
+            self.log_scale = nn.Parameter(torch.zeros(D))
+        else:  # log σ_j = log cap_j − softplus(r_j): learned below the cap, starting at half of it
+            self.register_buffer("log_noise_cap", torch.tensor(log_noise, dtype=torch.float32))
+            self.noise_raw = nn.Parameter(torch.zeros(D))
+
+    @property
+    def noise_log_scale(self):
+        if hasattr(self, "noise_raw"):
+            return self.log_noise_cap - torch.nn.functional.softplus(self.noise_raw)
+        return self.log_scale
 
     def potentials(self, o):
         """(h, λ) of ψ(x; o) = hᵀx − ½ xᵀ diag(λ) x, in float64."""
@@ -135,7 +160,7 @@ class RecognitionNetworks(nn.Module):
         return h.to(F64), torch.nn.functional.softplus(raw).to(F64) + 1e-4
 
     def obs_dist(self, x):
-        return observation_dist(self.decoder(x), self.log_scale, self.likelihood)
+        return observation_dist(self.decoder(x), self.noise_log_scale, self.likelihood)
 
 
 # ---------------------------------------------------------------------------------------- globals

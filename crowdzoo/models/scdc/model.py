@@ -165,15 +165,21 @@ def check_architecture(model) -> None:
                         f"{model.likelihood!r}")
 
 
-def observation_setup(likelihood: str, O) -> SCDCSetup:
-    """The observation likelihood ("auto": Bernoulli when every value of ``O`` lies in [0, 1]) and
-    the observations' dimension."""
+def observation_setup(likelihood: str, O, noise: float | None = None) -> SCDCSetup:
+    """The observation likelihood ("auto": Bernoulli when every value of ``O`` lies in [0, 1]), the
+    observations' dimension and, for a Gaussian likelihood with ``noise`` given, the cap on the
+    decoder's log noise sd per feature: log(``noise`` × the feature's sd in ``O``; 1 for a constant
+    feature)."""
     if likelihood == "auto":
         likelihood = "bernoulli" if (O.min() >= 0.0 and O.max() <= 1.0) else "gaussian"
     elif likelihood == "bernoulli" and (O.min() < 0.0 or O.max() > 1.0):
         raise DataError("likelihood: 'bernoulli' needs observations in [0, 1]; got values in "
                         f"[{O.min():g}, {O.max():g}] (rescale O, or use likelihood='gaussian')")
-    return SCDCSetup(likelihood=likelihood, n_features=int(O.shape[1]))
+    log_noise = None
+    if likelihood == "gaussian" and noise is not None:
+        sd = np.asarray(O, dtype=np.float64).std(0)
+        log_noise = tuple(float(v) for v in np.log(noise * np.where(sd > 0, sd, 1.0)))
+    return SCDCSetup(likelihood=likelihood, n_features=int(O.shape[1]), log_noise=log_noise)
 
 
 def observation_dist(out, log_scale, likelihood: str):
@@ -186,10 +192,13 @@ def observation_dist(out, log_scale, likelihood: str):
 
 
 class SCDCSetup(NamedTuple):
-    """What is fixed before inference: the observation likelihood and the observations' dimension."""
+    """What is fixed before inference: the observation likelihood, the observations' dimension and
+    the cap on the Gaussian decoder's log noise sd per feature (None: no cap, or a Bernoulli
+    likelihood)."""
 
     likelihood: str
     n_features: int
+    log_noise: tuple | None = None
 
 
 class Globals(NamedTuple):

@@ -10,7 +10,9 @@ initialisation is a whole fit, so ``n_init`` multiplies the time of a fit.
 A mixture has collapsed when its clusters emptied or merged: :func:`check_collapse` counts the clusters
 that hold at least ``MIN_MASS`` of the items' responsibility mass Σ_n q(z_n = k) / N and their
 effective number exp(H(mass)), and warns (:class:`~crowdzoo.errors.CollapseWarning`) when fewer than K
-hold that much, or when the bound ended more than ``FALL`` (relative) below its best epoch.
+hold that much, or when the bound ended more than ``FALL`` (relative) below its best. Each epoch's bound
+is a mini-batch estimate, noisy from epoch to epoch, so both ends are means over windows of a tenth of
+the epochs (at least one): the last window against the best window.
 """
 from __future__ import annotations
 
@@ -86,9 +88,9 @@ def occupancy(probs: torch.Tensor) -> tuple[int, float]:
 def check_collapse(probs: torch.Tensor, trace, what: str, retry: str, retry_settings=()) -> dict:
     """Warn (:class:`~crowdzoo.errors.CollapseWarning`) when fewer than K clusters hold ≥ 1 % of the
     responsibility mass of ``probs`` (N, K), or the per-epoch bound ``trace`` ended more than ``FALL``
-    below its best; ``retry`` names what to try, with the fit settings ``retry_settings`` by
-    placeholders (:class:`~crowdzoo.errors.Advises`). Returns the settings to record: clusters in use and
-    their effective number."""
+    below its best (means over a tenth of the epochs, module docstring); ``retry`` names what to try,
+    with the fit settings ``retry_settings`` by placeholders (:class:`~crowdzoo.errors.Advises`).
+    Returns the settings to record: clusters in use and their effective number."""
     K = probs.shape[-1]
     used, effective = occupancy(probs)
     trace = np.asarray(trace, dtype=float)
@@ -99,11 +101,15 @@ def check_collapse(probs: torch.Tensor, trace, what: str, retry: str, retry_sett
                     f"{used} clusters, K is larger than they need ({{n_clusters={used}}} fits them without "
                     "this warning); if they have more, the mixture collapsed")
     if trace.size >= 2 and np.isfinite(trace).all():
-        top, last = trace.max(), trace[-1]
+        k = max(trace.size // 10, 1)
+        window = np.convolve(trace, np.ones(k) / k, mode="valid")  # means over k consecutive epochs
+        top, last = window.max(), window[-1]
         if top - last > FALL * abs(top):
             fall = 100 * (top - last) / abs(top)
+            at = int(window.argmax()) + 1
             said.append(f"the bound ended at {last:.4g}, {fall:.0f} % below its best "
-                        f"epoch ({top:.4g}, epoch {int(trace.argmax()) + 1}): the mixture degenerated")
+                        f"({top:.4g}, epochs {at}–{at + k - 1}; means over {k} epoch(s)): the mixture "
+                        "degenerated")
     if said:
         warnings.warn(CollapseWarning(f"{what}: {'; and '.join(said)}. Try: {retry}",
                                       settings=("n_clusters", *retry_settings)), stacklevel=5)

@@ -51,6 +51,17 @@ def test_collapse_is_read_from_the_responsibilities_and_the_bound():
         assert check_collapse(spread, [-3.0, -2.0, -1.99], "test", "n_init")["clusters_used"] == 4
 
 
+def test_the_fall_of_the_bound_is_read_over_a_tenth_of_the_epochs():
+    """A rising bound whose last epoch dips 13 % below the epoch before (mini-batch noise) does not
+    warn; the same trace that then stays 13 % down for its last tenth does."""
+    rising = list(np.linspace(-60.0, -10.0, 58)) + [-11.3, -10.2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_collapse(torch.full((10, 2), 0.5), rising[:-1] + [-11.3], "test", "n_init")
+    with pytest.warns(CollapseWarning, match="degenerated"):
+        check_collapse(torch.full((10, 2), 0.5), rising + [-12.0] * 10, "test", "n_init")
+
+
 def test_a_collapsed_bayesscdc_fit_warns(blobs):
     """BayesSCDC without its warm-up and k-means restart (warmup=0, init="random"): the mixture falls
     onto the untrained recognition network's output and keeps fewer than its 3 clusters — it warns."""
