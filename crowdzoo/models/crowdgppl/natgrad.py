@@ -512,8 +512,8 @@ def label_tau(tau, j):
 
 def default_likelihood(learn_kernel: bool, batch_size: int, data, setup=None) -> str:
     """The likelihood ``fit_natgrad`` uses unless told: ``"exact"`` when the kernel learns (θ's
-    gradient is the bound's), for ties, when every label fits one batch, or where the item side is
-    sparse; the paper's ``"linearised"`` with mini-batches over every item inducing.
+    gradient is the bound's), for ties, when every label fits one batch, or where the item or user
+    side is sparse; the paper's ``"linearised"`` with mini-batches over every item and user inducing.
 
     On a full batch the exact likelihood takes full natural-gradient steps (ρ = 1) and meets the stop
     rule in tens of iterations. Under the default priors it is as accurate as the linearised route or
@@ -528,11 +528,13 @@ def default_likelihood(learn_kernel: bool, batch_size: int, data, setup=None) ->
     the linearised route's probabilities come out too close to ½ (GPPL's
     :func:`~crowdzoo.models.gppl.natgrad.default_likelihood`). On 197,839 labels of a 600-item,
     4,000-user crowd with low-rank tastes (``benchmarks/bench_panel_fit.py``, 450 inducing items) the
-    held-out personal log loss was .479 linearised and .439 exact (the items' win rates: .529)."""
+    held-out personal log loss was .479 linearised and .439 exact (the items' win rates: .529). Users
+    with features on a sparse user side (more users than inducing users) carry the conditional
+    variance d_p / s_w of theirs in the same way, so they, too, take the exact likelihood."""
     if learn_kernel or data.has_ties:  # ties: only the exact likelihood has a third outcome
         return "exact"
-    if setup is not None and not setup.items.exact:
-        return "exact"
+    if setup is not None and (not setup.items.exact or (setup.users is not None and not setup.users.exact)):
+        return "exact"  # a sparse side's conditional variance, which only the exact likelihood feels
     held = getattr(data, "label_range", None)
     P = held[2] if held is not None else len(data.a)
     return "exact" if batch_size >= P else "linearised"

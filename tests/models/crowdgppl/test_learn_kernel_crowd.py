@@ -194,3 +194,23 @@ def test_above_the_learning_size_the_length_scales_come_from_pooled_labels(monke
     np.testing.assert_allclose(again.setup.items.kernel.lengthscale.numpy(), ell)
     with pytest.raises(cz.DataError, match="learn_kernel"):
         cz.fit(model, data, learn_kernel="pooled", setup=post.setup)
+
+
+def test_a_sparse_side_takes_the_exact_likelihood_on_mini_batches():
+    """On mini-batches the linearised likelihood leaves out a sparse side's conditional variance,
+    which predictions include: a sparse item side or a sparse user side (users with features, more
+    than the inducing users) takes the exact likelihood, every side inducing the paper's."""
+    from crowdzoo.models.crowdgppl.natgrad import default_likelihood
+
+    rng = np.random.default_rng(0)
+    N, U, P = 20, 60, 3000
+    a = rng.integers(0, N, P)
+    b = (a + rng.integers(1, N, P)) % N
+    data = cz.PairwiseData.from_arrays(a, b, rng.integers(0, 2, P), item_features=rng.normal(size=(N, 2)),
+                                       users=rng.integers(0, U, P), user_features=rng.normal(size=(U, 1)))
+    every = cz.CrowdGPPL(n_inducing=None, n_inducing_users=None)
+    assert default_likelihood(False, 1000, data, every.setup(data)) == "linearised"
+    for sparse in (dict(n_inducing=10, n_inducing_users=None), dict(n_inducing=None, n_inducing_users=10)):
+        model = cz.CrowdGPPL(**sparse)
+        assert default_likelihood(False, 1000, data, model.setup(data)) == "exact", sparse
+    assert default_likelihood(False, P, data, every.setup(data)) == "exact"  # one batch: every label

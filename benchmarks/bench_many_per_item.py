@@ -1,0 +1,86 @@
+"""The calibration battery's many-per-item crowd (150 items, 300 users, about 60 labels per item) over
+more seeds than the battery's two: each GP model's default against per-item Bradley–Terry and the
+items' win rates, as paired differences over seeds (the same simulated crowd for every model at a
+seed), so that a gap of a few thousandths can be told from the seeds' noise.
+
+    python benchmarks/bench_many_per_item.py --seeds 6 --models gppl,crowdgppl,collabgp,crowdbt-gp \\
+        --out docs/benchmarks.md
+
+``--models`` takes the zoo's names; Bradley–Terry and the win rates are always scored.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import machine, replace_section  # noqa: E402
+
+HEAD = "<!-- bench_many_per_item.py: this section is rewritten by it -->"
+CROWD = "many-per-item"
+
+
+def scores(seeds: int, models: list[str]) -> pd.DataFrame:
+    from crowdzoo.comparisons.calibration import _scores, crowd_data, score_models, win_rates
+
+    frames = []
+    for seed in range(seeds):
+        defaults = {m: (m, None, {}) for m in [*models, "bradley-terry"]}
+        frames.append(score_models(defaults, [CROWD], seed))
+        train, test, *_ = crowd_data(CROWD, seed)
+        decided = test[test["tie"] == "no"]
+        frames.append(pd.DataFrame([dict(seed=seed, crowd=CROWD, model="win rate",
+                                         **_scores(win_rates(train, decided)))]))
+        print(pd.concat(frames).query("seed == @seed")[["model", "log loss", "accuracy"]].to_string(),
+              flush=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+def render(df: pd.DataFrame, seeds: int) -> str:
+    wide = {k: df.pivot(index="seed", columns="model", values=k) for k in ("log loss", "accuracy")}
+    lines = [HEAD, "", "## Many labels per item: GP models against per-item counts", "",
+             f"Machine: {machine()}. `python benchmarks/bench_many_per_item.py --seeds {seeds} --models "
+             f"{','.join(m for m in wide['log loss'].columns if m not in ('bradley-terry', 'win rate'))} "
+             f"--out docs/benchmarks.md` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).", "",
+             f"The calibration battery's many-per-item crowd at seeds 0–{seeds - 1}. Each model's "
+             "default; the difference from Bradley–Terry is paired by seed (mean ± standard error over "
+             "seeds; negative log loss and positive accuracy differences favour the model).", "",
+             "| model | log loss | accuracy | log loss − BT | accuracy − BT "
+             "| seeds better than BT (log loss) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    ll, acc = wide["log loss"], wide["accuracy"]
+    order = [m for m in ll.columns if m not in ("bradley-terry", "win rate")] + ["bradley-terry", "win rate"]
+    for m in order:
+        d_ll, d_acc = ll[m] - ll["bradley-terry"], acc[m] - acc["bradley-terry"]
+        n = d_ll.notna().sum()
+
+        def pm(x):
+            return f"{x.mean():+.4f} ± {x.std(ddof=1) / np.sqrt(x.notna().sum()):.4f}"
+
+        lines.append(f"| {m} | {ll[m].mean():.4f} | {acc[m].mean():.4f} | "
+                     + ("–" if m == "bradley-terry" else pm(d_ll)) + " | "
+                     + ("–" if m == "bradley-terry" else pm(d_acc)) + " | "
+                     + ("–" if m == "bradley-terry" else f"{int((d_ll < 0).sum())} of {n}") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seeds", type=int, default=6)
+    ap.add_argument("--models", default="gppl,crowdgppl,collabgp,crowdbt-gp,dpm")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    df = scores(args.seeds, args.models.split(","))
+    text = render(df, args.seeds)
+    print(text)
+    if args.out:
+        replace_section(args.out, HEAD, text)
+
+
+if __name__ == "__main__":
+    main()
