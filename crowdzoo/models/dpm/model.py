@@ -40,8 +40,9 @@ p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ 
 
 Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``; svi and nuts): a third outcome
 under the ordered probit of :mod:`crowdzoo.gp.ordinal` (Glenn & David 1960; the ordinal-regression
-likelihood of Chu & Ghahramani 2005, Eq. 1–2, with two thresholds ±τ around 0), on the same probit
-argument z = Δ/α as a decided label:
+likelihood of Chu & Ghahramani 2005, "Gaussian processes for ordinal regression", JMLR 6,
+P(y | f) = Φ(z₁) − Φ(z₂) between adjacent thresholds, here three ordered outcomes split at ±τ), on
+the same probit argument z = Δ/α as a decided label:
 
     τ            ~ ``tie_prior``               default LogNormal(log ½, 1)                       (site "tau")
     P(a ≻ b | u) = Φ(Δ/α − τ),   P(b ≻ a | u) = Φ(−Δ/α − τ),   P(tie | u) = Φ(τ − Δ/α) − Φ(−τ − Δ/α)
@@ -119,8 +120,8 @@ class DPMCommunities:
         nuts routes then infer ℓ with the rest (module docstring), the posterior predicting with each
         draw's kernel; needs a named kernel ("se", "matern32"); the Gibbs route refuses it. Without it
         ℓ is fixed (``lengthscale`` or the median heuristic), or learned by svi's
-        ``learn_kernel=True``. Default ``GPPL(item_residual=False)``; the communities' GP has neither
-        ties nor an item residual.
+        ``learn_kernel=True``. Default ``GPPL(item_residual=False)``; the communities' GP has no item
+        residual, and its ``tie_prior`` stays None (ties are this model's ``tie_prior``).
     n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter,
     lengthscale_prior : each replaces that setting of ``item_gp`` (``DPMCommunities(kernel="se")``
         is ``DPMCommunities(item_gp=GPPL(kernel="se", item_residual=False))``).
