@@ -131,8 +131,11 @@ def test_nuts_and_svi_agree_on_the_tie_threshold():
 
 def test_gibbs_refuses_ties_naming_the_routes_that_take_them():
     data, _ = _crowd(n_users=4, per_user=10)
-    with pytest.raises(cz.DataError, match=r"'gibbs' route has no tie likelihood.*svi.*nuts"):
-        cz.fit(cz.DPMCommunities(), data, method="gibbs")
+    for method in ("gibbs", None):  # named, and the default route
+        kw = {} if method is None else {"method": method}
+        with pytest.raises(cz.DataError, match=r"'gibbs' route has no tie likelihood.*svi.*nuts") as err:
+            cz.fit(cz.DPMCommunities(), data, **kw)
+        assert err.value.arg == "y" and data.y[err.value.row] == 0.5
 
 
 def test_tie_prior_must_be_a_positive_distribution():
