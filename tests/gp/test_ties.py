@@ -135,7 +135,8 @@ def test_routes_without_a_tie_likelihood_refuse_ties_and_name_those_with_one():
     assert err.value.arg == "y" and data.y[err.value.row] == 0.5
     crowd = cz.PairwiseData.from_arrays(data.a, data.b, data.y, data.item_features, users=data.a % 2,
                                         ties="model")
-    with pytest.raises(DataError, match="a model with a tie likelihood \\(gppl, crowdgppl, bradley-terry\\)"):
+    which = r"a model with a tie likelihood \(gppl, crowdgppl, bradley-terry, dpm\)"
+    with pytest.raises(DataError, match=which):
         cz.fit(cz.CollabGP(), crowd, method="ep")
     with pytest.raises(DataError, match="likelihood='exact'"):
         cz.fit(cz.GPPL(), data, method="natgrad", likelihood="linearised")

@@ -3,7 +3,8 @@ switch between samples, so per-community variables would make r̂ and ESS meanin
 
 posterior: ``n_communities`` and ``concentration`` per draw, and ``f`` (user, item), each user's
 utilities (their community's draw; kept while draws × users × items ≤ 2²⁴), and ``lengthscale`` (dim)
-when the item length-scales were inferred under a prior (shared by the communities, so label-invariant);
+when the item length-scales were inferred under a prior (shared by the communities, so label-invariant),
+and ``tau`` for a fit with ties (whose labels then have three outcomes);
 log-likelihood and replicated labels per label from its user's utilities, with the probit scale α.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 import numpy as np
 import torch
 
-from ...diagnostics.arviz import chain_shape, finish, probit_labels
+from ...diagnostics.arviz import chain_shape, finish, outcome_labels, probit_labels
 
 _MAX_NUMBERS = 2**24
 
@@ -27,7 +28,10 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     f = draws["f"]  # (n, U, N)
     a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
     z = (f[:, j, a] - f[:, j, b]) / post.setup.alpha
-    loglik, y_rep = probit_labels(z, d.y, seed)
+    if "tau" in draws:  # ties: the three outcomes of the ordered probit at each draw's τ
+        loglik, y_rep = outcome_labels(z, d.y, draws["tau"], "probit", seed)
+    else:
+        loglik, y_rep = probit_labels(z, d.y, seed)
     shape = functools.partial(chain_shape, chains=chains)
     posterior = {"n_communities": shape(draws["n_communities"]),
                  "concentration": shape(draws["concentration"])}
@@ -37,11 +41,15 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     coords = {"item": np.asarray(d.item_ids), "user": np.asarray(d.user_ids), "pair": np.arange(d.n_pairs)}
     dims = {"f": ["user", "item"], "y": ["pair"]}
     identified = "n_communities concentration f"
+    if "tau" in draws:
+        posterior["tau"] = shape(draws["tau"])
+        identified += " tau"
     if "lengthscale" in draws:
         posterior["lengthscale"] = shape(draws["lengthscale"])
         coords["dim"] = np.arange(draws["lengthscale"].shape[1])
         dims["lengthscale"] = ["dim"]
         identified += " lengthscale"
+    observed = d.y.copy() if "tau" in draws else d.y.astype(np.int64)  # y ∈ {0, ½, 1} with ties
     groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
-              "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": d.y.astype(np.int64)}}
+              "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": observed}}
     return finish(post, groups, coords, dims, "pair", identified=identified)

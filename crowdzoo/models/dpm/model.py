@@ -38,6 +38,21 @@ runs under the generic engines' ``Trace_ELBO`` and NUTS with any guide (AutoNorm
 then sees only (λ, β, u). The memberships come back per draw in the posterior (their conditional
 p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ is sampled too.
 
+Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``; svi and nuts): a third outcome
+under the ordered probit of :mod:`crowdzoo.gp.ordinal` (Glenn & David 1960; the ordinal-regression
+likelihood of Chu & Ghahramani 2005, "Gaussian processes for ordinal regression", JMLR 6,
+P(y | f) = Φ(z₁) − Φ(z₂) between adjacent thresholds, here three ordered outcomes split at ±τ), on
+the same probit argument z = Δ/α as a decided label:
+
+    τ            ~ ``tie_prior``               default LogNormal(log ½, 1)                       (site "tau")
+    P(a ≻ b | u) = Φ(Δ/α − τ),   P(b ≻ a | u) = Φ(−Δ/α − τ),   P(tie | u) = Φ(τ − Δ/α) − Φ(−τ − Δ/α)
+
+so that τ reads as GPPL's (a tie of two equal items has probability 2Φ(τ) − 1 whatever α). With the
+sparse conditional variance folded in, Δ/α and τ are both rescaled by α/√(α² + c_p/s): the threshold
+of label p is τ_p = τ · α/√(α² + c_p/s) (:func:`tie_scale`), the argument G_p·u_c as above. Decided
+labels keep log Φ(±G_p·u_c − τ_p); without ties τ is not sampled and the program is the one above. The
+Gibbs route's EP sites are binary, so it refuses ties.
+
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
 (site "lengthscale"), shared by every community's GP, and builds K_mm, L_mm and G from them inside the
@@ -58,6 +73,8 @@ from torch.special import log_ndtr
 from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE
+from ...gp.ordinal import default_tie_prior, outcome_log_probs
+from ...gp.priors import check_priors
 from ..gppl.model import GPPL
 from .setup import DPMSetup, LengthscaleSpace, check_data, user_labels
 
@@ -103,11 +120,14 @@ class DPMCommunities:
         nuts routes then infer ℓ with the rest (module docstring), the posterior predicting with each
         draw's kernel; needs a named kernel ("se", "matern32"); the Gibbs route refuses it. Without it
         ℓ is fixed (``lengthscale`` or the median heuristic), or learned by svi's
-        ``learn_kernel=True``. Default ``GPPL(item_residual=False)``; the communities' GP has neither
-        ties nor an item residual.
+        ``learn_kernel=True``. Default ``GPPL(item_residual=False)``; the communities' GP has no item
+        residual, and its ``tie_prior`` stays None (ties are this model's ``tie_prior``).
     n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter,
     lengthscale_prior : each replaces that setting of ``item_gp`` (``DPMCommunities(kernel="se")``
         is ``DPMCommunities(item_gp=GPPL(kernel="se", item_residual=False))``).
+    tie_prior : the prior of the tie threshold τ > 0 (probit scale, module docstring), used by the svi
+        and nuts routes when the data have ties (``ties="model"``); None:
+        :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
     """
 
     concentration: float = 1.0
@@ -115,11 +135,13 @@ class DPMCommunities:
     probit_scale: float = 1.0
     truncation: int = 10
     item_gp: GPPL = field(default_factory=lambda: GPPL(item_residual=False))
+    tie_prior: object = None
 
     def __init__(self, concentration: float = 1.0, concentration_prior=None, n_inducing=ITEM_GPS,
                  kernel=ITEM_GPS, lengthscale=ITEM_GPS, scaled_lengthscale=ITEM_GPS, shape_s0=ITEM_GPS,
                  rate_s0=ITEM_GPS, s_prior=ITEM_GPS, probit_scale: float = 1.0, jitter=ITEM_GPS,
-                 truncation: int = 10, lengthscale_prior=ITEM_GPS, item_gp: GPPL | None = None):
+                 truncation: int = 10, lengthscale_prior=ITEM_GPS, item_gp: GPPL | None = None,
+                 tie_prior=None):
         given = dict(n_inducing=n_inducing, kernel=kernel, lengthscale=lengthscale,
                      scaled_lengthscale=scaled_lengthscale, shape_s0=shape_s0, rate_s0=rate_s0,
                      s_prior=s_prior, jitter=jitter, lengthscale_prior=lengthscale_prior)
@@ -133,6 +155,7 @@ class DPMCommunities:
             item_gp = dataclasses.replace(item_gp, **given)
         self.concentration, self.concentration_prior = concentration, concentration_prior
         self.probit_scale, self.truncation, self.item_gp = probit_scale, truncation, item_gp
+        self.tie_prior = tie_prior
         self.__post_init__()
 
     n_inducing = _item_gp_setting("n_inducing")
@@ -147,8 +170,10 @@ class DPMCommunities:
 
     def __post_init__(self):
         if self.item_gp.item_residual is True or self.item_gp.tie_prior is not None:
-            raise DataError("item_gp: the communities' item GP has neither an item residual nor ties; pass "
-                            "a GPPL with item_residual=False and no tie_prior", arg="item_gp")
+            raise DataError("item_gp: the communities' item GP has neither an item residual nor ties of "
+                            "its own; pass a GPPL with item_residual=False and no tie_prior (the tie "
+                            "threshold's prior is DPMCommunities(tie_prior=...))", arg="item_gp")
+        check_priors(self, positive_priors={"tie_prior": "tie thresholds"})
         lam = float(self.concentration)
         if not lam > 0 or lam == float("inf"):
             raise DataError(f"concentration: the DP concentration λ must be a positive finite number, got "
@@ -161,8 +186,13 @@ class DPMCommunities:
         if int(self.truncation) != self.truncation or self.truncation < 1:
             raise DataError(f"truncation: expected an integer ≥ 1 (communities), got {self.truncation!r}")
 
+    def prior_tau(self) -> dist.Distribution:
+        """The prior of the tie threshold τ (``tie_prior`` or the default)."""
+        return default_tie_prior() if self.tie_prior is None else self.tie_prior
+
     def setup(self, data, seed: int = 0) -> DPMSetup:
-        """The item GP (GPPL's), s fixed at its prior mean, α, and the EP direction of every label."""
+        """The item GP (GPPL's), s fixed at its prior mean, α, the EP direction of every label, and τ's
+        prior for data with ties (else None)."""
         gp = self.item_gp.setup_features(data.item_features, seed=seed)
         s = float(gp.s_prior.mean)
         if not s > 0 or s == float("inf"):
@@ -170,14 +200,17 @@ class DPMCommunities:
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
         alpha = float(self.probit_scale)
-        return DPMSetup(gp=gp, s=s, alpha=alpha, H=probit_rows(gp, a, b, s, alpha))
+        return DPMSetup(gp=gp, s=s, alpha=alpha, H=probit_rows(gp, a, b, s, alpha),
+                        tie_prior=self.prior_tau() if data.has_ties else None)
 
     def program(self, setup: DPMSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model :func:`dpm_model` and its arguments (module docstring): whitened directions
         G (P, M) with P(y_p = 1 | u_c) = Φ(G_p·u_c), the labels' signs, and each user's labels as a
         padded (U, L) table of label indices with its mask. With ``lengthscale_prior`` or
         ``learn_kernel``: :func:`dpm_lengthscale_model` instead, whose item length-scales (ARD) are
-        sampled under the prior, or a ``pyro.param`` started at ``setup``'s."""
+        sampled under the prior, or a ``pyro.param`` started at ``setup``'s. Data with ties (a
+        ``tie_prior`` in ``setup``) add τ's prior and each label's :func:`tie_scale` as the last two
+        arguments."""
         check_data(self, data)
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
@@ -189,8 +222,10 @@ class DPMCommunities:
                             "(a posterior under the prior); pass one of the two", arg="learn_kernel")
         if learn_kernel or self.lengthscale_prior is not None:
             space = self.lengthscale_space(setup, prior=not learn_kernel)
-            return dpm_lengthscale_model, (space, a, b, *rest)
-        return dpm_model, (whitened_directions(setup, a, b), *rest)
+            return dpm_lengthscale_model, (space, a, b, *rest, setup.tie_prior)
+        d, c = setup.gp.pair_terms(a, b)
+        ties = () if setup.tie_prior is None else (setup.tie_prior, tie_scale(c, setup.s, setup.alpha))
+        return dpm_model, (directions(d, c, setup.s, setup.alpha), *rest, *ties)
 
     def lengthscale_space(self, setup: DPMSetup, prior: bool = False) -> LengthscaleSpace:
         """The item GP's algebra as a function of its length-scales (:class:`LengthscaleSpace`): with
@@ -212,7 +247,8 @@ class DPMCommunities:
         space = self.lengthscale_space(setup)
         gp = space.gp(ell)
         return (dataclasses.replace(self, lengthscale=ell),
-                DPMSetup(gp=gp, s=setup.s, alpha=setup.alpha, H=probit_rows(gp, a, b, setup.s, setup.alpha)))
+                DPMSetup(gp=gp, s=setup.s, alpha=setup.alpha, H=probit_rows(gp, a, b, setup.s, setup.alpha),
+                         tie_prior=setup.tie_prior))
 
     def _concentration(self):
         if self.concentration_prior is not None:
@@ -231,6 +267,12 @@ def directions(d, c, s: float, alpha: float) -> torch.Tensor:
     return d / (s ** 0.5 * torch.sqrt(alpha ** 2 + c / s))[..., None]
 
 
+def tie_scale(c, s: float, alpha: float) -> torch.Tensor:
+    """α/√(α² + c/s) (..., P): the factor from τ to label p's threshold τ_p on the scale of G_p·u_c
+    (module docstring); 1 for the training pairs of an exact GP."""
+    return alpha / torch.sqrt(alpha ** 2 + c / s)
+
+
 def stick_weights(beta: torch.Tensor) -> torch.Tensor:
     """log π (..., T) from the sticks β (..., T − 1): π_k = β_k Π_{l<k} (1 − β_l), π_T = Π (1 − β)."""
     log_rest = torch.cumsum(torch.log1p(-beta), -1)
@@ -238,19 +280,29 @@ def stick_weights(beta: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.log(beta), zero], -1) + torch.cat([zero, log_rest], -1)
 
 
-def user_loglik(G, sgn, lab, mask, u) -> torch.Tensor:
+def user_loglik(G, sgn, lab, mask, u, tau=None) -> torch.Tensor:
     """log p(D_u | u_c) (..., n, T) for the users of ``lab``/``mask`` (n, L) under each community's
-    whitened utilities u (..., T, M); G (P, M), or (..., P, M) per draw (length-scales drawn too)."""
+    whitened utilities u (..., T, M); G (P, M), or (..., P, M) per draw (length-scales drawn too).
+
+    ``tau``: None (no ties: log Φ(±z)), or each label's threshold τ_p (P,) or (..., P) per draw
+    (τ · :func:`tie_scale`), under which a label with ``sgn`` 0 is a tie and every label takes the
+    ordered probit's log-probability of its outcome (:func:`~crowdzoo.gp.ordinal.outcome_log_probs`)."""
     z = torch.einsum("...nlm,...tm->...nlt", G[..., lab, :], u)
-    ll = log_ndtr(sgn[lab][:, :, None] * z) * mask[:, :, None]
-    return ll.sum(-2)
+    if tau is None:
+        ll = log_ndtr(sgn[lab][:, :, None] * z)
+    else:
+        k = (sgn[lab] + 1.0).long()  # 0, 1, 2: b ≻ a, a tie, a ≻ b
+        logp = outcome_log_probs(z, tau[..., lab][..., None])  # (..., n, L, T, 3)
+        ll = logp.gather(-1, k[:, :, None, None].expand(logp.shape[:-1] + (1,)))[..., 0]
+    return (ll * mask[:, :, None]).sum(-2)
 
 
-def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None):
+def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None, tie_prior=None, tie_scale=None):
     """The Pyro model of the truncated DPM with the memberships summed out (module docstring).
 
-    ``G`` (P, M) whitened label directions, ``sgn`` (P,) ±1 outcomes, ``lab``/``mask`` (U, L) each
-    user's labels, ``T`` the truncation, ``concentration`` λ (a tensor) or its prior (a distribution)."""
+    ``G`` (P, M) whitened label directions, ``sgn`` (P,) ±1 outcomes (0 a tie), ``lab``/``mask``
+    (U, L) each user's labels, ``T`` the truncation, ``concentration`` λ (a tensor) or its prior (a
+    distribution); for data with ties τ's prior ``tie_prior`` and each label's ``tie_scale`` (P,)."""
     lam = (pyro.sample("concentration", concentration) if isinstance(concentration, dist.Distribution)
            else concentration)
     lam = torch.as_tensor(lam, dtype=DTYPE)
@@ -261,12 +313,14 @@ def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None):
     else:
         log_pi = torch.zeros(1, dtype=DTYPE)
     u = pyro.sample("u", dist.Normal(torch.zeros(T, M, dtype=DTYPE), 1.0).to_event(2))
+    tau = None if tie_prior is None else pyro.sample("tau", tie_prior) * tie_scale
     with pyro.plate("users", lab.shape[0], subsample_size=subsample_size) as idx:
-        ll = user_loglik(G, sgn, lab[idx], mask[idx], u)  # (n, T)
+        ll = user_loglik(G, sgn, lab[idx], mask[idx], u, tau)  # (n, T)
         pyro.factor("labels", torch.logsumexp(log_pi + ll, -1))
 
 
-def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, subsample_size=None):
+def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, subsample_size=None,
+                          tie_prior=None):
     """:func:`dpm_model` with the item GP's ARD length-scales ("lengthscale") random under
     ``space.prior`` (module docstring) or, without a prior, a ``pyro.param`` (positive), optimised by
     svi's ELBO with the guide (type-II maximum likelihood inside VI; the paper conditions on them)."""
@@ -276,9 +330,11 @@ def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, su
         ell = pyro.param("lengthscale", space.ell0.clone(), constraint=constraints.positive)
     else:
         ell = pyro.sample("lengthscale", space.prior)
-    G = whitened_directions(space.setup_at(ell), a, b)
-    dpm_model(G, sgn, lab, mask, T, concentration, subsample_size)
+    st = space.setup_at(ell)
+    d, c = st.gp.pair_terms(a, b)
+    dpm_model(directions(d, c, st.s, st.alpha), sgn, lab, mask, T, concentration, subsample_size,
+              tie_prior, None if tie_prior is None else tie_scale(c, st.s, st.alpha))
 
 
 __all__ = ["DPMCommunities", "directions", "dpm_model", "dpm_lengthscale_model", "stick_weights",
-           "user_loglik", "whitened_directions"]
+           "tie_scale", "user_loglik", "whitened_directions"]

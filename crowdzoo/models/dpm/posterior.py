@@ -18,6 +18,12 @@ Predictions, utilities and the co-clustering average over r (Rao–Blackwellised
 point partition, the number of communities (those with any user in the drawn memberships), draws
 and ArviZ.
 
+A fit to labels with ties (svi, nuts; ``ties="model"``) holds the tie threshold τ of each draw
+(``tau`` (S,)): :meth:`DPMPosterior.predict_outcomes` mixes, over draws, communities and each user's
+membership probabilities, the ordered probit's closed form under each community's Gaussian f_a − f_b
+(:func:`~crowdzoo.gp.ordinal.predictive_outcomes`, with the threshold τ α/√(α² + c/s) of the model),
+and ``predict_proba`` is then P(a ≻ b | not a tie).
+
 With the item length-scales under a prior (``DPMCommunities(lengthscale_prior=...)``, svi and nuts) every
 draw s has its own ℓ_s (``lengthscales`` (S, D)), hence its own K_mm, L_mm, label directions G and
 projections A = K_*m K_mm⁻¹ (Eq. 19): r, f_m^c and every prediction use draw s's, computed over chunks
@@ -36,8 +42,9 @@ from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
 from ...gp.conditional import probit_rows
 from ...gp.linalg import DTYPE, cholesky
+from ...gp.ordinal import predictive_outcomes
 from ...gp.probit import mixture_moments, predictive_prob
-from .model import directions, stick_weights, user_loglik
+from .model import directions, stick_weights, tie_scale, user_loglik
 
 _CHUNK = 2**22
 
@@ -50,7 +57,8 @@ class DPMPosterior(Posterior):
     ``means`` (S, C, M), ``covs`` (S, C, M, M) (None: point communities, the svi and nuts routes),
     ``counts`` (S, C), ``concentration`` (S,) λ per sample, ``responsibilities`` (S, U, C) p(c_u = c)
     per sample (svi and nuts; None for Gibbs, whose z are the samples themselves), ``lengthscales``
-    (S, D) per draw when the item length-scales were inferred under a prior (None: the setup's kernel).
+    (S, D) per draw when the item length-scales were inferred under a prior (None: the setup's kernel),
+    ``tau`` (S,) the tie threshold per draw of a fit to labels with ties (else None).
     """
 
     query_users = "personal"  # a query asks one user about her own utilities (active learning)
@@ -62,6 +70,7 @@ class DPMPosterior(Posterior):
     concentration: torch.Tensor
     responsibilities: torch.Tensor | None = None
     lengthscales: torch.Tensor | None = None
+    tau: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
@@ -87,8 +96,10 @@ class DPMPosterior(Posterior):
         lam = (sites["concentration"].to(DTYPE).reshape(S) if "concentration" in sites
                else torch.full((S,), float(model.concentration), dtype=DTYPE))
         ell = sites["lengthscale"].to(DTYPE).reshape(S, -1) if "lengthscale" in sites else None
+        tau = sites["tau"].to(DTYPE).reshape(S) if "tau" in sites else None
         args = model.program(setup, data, None)[1]
         G, sgn, lab, mask = args[:4] if ell is None else (None, *args[3:6])
+        scale = args[8] if tau is not None and ell is None else None
         f_m = torch.empty(S, T, M, dtype=DTYPE)
         resp = torch.empty(S, U, T, dtype=DTYPE)
         step = 64 if ell is None else max(1, min(64, _CHUNK // (M * (M + lab.numel()))))
@@ -98,8 +109,12 @@ class DPMPosterior(Posterior):
             L = setup.gp.L_mm
             if ard is not None:  # each draw its own K_mm, L_mm and label directions G
                 L = ard.chol(ell[sl])[1]
-                G = directions(*ard.pair_terms(ell[sl], args[1], args[2], L=L), setup.s, setup.alpha)
-            ll = user_loglik(G, sgn, lab, mask, u[sl])  # (s, U, T)
+                d, c = ard.pair_terms(ell[sl], args[1], args[2], L=L)
+                G = directions(d, c, setup.s, setup.alpha)
+                if tau is not None:
+                    scale = tie_scale(c, setup.s, setup.alpha)
+            tau_p = None if tau is None else tau[sl, None] * scale  # (s, P): each label's threshold
+            ll = user_loglik(G, sgn, lab, mask, u[sl], tau_p)  # (s, U, T)
             resp[sl] = torch.softmax(log_pi[sl, None, :] + ll, -1)
             f_m[sl] = u[sl] @ L.mT / setup.s ** 0.5
         g = torch.Generator().manual_seed(int((kw.get("settings") or {}).get("seed", 0)))
@@ -113,7 +128,7 @@ class DPMPosterior(Posterior):
         counts = torch.zeros(S, T, dtype=torch.long).scatter_add(1, z, torch.ones(S, U, dtype=torch.long))
         return cls(model=model, setup=setup, data=data, method=method, weights=uniform_weights(S), z=z,
                    means=means, covs=None, counts=counts, concentration=lam, responsibilities=resp,
-                   lengthscales=ell, **kw)
+                   lengthscales=ell, tau=tau, **kw)
 
     # ------------------------------------------------------------------ helpers
     def _weights(self):
@@ -155,15 +170,18 @@ class DPMPosterior(Posterior):
         return A, c / st.s, K / st.s
 
     def _probit_rows(self, ia, ib, X, gs):
-        """(h, K): probit rows of pairs (:func:`~crowdzoo.gp.conditional.probit_rows`) and the prior
-        covariance, shared or per draw as in :meth:`_item_rows`."""
+        """(h, K, scale): probit rows of pairs (:func:`~crowdzoo.gp.conditional.probit_rows`), the prior
+        covariance, and each pair's tie scale α/√(α² + c/s) (:func:`~crowdzoo.models.dpm.model.tie_scale`),
+        shared or per draw as in :meth:`_item_rows`."""
         st = self.setup
         if self.lengthscales is None:
-            return probit_rows(st.gp, ia, ib, st.s, st.alpha, X), None
+            _, c = st.gp.pair_terms(ia, ib, X)
+            return probit_rows(st.gp, ia, ib, st.s, st.alpha, X), None, tie_scale(c, st.s, st.alpha)
         ard = self.model.item_gp.ard(st.gp)
         K, L = ard.chol(self.lengthscales[gs])
         rows, c = ard.pair_rows(self.lengthscales[gs], ia, ib, X, L=L)
-        return rows / torch.sqrt(st.alpha ** 2 + c / st.s)[..., None], K / st.s
+        return (rows / torch.sqrt(st.alpha ** 2 + c / st.s)[..., None], K / st.s,
+                tie_scale(c, st.s, st.alpha))
 
     # ------------------------------------------------------------------ predictions
     def _items(self, item_features):
@@ -177,7 +195,8 @@ class DPMPosterior(Posterior):
         return feature_rows("item_features", item_features, self.setup.gp.X.shape[1])
 
     def predict_proba(self, a, b, users=None, item_features=None, new_users: str = "error") -> np.ndarray:
-        """P(a ≻ b | user) per pair, averaged over the kept samples.
+        """P(a ≻ b | user) per pair, averaged over the kept samples (a fit with ties: P(a ≻ b | not a
+        tie), from :meth:`predict_outcomes`).
 
         ``users``: one user id per pair (or one for all); ``users=None`` gets the CRP prior
         predictive of a new user (module docstring), the population's preference. A user id not seen
@@ -185,6 +204,19 @@ class DPMPosterior(Posterior):
         (``"prior"`` or ``"consensus"``: for the DPM they are one).
         ``item_features=`` (new items): ``a``, ``b`` name rows of that table — by its index when it
         is a DataFrame, by position when it is an array — and each community's GP predicts there."""
+        p = self._mixed(a, b, users, item_features, new_users, outcomes=self.tau is not None)
+        if self.tau is None:
+            return p.numpy()
+        return (p[:, 0] / (p[:, 0] + p[:, 2]).clamp_min(1e-300)).numpy()
+
+    def outcome_probs(self, a, b, users=None, item_features=None, new_users: str = "error") -> torch.Tensor:
+        """(P, 3) probabilities (p_a, p_tie, p_b) of a fit with ties, for :meth:`predict_outcomes`
+        (the arguments as :meth:`predict_proba`'s)."""
+        return self._mixed(a, b, users, item_features, new_users, outcomes=True)
+
+    def _mixed(self, a, b, users, item_features, new_users, outcomes: bool) -> torch.Tensor:
+        """P(a ≻ b) (n,), or with ``outcomes`` (p_a, p_tie, p_b) (n, 3), mixed over the kept samples,
+        each user's communities (or the CRP prior predictive of a new user) and their Gaussians."""
         X, ids = self._items(item_features)
         n_items = self.data.n_items if X is None else X.shape[0]
         ia = positions("a", a, ids, n_items)
@@ -196,25 +228,31 @@ class DPMPosterior(Posterior):
         else:
             _, j = seen_users(users, self.data.user_ids, n, new_users)  # −1: the CRP's new user
         S, C = self.counts.shape
-        out = torch.empty(n, dtype=DTYPE)
+        k = 3 if outcomes else 1
+        out = torch.empty(n, k, dtype=DTYPE)
         w_new = self._weights()
-        chunk = max(16, _CHUNK // (S * (C + 1)))
+        chunk = max(16, _CHUNK // (S * (C + 1) * k))
         for lo in range(0, n, chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
-            p = torch.empty(S, C + 1, ia[sl].shape[0], dtype=DTYPE)
+            p = torch.empty(S, C + 1, ia[sl].shape[0], k, dtype=DTYPE)
             for gs in self._draw_chunks(ia[sl].shape[0] * self.setup.M + self.setup.M ** 2):
-                h, K = self._probit_rows(ia[sl], ib[sl], X, gs)
-                p[gs] = predictive_prob(*self._moments(h, 0.0, gs, K))  # (S, C + 1, n)
+                h, K, scale = self._probit_rows(ia[sl], ib[sl], X, gs)
+                mean, var = self._moments(h, 0.0, gs, K)  # (g, C + 1, n)
+                if outcomes:  # each draw's τ at each pair's scale α/√(α² + c/s)
+                    tau = self.tau[gs].reshape(-1, 1, 1) * scale[..., None, :]
+                    p[gs] = predictive_outcomes(mean, var, tau)  # (g, C + 1, n, 3)
+                else:
+                    p[gs] = predictive_prob(mean, var)[..., None]
             jj = j[sl]
             known = jj >= 0
             if self.responsibilities is None:
                 comm = self.z[:, jj.clamp_min(0)]  # (S, n)
-                p_known = p.gather(1, comm[:, None, :])[:, 0, :]
+                p_known = p.gather(1, comm[:, None, :, None].expand(-1, 1, -1, k))[:, 0]
             else:  # average over each user's membership probabilities
-                p_known = torch.einsum("snc,scn->sn", self.responsibilities[:, jj.clamp_min(0)], p[:, :C])
-            p_new = (w_new[:, :, None] * p).sum(1)
-            out[sl] = torch.where(known[None, :], p_known, p_new).mean(0)
-        return out.numpy()
+                p_known = torch.einsum("snc,scnk->snk", self.responsibilities[:, jj.clamp_min(0)], p[:, :C])
+            p_new = (w_new[:, :, None, None] * p).sum(1)
+            out[sl] = torch.where(known[None, :, None], p_known, p_new).mean(0)
+        return out[:, 0] if not outcomes else out
 
     def utilities(self, users=None, item_features=None):
         """Posterior mean and variance of the items' utilities: for ``users`` (ids), DataFrames
@@ -314,6 +352,8 @@ class DPMPosterior(Posterior):
                "concentration": self.concentration[comp], "f": f_user}
         if self.lengthscales is not None:
             out["lengthscale"] = self.lengthscales[comp]
+        if self.tau is not None:
+            out["tau"] = self.tau[comp]
         return out
 
     def _at_training(self, f_m, comp):

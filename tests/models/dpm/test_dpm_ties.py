@@ -1,0 +1,146 @@
+"""The DPM community model with ties as a third outcome (svi and nuts): the program's log density
+against a direct computation of the summed-out likelihood (without ties and with them), τ and the
+communities recovered from a simulated crowd whose ties come from the ordered probit, three-outcome
+predictions, and the Gibbs route's refusal."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyro
+import pyro.poutine as poutine
+import pytest
+import torch
+from scipy.special import logsumexp
+from scipy.stats import norm
+
+import crowdzoo as cz
+from crowdzoo.gp.ordinal import sample_outcomes
+from crowdzoo.models.dpm.model import stick_weights, user_loglik
+
+TAU = 0.6
+
+
+def _crowd(tau=TAU, n_users=10, per_user=40, n_items=12, seed=0):
+    """Two communities of users (even and odd ids) with opposite utilities ±1.5 x over one feature;
+    each label drawn from the ordered probit at threshold ``tau`` (0: no ties)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 3, size=(n_items, 1))
+    f = np.stack([1.5 * X[:, 0], -1.5 * X[:, 0]])
+    c = np.arange(n_users) % 2
+    u = np.repeat(np.arange(n_users), per_user)
+    a = rng.integers(0, n_items, u.size)
+    b = (a + rng.integers(1, n_items, u.size)) % n_items
+    delta = torch.as_tensor(f[c[u], a] - f[c[u], b])
+    y = sample_outcomes(delta, tau, "probit", torch.Generator().manual_seed(seed)).numpy()
+    return cz.PairwiseData.from_arrays(a, b, y, X, users=u, ties="model" if tau > 0 else "error"), c
+
+
+def _reference_loglik(model, setup, data, u, beta, tau):
+    """Σ_u log Σ_c π_c Π_p P(y_p | u_c), straight from the story with scipy's Φ: z_p = (f_a − f_b)/α
+    and thresholds ±τ, the sparse conditional variance folded into both."""
+    d, c = (x.numpy() for x in setup.gp.pair_terms(torch.as_tensor(data.a), torch.as_tensor(data.b)))
+    s, alpha = setup.s, setup.alpha
+    sd = np.sqrt(alpha ** 2 + c / s)
+    z = (d @ u.T) / np.sqrt(s) / sd[:, None]  # (P, T)
+    t = (tau * alpha / sd)[:, None]
+    p = np.where(data.y[:, None] == 1, norm.cdf(z - t),
+                 np.where(data.y[:, None] == 0, norm.cdf(-z - t), norm.cdf(t - z) - norm.cdf(-t - z)))
+    log_pi = stick_weights(torch.as_tensor(beta)).numpy()
+    ll = np.zeros((data.n_users, u.shape[0]))
+    np.add.at(ll, data.users, np.log(p))
+    return logsumexp(log_pi + ll, axis=1).sum()
+
+
+def _labels_factor(model, data, sites):
+    """The program's "labels" factor (the summed-out likelihood) at fixed sites."""
+    setup = model.setup(data)
+    fn, args = model.program(setup, data)
+    tr = poutine.trace(poutine.condition(fn, data=sites)).get_trace(*args)
+    return setup, tr, float(tr.nodes["labels"]["fn"].log_prob(tr.nodes["labels"]["value"]).sum())
+
+
+@pytest.mark.parametrize("n_inducing", [None, 6])
+def test_log_density_matches_the_story_without_and_with_ties(n_inducing):
+    model = cz.DPMCommunities(truncation=3, lengthscale=[1.5], n_inducing=n_inducing, probit_scale=0.7)
+    g = torch.Generator().manual_seed(1)
+    for tau in (0.0, TAU):
+        data, _ = _crowd(tau=tau, n_users=6, per_user=10)
+        M = model.setup(data).M
+        sites = {"u": torch.randn(3, M, dtype=torch.float64, generator=g),
+                 "beta": torch.rand(2, dtype=torch.float64, generator=g) * 0.8 + 0.1}
+        if tau:
+            sites["tau"] = torch.tensor(0.45, dtype=torch.float64)
+        setup, tr, got = _labels_factor(model, data, sites)
+        assert ("tau" in tr.nodes) == bool(tau)  # no τ site without ties: the program as before
+        want = _reference_loglik(model, setup, data, sites["u"].numpy(), sites["beta"].numpy(),
+                                 0.45 if tau else 0.0)
+        assert abs(got - want) < 1e-10 * max(1.0, abs(want)), (tau, got, want)
+
+
+def test_ordinal_user_loglik_at_zero_threshold_is_the_pairwise_probit():
+    data, _ = _crowd(tau=0.0, n_users=4, per_user=8)
+    model = cz.DPMCommunities(truncation=3, lengthscale=[1.5])
+    G, sgn, lab, mask = model.program(model.setup(data), data)[1][:4]
+    u = torch.randn(3, G.shape[1], dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    old = user_loglik(G, sgn, lab, mask, u)
+    new = user_loglik(G, sgn, lab, mask, u, torch.zeros(G.shape[0], dtype=torch.float64))
+    assert torch.allclose(new, old, rtol=0, atol=1e-10)
+
+
+def test_svi_recovers_the_tie_threshold_and_the_communities():
+    data, comm = _crowd()
+    assert 0.1 < np.mean(data.y == 0.5) < 0.3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cz.ConvergenceWarning)
+        post = cz.fit(cz.DPMCommunities(truncation=4, lengthscale=[1.5]), data, method="svi", num_steps=1000,
+                      lr=0.05, n_draws=200, progress_bar=False, check_confidence=False)
+    assert post.tau.shape == (200,)
+    assert abs(float(post.tau.mean()) - TAU) < 0.15, post.tau.mean()
+    co = post.coclustering().numpy()
+    same = comm[:, None] == comm[None, :]
+    assert co[same].mean() > 0.8 and co[~same].mean() < 0.2
+    a, b, users = data.item_ids[data.a], data.item_ids[data.b], data.user_ids[data.users]
+    p = post.predict_outcomes(a, b, users=users)
+    assert np.allclose(p.to_numpy().sum(1), 1.0, atol=1e-12)
+    k = np.round(2 * data.y).astype(int)
+    probs = p[["p_b", "p_tie", "p_a"]].to_numpy()[np.arange(data.n_pairs), k]
+    assert np.mean(np.log(probs)) > np.log(1 / 3) + 0.3  # far better than guessing the three outcomes
+    p_new = post.predict_outcomes(a[:20], b[:20])  # a new user: the CRP prior predictive
+    assert np.allclose(p_new.to_numpy().sum(1), 1.0, atol=1e-12)
+    decided = post.predict_proba(a[:20], b[:20], users=users[:20])
+    assert np.allclose(decided, p["p_a"][:20] / (p["p_a"][:20] + p["p_b"][:20]))
+    dt = post.to_arviz(n_draws=50)
+    assert dt["posterior"]["tau"].shape == (1, 200)
+    assert np.isfinite(dt["log_likelihood"]["y"].to_numpy()).all()
+
+
+@pytest.mark.slow
+def test_nuts_and_svi_agree_on_the_tie_threshold():
+    data, _ = _crowd()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cz.ConvergenceWarning)
+        model = cz.DPMCommunities(truncation=2, lengthscale=[1.5])
+        nuts = cz.fit(model, data, method="nuts", num_samples=300, warmup_steps=300, progress_bar=False,
+                      check_confidence=False)
+        svi = cz.fit(model, data, method="svi", num_steps=1000, lr=0.05, n_draws=300, progress_bar=False,
+                     check_confidence=False)
+    assert abs(float(nuts.tau.mean()) - TAU) < 0.15
+    assert abs(float(nuts.tau.mean()) - float(svi.tau.mean())) < 0.1
+
+
+def test_gibbs_refuses_ties_naming_the_routes_that_take_them():
+    data, _ = _crowd(n_users=4, per_user=10)
+    for method in ("gibbs", None):  # named, and the default route
+        kw = {} if method is None else {"method": method}
+        with pytest.raises(cz.DataError, match=r"'gibbs' route has no tie likelihood.*svi.*nuts") as err:
+            cz.fit(cz.DPMCommunities(), data, **kw)
+        assert err.value.arg == "y" and data.y[err.value.row] == 0.5
+
+
+def test_tie_prior_must_be_a_positive_distribution():
+    with pytest.raises(cz.DataError, match="tie_prior"):
+        cz.DPMCommunities(tie_prior=pyro.distributions.Normal(0.0, 1.0))
+    with pytest.raises(cz.DataError, match="DPMCommunities\\(tie_prior"):
+        gp = cz.GPPL(item_residual=False, tie_prior=pyro.distributions.LogNormal(0.0, 1.0))
+        cz.DPMCommunities(item_gp=gp)
