@@ -180,7 +180,7 @@ def fit_choices(model, data, seed: int = 0, likelihood: str | None = None, batch
     and ``checkpoint`` as there, in one process."""
     if learn_kernel or learn_inducing or getattr(model, "lengthscale_prior", None) is not None:
         raise DataError("learn_kernel: choices are fitted with fixed length-scales (the median heuristic or "
-                        "lengthscale=); drop learn_kernel, learn_inducing and lengthscale_prior",
+                        "lengthscale=); drop {learn_kernel}, {learn_inducing} and lengthscale_prior",
                         arg="learn_kernel", settings=("learn_kernel", "learn_inducing"))
     if likelihood not in (None, "exact"):
         raise DataError("likelihood: choices take the exact likelihood (the probit choice), got "
