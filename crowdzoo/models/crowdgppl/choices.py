@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyro
-import pyro.distributions as dist
 import torch
 
 from ...data.tensors import choice_tensors
@@ -28,6 +27,7 @@ from ...errors import DataError
 from ...gp.choice import observe_choices
 from ...gp.linalg import DTYPE
 from ..gppl.model import residual
+from .setup import global_sites
 
 
 def choice_program(model, setup, data, subsample_size=None, learn_kernel: bool = False):
@@ -50,17 +50,7 @@ def crowdgppl_choice_model(setup, items, mask, best, worst, j, subsample_size=No
     """The Pyro model of crowdGPPL on choices (module docstring): ``items`` (R, k_max) item positions,
     ``mask`` the slots that hold one, ``best`` (R,) and ``worst`` (R,; −1 none) slots or None, ``j``
     (R,) each row's user. The global sites are :func:`~crowdzoo.models.crowdgppl.model.crowdgppl_model`'s."""
-    C, M, M_u = setup.C, setup.M, setup.M_u
-    one = torch.ones((), dtype=DTYPE)
-    u_t = s_t = None
-    if setup.consensus:
-        s_t = pyro.sample("s_t", setup.priors["t"])
-        u_t = pyro.sample("u_t", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
-    with pyro.plate("components", C, dim=-1):
-        s_v = pyro.sample("s_v", setup.priors["v"])
-        s_w = pyro.sample("s_w", setup.priors["w"])
-        u_v = pyro.sample("u_v", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
-        u_w = pyro.sample("u_w", dist.Normal(torch.zeros(M_u, dtype=DTYPE), one).to_event(1))
+    u_t, s_t, u_v, s_v, u_w, s_w = global_sites(setup)
     r = residual(setup)
     B = setup.items.B  # (M, N): t = Bᵀ u_t / √s_t at the items
     c = None if setup.items.exact else setup.items.conditional_variance()

@@ -65,7 +65,7 @@ from ...gp.priors import check_priors
 from ...gp.probit import probit_logits
 from ...gp.residual import prior_gamma, resolve
 from ..gppl.model import GPPL, residual
-from .setup import CrowdSetup, LengthscaleSpace, _has_kernel
+from .setup import CrowdSetup, LengthscaleSpace, _has_kernel, global_sites
 
 
 class _class_or_instance:
@@ -353,17 +353,7 @@ def crowdgppl_lengthscale_model(space: LengthscaleSpace, a, b, j, y, subsample_s
 
 def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = None):
     """The Pyro model of crowdGPPL (module docstring). ``a``, ``b``, ``j`` (users), ``y``: (P,)."""
-    C, M, M_u = setup.C, setup.M, setup.M_u
-    one = torch.ones((), dtype=DTYPE)
-    u_t = s_t = None
-    if setup.consensus:
-        s_t = pyro.sample("s_t", setup.priors["t"])
-        u_t = pyro.sample("u_t", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
-    with pyro.plate("components", C, dim=-1):
-        s_v = pyro.sample("s_v", setup.priors["v"])
-        s_w = pyro.sample("s_w", setup.priors["w"])
-        u_v = pyro.sample("u_v", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
-        u_w = pyro.sample("u_w", dist.Normal(torch.zeros(M_u, dtype=DTYPE), one).to_event(1))
+    u_t, s_t, u_v, s_v, u_w, s_w = global_sites(setup)
     tau = tie_thresholds(setup)
     r = residual(setup)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size, dim=-1) as idx:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import pyro
+import pyro.distributions as dist
 import torch
 
 from ...gp.conditional import SparseGP
@@ -87,4 +89,23 @@ class LengthscaleSpace:
         return varying_sides(self)
 
 
-__all__ = ["CrowdSetup", "LengthscaleSpace"]
+def global_sites(setup: CrowdSetup):
+    """The global sites of the story (:func:`~crowdzoo.models.crowdgppl.model.crowdgppl_model`), which
+    the pair and choice programs share: s_t and the whitened consensus u_t (None without one), then per
+    component s_v, s_w and the whitened u_v (M), u_w (M_u) → (u_t, s_t, u_v, s_v, u_w, s_w)."""
+    C, M, M_u = setup.C, setup.M, setup.M_u
+    one = torch.ones((), dtype=DTYPE)
+    u_t = s_t = None
+    if setup.consensus:
+        s_t = pyro.sample("s_t", setup.priors["t"])
+        u_t = pyro.sample("u_t", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
+    with pyro.plate("components", C, dim=-1):
+        s_v = pyro.sample("s_v", setup.priors["v"])
+        s_w = pyro.sample("s_w", setup.priors["w"])
+        u_v = pyro.sample("u_v", dist.Normal(torch.zeros(M, dtype=DTYPE), one).to_event(1))
+        u_w = pyro.sample("u_w", dist.Normal(torch.zeros(M_u, dtype=DTYPE), one).to_event(1))
+    return u_t, s_t, u_v, s_v, u_w, s_w
+
+
+__all__ = ["CrowdSetup", "LengthscaleSpace", "global_sites"]
+
