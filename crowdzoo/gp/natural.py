@@ -1,6 +1,7 @@
 """A Gaussian factor in natural parameters, its natural-gradient step and its KL to a GP prior: the
 block every natural-gradient route is built of (GPPL's q(f_m), crowdGPPL's q(t), q(v_c), q(w_c),
-GPPL-per-user's q(f_m,j)), written once.
+GPPL-per-user's q(f_m,j)), written once; its step, a convex combination in natural coordinates
+(:func:`convex`), is also the one BayesSCDC's conjugate globals take.
 
 q(x) = N(m, S) is held by its natural parameters Λ = S⁻¹ and η = S⁻¹ m, with the moments (m, S) they
 give (one Cholesky factor of Λ). Blocks batch over leading dimensions (C components, U users), and a
@@ -58,14 +59,22 @@ def mean(Lam: torch.Tensor, eta: torch.Tensor, what: str = "S⁻¹") -> torch.Te
     return torch.cholesky_solve(eta[..., None], cholesky(Lam, what=what))[..., 0]
 
 
+def convex(eta, target, rho: float):
+    """η ← (1 − ρ) η + ρ η̂ for every field of ``eta`` and ``target`` (tuples of tensors in natural
+    coordinates, or any affine map of them): the natural-gradient step of size ρ towards the optimum
+    η̂ given the batch (Hoffman et al. 2013, Eq. 32), for a Gaussian block (:func:`natural_params`) and
+    for BayesSCDC's conjugate globals (:func:`crowdzoo.models.scdc.bayes.natgrad_step`) alike."""
+    out = [(1 - rho) * e + rho * t for e, t in zip(eta, target)]
+    return type(eta)._make(out) if hasattr(eta, "_make") else tuple(out)
+
+
 def natural_params(q: Gaussian, prior_prec, Lam_lik, eta_lik, rho: float):
-    """(Λ, η) after a step of size ρ towards E[s] K⁻¹ + Λ_lik, η_lik (module docstring); ``Lam_lik``
-    and ``eta_lik`` already scaled by π_i. A full step (ρ = 1) drops the old parameters."""
+    """(Λ, η) after a step of size ρ towards E[s] K⁻¹ + Λ_lik, η_lik (module docstring, :func:`convex`);
+    ``Lam_lik`` and ``eta_lik`` already scaled by π_i. A full step (ρ = 1) drops the old parameters."""
     if rho == 1.0:
         Lam, eta = prior_prec + Lam_lik, eta_lik
     else:
-        Lam = (1 - rho) * q.Lam + rho * (prior_prec + Lam_lik)
-        eta = (1 - rho) * q.eta + rho * eta_lik
+        Lam, eta = convex((q.Lam, q.eta), (prior_prec + Lam_lik, eta_lik), rho)
     return (Lam if q.diagonal else sym(Lam)), eta
 
 

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from ...errors import DataError
+from ...gp.natural import convex
 from .model import SCDCSetup, check_architecture, mlp, observation_dist, observation_setup, paper_model
 
 F64 = torch.float64
@@ -192,8 +193,7 @@ def from_natural(eta: Conjugate) -> Conjugate:
 
 def natgrad_step(q: Conjugate, target: Conjugate, rho: float) -> Conjugate:
     """η ← η + ρ (η₀ + E_{q*}[t] − η) = (1 − ρ) η + ρ η̂, with ``target`` = η̂ in standard form."""
-    eta, hat = to_natural(q), to_natural(target)
-    return from_natural(Conjugate(*((1 - rho) * e + rho * t for e, t in zip(eta, hat))))
+    return from_natural(convex(to_natural(q), to_natural(target), rho))
 
 
 def conjugate_update(prior: Conjugate, stats: Stats) -> Conjugate:
