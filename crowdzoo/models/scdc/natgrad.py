@@ -14,10 +14,11 @@ With ``pretrain=`` epochs, the networks are first pretrained as a VAE and the mi
 Gaussian mixture on their latent points (VaDE's recipe, Jiang et al. 2017; :func:`pretrain_natgrad`).
 
 The steps run on the natural-gradient loop every natgrad route shares (:mod:`crowdzoo.inference.natgrad`:
-progress bar, stop rule, checkpoints, resume), BlackJAX style: :func:`init_state` makes a :class:`State`
-(a NamedTuple of the globals, the networks' weights, Adam's state, the generator's state and the
-epoch's order of the items), :func:`step` takes one step of Algorithm 1 and :func:`bound` reads the
-bound averaged over the epoch just ended. An iteration of the loop is one step; ``n_epochs`` is
+progress bar, stop rule, checkpoints, resume), BlackJAX style: on the :class:`Fixed` problem,
+:func:`init` makes a :class:`State` (a NamedTuple of the globals, the networks' weights, Adam's state,
+the generator's state and the epoch's order of the items), :func:`step` takes one step of Algorithm 1
+(a :class:`State` and an :class:`Info`) and :func:`bound` reads the bound averaged over the epoch just
+ended. An iteration of the loop is one step; ``n_epochs`` is
 ``n_epochs`` × ⌈N / ``batch_size``⌉ of them.
 
 Data-parallel (``distributed=True`` inside a ``torchrun`` launch, :mod:`crowdzoo.inference.distributed`):
@@ -40,7 +41,6 @@ items over the ranks.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from pathlib import Path
 from typing import NamedTuple
@@ -288,6 +288,14 @@ class Fixed(NamedTuple):
     pretrain: int
     lr: float
     work: Work
+    seed: int = 0  # the initialisation's seed (the networks' and the k-means restart's)
+
+
+class Info(NamedTuple):
+    """What a step did: its step size ρ_t on the globals (Eq. 17) and its mini-batch's J (Eq. 16)."""
+
+    rho: float
+    J: float
 
 
 def _weights(nets) -> dict:
@@ -312,10 +320,11 @@ def working(fx: Fixed, state: State):
     return w.nets, w.opt
 
 
-def init_state(fx: Fixed, seed: int, gen) -> State:
-    """The start from ``gen`` (the loop's generator, seeded with ``seed``): the networks from ``seed``,
-    the authors' random q (:func:`init_conjugate`) or, with ``pretrain``, VaDE-style pretraining's
-    (:func:`pretrain_natgrad`), and a fresh Adam."""
+def init(fx: Fixed, gen) -> State:
+    """The start from ``gen`` (the loop's generator, seeded with ``fx.seed``): the networks from that
+    seed, the authors' random q (:func:`init_conjugate`) or, with ``pretrain``, VaDE-style
+    pretraining's (:func:`pretrain_natgrad`), and a fresh Adam."""
+    seed = fx.seed
     nets = fx.model.networks(fx.setup, seed=seed).to(fx.device)
     q = init_conjugate(fx.model, fx.n_workers, gen, fx.device)
     if fx.pretrain:
@@ -328,13 +337,14 @@ def init_state(fx: Fixed, seed: int, gen) -> State:
     return state
 
 
-def step(fx: Fixed, state: State, idx, rho_t: float, pi: float) -> State:
+def step(state: State, batch: loop.Batch, fx: Fixed) -> tuple[State, Info]:
     """One step of Algorithm 1 (:func:`train_step`): the networks' Adam step on J (Eq. 16) and, after
-    the warm-up, the globals' natural-gradient step of size ρ_t (Eq. 17). An epoch's first step draws
-    its order of the items (and, at the end of the warm-up, restarts the mixture from k-means:
-    :func:`kmeans_globals`). The loop's ``idx`` (every item) and ``pi`` (1) are not used: an epoch is a
-    permutation of the items, as in the paper's code, drawn from the generator the state carries."""
-    t, sh = fx.t, fx.sh
+    the warm-up, the globals' natural-gradient step of size ρ_t = ``batch.rho`` (Eq. 17). An epoch's
+    first step draws its order of the items (and, at the end of the warm-up, restarts the mixture from
+    k-means: :func:`kmeans_globals`). The batch's ``idx`` (every item) and ``pi`` (1) are not used: an
+    epoch is a permutation of the items, as in the paper's code, drawn from the generator the state
+    carries."""
+    t, sh, rho_t = fx.t, fx.sh, batch.rho
     N = t.O.shape[0]
     epoch, k = divmod(state.t, fx.steps)
     nets, opt = working(fx, state)
@@ -356,13 +366,18 @@ def step(fx: Fixed, state: State, idx, rho_t: float, pi: float) -> State:
     new = State(q, _weights(nets), _copy_adam(opt.state_dict()), gen.get_state(), perm, state.t + 1,
                 total + J, state.seed)
     fx.work.state = new
-    return new
+    return new, Info(rho_t, J)
 
 
-def bound(fx: Fixed, state: State, idx=None, scale: float = 1.0) -> float:
+def bound(state: State, idx, scale: float, fx: Fixed) -> float:
     """The bound per item averaged over the epoch just ended: (mean of the steps' J (Eq. 16) − KL of
     the globals from their prior) / N. The loop evaluates it at the end of each epoch."""
     return (state.total / fx.steps - float(kl_globals(state.q, fx.prior))) / fx.t.O.shape[0]
+
+
+#: the algorithm (:func:`init`, :func:`step`, :func:`bound`) the loop runs; ``fit_natgrad``'s own
+#: ``init`` setting (the k-means or random start) shadows the function's name there
+ALGORITHM = (init, step, bound)
 
 
 def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_size: int = 128,
@@ -483,8 +498,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
             _check_replicated(sh, t, (A, W, s, n_init, n_epochs, batch_size, annotation_batch, lr, pretrain,
                                       warmup, step_delay, forgetting_rate, init == "kmeans", tol, patience,
                                       model.n_clusters, model.latent_dim, model.sweeps))
-            problem = loop.Problem(functools.partial(init_state, fx, s), functools.partial(step, fx),
-                                   functools.partial(bound, fx), N)
+            problem = loop.algorithm(*ALGORITHM, fx._replace(seed=s), N)
             res = loop.run(problem, settings, shard=sh, seed=s, what=name, advice=ADVICE,
                            advice_settings=ADVICE_SETTINGS, progress_bar=progress_bar, resume=again,
                            checkpoint=checkpoint, checkpoint_every=checkpoint_every, callback=callback,
