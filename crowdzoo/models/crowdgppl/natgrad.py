@@ -612,22 +612,24 @@ def pooled(model, data, setup, seed: int, sh: Shard, resumed: bool):
     length-scales), then fixed: features that move the consensus get short length-scales, the others
     long ones, and the components v_c take the same. ``(model with those length-scales, its setup,
     settings)``; a resumed run reads them from its checkpoint's setup. On several ranks the first
-    rank's draw from its shard decides, for every rank."""
+    rank alone fits, on a draw from its shard, and every rank takes its length-scales."""
+    n = min(POOLED_LABELS, len(data.a))
     if resumed:
         ell = setup.items.kernel.lengthscale.detach().clone()
     else:
-        from ..gppl.natgrad import fit_natgrad as fit_gppl
+        ell = torch.zeros(np.asarray(data.item_features).shape[1], dtype=DTYPE)
+        if sh.lead:  # the other ranks wait for the first one's length-scales
+            from ..gppl.natgrad import fit_natgrad as fit_gppl
 
-        n = len(data.a)
-        rows = np.sort(np.random.default_rng(seed).choice(n, size=min(POOLED_LABELS, n), replace=False))
-        gppl = fit_gppl(model.item_gp(), data.subset(rows), seed=seed, learn_kernel=True, progress_bar=False)
-        ell = torch.as_tensor(gppl.settings["learned_lengthscale"], dtype=DTYPE)
+            rows = np.sort(np.random.default_rng(seed).choice(len(data.a), size=n, replace=False))
+            gppl = fit_gppl(model.item_gp(), data.subset(rows), seed=seed, learn_kernel=True,
+                            progress_bar=False)
+            ell = torch.as_tensor(gppl.settings["learned_lengthscale"], dtype=DTYPE)
         if sh.world > 1:
-            ell = sh.sum(ell if sh.lead else torch.zeros_like(ell))
+            ell = sh.sum(ell)
     model = dataclasses.replace(model, lengthscale=ell)
     setup = setup if resumed else model.setup(data, seed=seed)
-    return model, setup, {"pooled_lengthscale": ell.tolist(),
-                          "pooled_labels": min(POOLED_LABELS, len(data.a))}
+    return model, setup, {"pooled_lengthscale": ell.tolist(), "pooled_labels": n}
 
 
 def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
