@@ -118,9 +118,9 @@ def make_parser() -> argparse.ArgumentParser:
                       "run_one(seed, quick=...) → tidy DataFrame and summarise(df) → Markdown; a module file "
                       "in the working folder is found)")
     cmp_.add_argument("model", nargs="?", default=None,
-                      help="sbc: the model to calibrate (gppl, crowdgppl, bradley-terry, collabgp, dpm); "
-                           "guides: the model whose svi route the guides fit (a model with svi and nuts "
-                           "routes); default gppl")
+                      help="sbc: the model to calibrate (gppl, crowdgppl, bradley-terry, collabgp, dpm, "
+                           "bayesscdc); guides: the model whose svi route the guides fit (a model with svi "
+                           "and nuts routes); default gppl")
     cmp_.add_argument("--repeats", type=int, default=1)
     cmp_.add_argument("--jobs", type=int, default=1)
     cmp_.add_argument("--quick", action="store_true", help="smaller settings (each comparison says which)")

@@ -26,6 +26,20 @@ draw (:func:`_dpm_simulate`) takes the sticks and the communities' utilities fro
 prior trace and draws the memberships and labels beside it, with the program's stick weights and
 label directions.
 
+BayesSCDC (Luo et al. 2018, §3) has networks whose weights are point estimates, with no prior to
+draw them from; what is Bayesian given the data is q(z) q(π) q(α) q(β). Its draw
+(:func:`_scdc_simulate`) follows the model's generative story with the mixture's components fixed:
+π, the workers' two-coin α_m, β_m (Eq. 1) from the model's priors (Eq. 6), clusters z_n ~ Cat(π),
+observations around fixed centres far apart (the decoder the identity) and the annotations from the
+two coins. The observations then fix the partition, whatever μ, Σ and decoder a fit learns, and
+p(π, α, β | data) is the conjugate posterior given the true partition — which does not depend on
+the fixed components, so the ranks of π and of α, β test the route. Drawing μ, Σ from the NIW and
+the observations through a decoder would instead make the ranks judge how well the networks learn
+that decoder. The summaries are label-invariant: two workers' α and β, the weight of item 0's
+cluster, the largest weight, and whether two items share a cluster (which, with the partition fixed
+by the observations, tests that the fit finds it rather than q(z)'s spread). SCDC is not checked
+(:data:`UNCHECKED`): its π, α, β are point estimates.
+
 The summaries are functions of the variables that a posterior's ``sample`` returns, which are
 computed from the prior trace the same way (:class:`Spec`): a few items' utilities, utility
 differences and log scales; for crowdGPPL the consensus and personal utilities F = t + VᵀW, which do
@@ -42,6 +56,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -86,7 +101,14 @@ class Spec:
     summaries h (name → (n,) tensor) and ``groups`` names each summary's group; ``crowd``: the labels
     have users; ``labels(y, data)``: the program's label draws as the data's y (a ≻ b) where they differ
     (None: the same). ``simulate(model, data, seed)`` → (prior state, labels ỹ): the prior draw of a
-    model whose program has no label site to uncondition (None: :func:`prior_draw`)."""
+    model whose program has no label site to uncondition (None: :func:`prior_draw`).
+
+    A model on other data than pairwise labels says how: ``problem`` is its default shape;
+    ``design(problem, rng)`` draws a simulation's design (None: :func:`design`), ``data(design, ỹ)``
+    builds the data to fit from the design and what ``simulate`` drew (None: the design's pairs with
+    labels ỹ), ``draws(post, L, seed)`` takes L posterior draws of the state (None:
+    :func:`posterior_draws`), and ``settings`` / ``quick`` replace :data:`ROUTE_SETTINGS` /
+    :data:`QUICK_SETTINGS` for its route."""
 
     model: Callable
     prior_state: Callable
@@ -95,6 +117,12 @@ class Spec:
     crowd: bool = False
     labels: Callable | None = None
     simulate: Callable | None = None
+    problem: Problem = field(default_factory=Problem)
+    design: Callable | None = None
+    data: Callable | None = None
+    draws: Callable | None = None
+    settings: dict | None = None
+    quick: dict | None = None
 
 
 # ---------------------------------------------------------------------------------------- GPPL
@@ -250,6 +278,119 @@ _DPM_GROUPS = {"f[0], user 0": "personal", "f[0] - f[1], user 0": "personal diff
                "communities": "communities"}
 
 
+# ---------------------------------------------------------------------------------------- BayesSCDC
+#: the fixed design's cluster centres: the vertices of a triangle of side 6 in the first two features,
+#: with the items' observations spread around them by sd 0.5 (12 sd between two centres)
+SCDC_SIDE, SCDC_SD = 6.0, 0.5
+
+
+class LinkDesign(NamedTuple):
+    """One simulation's annotation design: the annotated pairs (positions ``i`` ≠ ``j``), each one's
+    worker (every worker annotating at least once), and the sizes."""
+
+    i: np.ndarray
+    j: np.ndarray
+    workers: np.ndarray
+    n_items: int
+    n_features: int
+    n_workers: int
+
+
+def _scdc_model(problem: Problem):
+    from ..models.scdc.bayes import BayesSCDC
+
+    return BayesSCDC(n_clusters=3, hidden=(32, 32))
+
+
+def _scdc_design(problem: Problem, rng: np.random.Generator) -> LinkDesign:
+    """``n_pairs`` annotations on uniform pairs i ≠ j of ``n_items`` items, by ``n_users`` workers."""
+    N, A, W = problem.n_items, problem.n_pairs, problem.n_users
+    i = rng.integers(0, N, A)
+    j = (i + rng.integers(1, N, A)) % N
+    workers = rng.permutation(np.concatenate([np.arange(W), rng.integers(0, W, A - W)]))
+    return LinkDesign(i, j, workers, N, problem.n_features, W)
+
+
+def scdc_centres(K: int, D: int) -> np.ndarray:
+    """K cluster centres (K, D) on a circle in the first two features, neighbours ``SCDC_SIDE`` apart."""
+    angle = 2 * np.pi * np.arange(K) / K
+    radius = SCDC_SIDE / (2 * np.sin(np.pi / K)) if K > 1 else 0.0
+    C = np.zeros((K, D))
+    C[:, 0], C[:, 1] = radius * np.cos(angle), radius * np.sin(angle)
+    return C
+
+
+def _scdc_simulate(model, design: LinkDesign, seed: int):
+    """θ̃ and ỹ = (observations O, annotations L) from BayesSCDC's generative story (Luo et al. 2018,
+    §3, Eq. 6 and Eq. 1) with the mixture's components fixed: π ~ Dirichlet(a₀ 1_K), α_m, β_m ~
+    Beta(a, b) (the model's priors), z_n ~ Cat(π), o_n ~ N(c_{z_n}, 0.5² I) around the fixed,
+    well-separated centres c_k of :func:`scdc_centres` (the decoder the identity), and
+    L_a ~ Bern(α_m) if z_i = z_j, else Bern(1 − β_m) for the design's pairs and workers."""
+    rng = np.random.default_rng([seed, 2018, 3])
+    K, W = model.n_clusters, design.n_workers
+    pi = rng.dirichlet(np.full(K, float(model.dirichlet)))
+    alpha, beta = rng.beta(*model.worker_prior, size=(2, W))
+    z = rng.choice(K, design.n_items, p=pi)
+    O = scdc_centres(K, design.n_features)[z] + SCDC_SD * rng.normal(size=(design.n_items, design.n_features))
+    w = design.workers
+    same = z[design.i] == z[design.j]
+    u = rng.random(len(w))
+    L = np.where(same, u < alpha[w], u >= beta[w]).astype(np.float64)
+    state = {"pi": torch.as_tensor(pi)[None], "z": torch.as_tensor(z)[None],
+             "alpha": torch.as_tensor(alpha)[None], "beta": torch.as_tensor(beta)[None]}
+    return state, (O, L, z)
+
+
+def _scdc_data(design: LinkDesign, y):
+    """The LinkData of a simulation: its observations and annotations (the true clusters as labels,
+    for evaluation only)."""
+    from ..data.links import LinkData
+
+    O, L, z = y
+    return LinkData.from_arrays(design.i, design.j, L, O, workers=design.workers,
+                                worker_ids=np.arange(design.n_workers), labels=z)
+
+
+def _scdc_draws(post, L: int, seed: int) -> dict:
+    """L draws of q(z) q(α) q(β) (the posterior's ``sample``) and of q(π) = Dirichlet(a)."""
+    from ..gp.linalg import gamma_draws
+
+    out = post.sample(L, seed=seed)
+    a = torch.as_tensor(post.conjugate["a"], dtype=torch.float64)
+    gam = gamma_draws(a, torch.ones_like(a), L, torch.Generator().manual_seed(int(seed) + 1))
+    return {**out, "pi": gam / gam.sum(-1, keepdim=True)}
+
+
+def _scdc_quantities(state):
+    """Summaries that do not change when the clusters are relabelled: two workers' α and β, the
+    weight of item 0's cluster π_{z_0}, the largest weight, and whether items 0 and 1, and items 0
+    and 2, share a cluster."""
+    z, pi = state["z"], state["pi"].to(torch.float64)
+    a, b = state["alpha"].to(torch.float64), state["beta"].to(torch.float64)
+    return {"alpha[0]": a[:, 0], "beta[0]": b[:, 0], "alpha[1]": a[:, 1], "beta[1]": b[:, 1],
+            "pi[z[0]]": pi.gather(1, z[:, :1].long())[:, 0], "max pi": pi.max(1).values,
+            "items 0, 1 together": (z[:, 0] == z[:, 1]).to(torch.float64),
+            "items 0, 2 together": (z[:, 0] == z[:, 2]).to(torch.float64)}
+
+
+_SCDC_GROUPS = {"alpha[0]": "worker", "beta[0]": "worker", "alpha[1]": "worker", "beta[1]": "worker",
+                "pi[z[0]]": "mixture weight", "max pi": "mixture weight",
+                "items 0, 1 together": "co-membership", "items 0, 2 together": "co-membership"}
+
+#: BayesSCDC's natgrad in a simulation: the route's defaults but one initialisation (the check is of
+#: the posterior a fit gives, not of the search over starts) and 100 epochs of pretraining and 100
+#: after, where the defaults' rule gives 30 items 200 and 200 (with three initialisations, 10× the
+#: time of a fit); ``quick``: 40 and 5
+SCDC_SETTINGS = {"n_init": 1, "pretrain": 100, "n_epochs": 100, "progress_bar": False}
+SCDC_QUICK = {"n_init": 1, "pretrain": 40, "n_epochs": 5, "progress_bar": False}
+
+#: models SBC cannot check, and why
+UNCHECKED = {
+    "scdc": "SCDC's globals π, μ, Σ and the workers' α_m, β_m are point estimates and its q(z | o) is the "
+            "encoder's, so it has no posterior to rank a prior draw in; check its Bayesian twin "
+            "(crowdzoo compare sbc bayesscdc --route natgrad)",
+}
+
 #: the models SBC knows how to check, by their names in the zoo's table
 SPECS = {
     "gppl": Spec(_gppl_model, _gppl_state, _gppl_quantities, _GPPL_GROUPS),
@@ -258,6 +399,9 @@ SPECS = {
     "collabgp": Spec(_collab_model, _collab_state, _collab_quantities, _COLLAB_GROUPS, crowd=True,
                      labels=_collab_labels),
     "dpm": Spec(_dpm_model, None, _dpm_quantities, _DPM_GROUPS, crowd=True, simulate=_dpm_simulate),
+    "bayesscdc": Spec(_scdc_model, None, _scdc_quantities, _SCDC_GROUPS, simulate=_scdc_simulate,
+                      problem=Problem(n_items=30, n_pairs=60, n_features=2, n_users=3), design=_scdc_design,
+                      data=_scdc_data, draws=_scdc_draws, settings=SCDC_SETTINGS, quick=SCDC_QUICK),
 }
 
 
@@ -352,11 +496,24 @@ def posterior_draws(post, L: int, seed: int) -> dict:
     return post.sample(L, seed=seed)
 
 
+class Simulation(NamedTuple):
+    """One simulation before its ranks: its seed, each summary of θ̃ (name → value) and of the L
+    posterior draws (name → (L,) array), the fit's seconds, and the generator that breaks the ranks'
+    ties."""
+
+    seed: int
+    truth: dict
+    draws: dict
+    seconds: float
+    rng: np.random.Generator
+
+
 @dataclass
 class Check:
     """SBC of ``model`` (a name of :data:`SPECS`) fitted by ``route`` (None: the model's default
     route): each :meth:`run_one` is one simulation with ``draws`` (L) posterior draws on a
-    :class:`Problem`. ``settings`` go to the route on top of :data:`ROUTE_SETTINGS`. ``shrink``: draws
+    :class:`Problem` (None: the model's :attr:`Spec.problem`). ``settings`` go to the route on top of
+    :data:`ROUTE_SETTINGS` (or the model's own, :attr:`Spec.settings`). ``shrink``: draws
     pulled towards their mean by this factor per summary (1: none) — a deliberately miscalibrated
     posterior, to show that the check can fail. ``label``: the route's name in the tables (default
     ``route``), to tell apart checks of one route with different settings."""
@@ -364,7 +521,7 @@ class Check:
     model: str = "gppl"
     route: str | None = None
     draws: int = 99
-    problem: Problem = field(default_factory=Problem)
+    problem: Problem | None = None
     settings: dict = field(default_factory=dict)
     shrink: float = 1.0
     label: str | None = None
@@ -373,6 +530,8 @@ class Check:
         from ..errors import DataError
         from ..zoo import entry
 
+        if self.model in UNCHECKED:
+            raise DataError(f"sbc: {UNCHECKED[self.model]}")
         if self.model not in SPECS:
             raise DataError(f"sbc: no SBC specification for model {self.model!r}; it checks {sorted(SPECS)}")
         e = entry(self.model)
@@ -384,24 +543,34 @@ class Check:
                             f"whatever the data; check one of {others}")
         if int(self.draws) < 1:
             raise DataError(f"draws: SBC needs at least one posterior draw, got {self.draws}")
+        if self.problem is None:
+            self.problem = self.spec.problem
 
     @property
     def spec(self) -> Spec:
         return SPECS[self.model]
 
     def route_settings(self, quick: bool) -> dict:
-        base = QUICK_SETTINGS.get(self.route) if quick else None
-        return {**(base if base is not None else ROUTE_SETTINGS.get(self.route, {})), **self.settings}
+        spec = self.spec
+        full = spec.settings if spec.settings is not None else ROUTE_SETTINGS.get(self.route, {})
+        short = spec.quick if spec.settings is not None else QUICK_SETTINGS.get(self.route)
+        base = short if quick and short is not None else full
+        return {**base, **self.settings}
 
     def run_one(self, seed: int, quick: bool = False) -> pd.DataFrame:
         """Simulation ``seed``: draw the design, θ̃ and ỹ, fit the route to ỹ, and rank each summary
         of θ̃ among the summaries of L posterior draws. One row per summary."""
+        return self.rank(self.simulate(seed, quick=quick))
+
+    def simulate(self, seed: int, quick: bool = False) -> Simulation:
+        """Simulation ``seed`` up to the ranks: the design, θ̃ and ỹ, the route's fit to ỹ and the
+        summaries of θ̃ and of L posterior draws (:class:`Simulation`)."""
         from ..zoo import fit
 
         spec = self.spec
         model = spec.model(self.problem)
         rng = np.random.default_rng([seed, 2018])
-        data0 = design(self.problem, rng, spec.crowd)
+        data0 = spec.design(self.problem, rng) if spec.design else design(self.problem, rng, spec.crowd)
         if spec.simulate is not None:
             state, y = spec.simulate(model, data0, seed)
         else:
@@ -412,7 +581,10 @@ class Check:
 
         if spec.labels is not None:
             y = spec.labels(y, data0)
-        data = PairwiseData.from_arrays(data0.a, data0.b, y, data0.item_features, users=data0.users)
+        if spec.data is not None:
+            data = spec.data(data0, y)
+        else:
+            data = PairwiseData.from_arrays(data0.a, data0.b, y, data0.item_features, users=data0.users)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a short run's convergence warnings: the ranks judge it
@@ -421,19 +593,27 @@ class Check:
         seconds = time.perf_counter() - t0
         L = int(self.draws)
         draws = {k: v.detach().to(torch.float64).numpy()
-                 for k, v in spec.quantities(posterior_draws(post, L, seed)).items()}
+                 for k, v in spec.quantities((spec.draws or posterior_draws)(post, L, seed)).items()}
+        return Simulation(seed, truth, draws, seconds, rng)
+
+    def rank(self, sim: Simulation, shrink: float | None = None) -> pd.DataFrame:
+        """The rows of simulation ``sim``: each summary's rank among its draws, the draws' mean and sd,
+        and whether their central 50 % and 90 % intervals hold θ̃; the draws pulled towards their mean
+        by ``shrink`` (None: the check's own)."""
+        shrink = self.shrink if shrink is None else shrink
+        L = int(self.draws)
         rows = []
-        for name, h in draws.items():
-            if self.shrink != 1.0:
-                h = h.mean() + self.shrink * (h - h.mean())
+        for name, h in sim.draws.items():
+            if shrink != 1.0:
+                h = h.mean() + shrink * (h - h.mean())
             lo50, hi50, lo90, hi90 = np.quantile(h, [0.25, 0.75, 0.05, 0.95])
-            x = truth[name]
-            rows.append({"model": self.model, "route": self.label or self.route, "sim": seed,
-                         "quantity": name, "group": spec.groups[name], "truth": x,
-                         "rank": rank_of(x, h, rng), "L": L,
+            x = sim.truth[name]
+            rows.append({"model": self.model, "route": self.label or self.route, "sim": sim.seed,
+                         "quantity": name, "group": self.spec.groups[name], "truth": x,
+                         "rank": rank_of(x, h, sim.rng), "L": L,
                          "post mean": float(h.mean()), "post sd": float(h.std()),
                          "in 50%": bool(lo50 <= x <= hi50), "in 90%": bool(lo90 <= x <= hi90),
-                         "seconds": seconds})
+                         "seconds": sim.seconds})
         return pd.DataFrame(rows)
 
     def summarise(self, df: pd.DataFrame) -> str:
@@ -536,6 +716,6 @@ def run_one(seed: int, quick: bool = False) -> pd.DataFrame:
     return Check().run_one(seed, quick=quick)
 
 
-__all__ = ["Check", "Problem", "Spec", "SPECS", "ROUTE_SETTINGS", "rank_of", "rank_tests", "n_bins",
-           "binomial_band", "design", "prior_draw", "posterior_draws", "summary_frame", "summarise", "figure",
-           "run_one"]
+__all__ = ["Check", "Simulation", "Problem", "Spec", "SPECS", "UNCHECKED", "ROUTE_SETTINGS", "LinkDesign",
+           "scdc_centres", "rank_of", "rank_tests", "n_bins", "binomial_band", "design", "prior_draw",
+           "posterior_draws", "summary_frame", "summarise", "figure", "run_one"]
