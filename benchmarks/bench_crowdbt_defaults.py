@@ -7,8 +7,9 @@ GPPL's (its default) and the oracle, mean over seeds.
 Variants (fields of :class:`crowdzoo.CrowdBTGP`): ``paper`` (:meth:`CrowdBTGP.paper`: median heuristic,
 grid over σ_f², σ_n², g alone, ties counted against reliability, reliability prior Beta(4, 1));
 ``+ties`` (ties say nothing of reliability); under the reliability prior Beta(49, 1) the paper's and
-each of ``learn_kernel`` and ``item_posterior`` alone; all changes under Beta(4, 1), Beta(49, 1),
-Beta(4, 1/4); and the default (all changes, Beta(8, 1/2)). GPPL's default beside them unless
+each of ``learn_kernel`` and ``item_posterior`` alone; all changes under one Beta(4, 1), Beta(49, 1),
+Beta(4, 1/4), Beta(8, 1/2); and the default (all changes, reliabilities under the mixture 0.9 Beta(50,
+1/20) + 0.1 Beta(1, 1)). GPPL's default beside them unless
 ``--no-gppl`` (the docs' bound is GPPL's battery row + 0.01).
 """
 import argparse
@@ -26,10 +27,11 @@ VARIANTS = {
     "paper, B(49,1)": lambda: CrowdBTGP.paper(reliability_prior=(49.0, 1.0)),
     "+kernel, B(49,1)": lambda: CrowdBTGP.paper(reliability_prior=(49.0, 1.0), learn_kernel=True),
     "+item, B(49,1)": lambda: CrowdBTGP.paper(reliability_prior=(49.0, 1.0), item_posterior=True),
-    "all, B(4,1)": lambda: CrowdBTGP(reliability_prior=(4.0, 1.0)),
-    "all, B(49,1)": lambda: CrowdBTGP(reliability_prior=(49.0, 1.0)),
-    "all, B(4,1/4)": lambda: CrowdBTGP(reliability_prior=(4.0, 0.25)),
-    "default": CrowdBTGP,  # all three, B(8, 1/2)
+    "all, B(4,1)": lambda: CrowdBTGP(reliability_prior=(4.0, 1.0), reliable_share=1.0),
+    "all, B(49,1)": lambda: CrowdBTGP(reliability_prior=(49.0, 1.0), reliable_share=1.0),
+    "all, B(4,1/4)": lambda: CrowdBTGP(reliability_prior=(4.0, 0.25), reliable_share=1.0),
+    "all, B(8,1/2)": lambda: CrowdBTGP(reliability_prior=(8.0, 0.5), reliable_share=1.0),
+    "default": CrowdBTGP,  # all three, 0.9 Beta(50, 1/20) + 0.1 Beta(1, 1)
 }
 
 

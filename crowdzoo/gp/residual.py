@@ -91,13 +91,25 @@ def step(res: Residual, a, b, lam, nu_a, nu_b, rho: float, pi: float, alpha0: fl
     """One natural-gradient step of q(r) from the labels (a, b) with weights (λ, ν_a, ν_b) scaled by π,
     step size min(ρ, :data:`RHO_MAX`), then q(s_r) by Eq. 15. ``reduce`` sums the labels' statistics over
     the ranks of a distributed fit."""
+    lam_sum, nu_sum = item_sums(res, a, b, lam, nu_a, nu_b)
+    if reduce is not None:
+        lam_sum, nu_sum = reduce(lam_sum, nu_sum)
+    return step_from_sums(res, lam_sum, nu_sum, rho, pi, alpha0, beta0)
+
+
+def item_sums(res: Residual, a, b, lam, nu_a, nu_b):
+    """Each item's Σ_p λ_p and Σ_p ν_p over the labels (a, b) it is in (N,) each."""
     N = res.q.m.shape[0]
     lam_sum = torch.zeros(N, dtype=DTYPE).index_add_(0, a, lam).index_add_(0, b, lam)
     nu_sum = torch.zeros(N, dtype=DTYPE).index_add_(0, a, nu_a).index_add_(0, b, nu_b)
-    if reduce is not None:
-        lam_sum, nu_sum = reduce(lam_sum, nu_sum)
-    prior = res.Es.expand(N)
-    q = natural.step(res.q, prior, pi * lam_sum, pi * nu_sum, min(float(rho), RHO_MAX))
+    return lam_sum, nu_sum
+
+
+def step_from_sums(res: Residual, lam_sum, nu_sum, rho: float, pi: float, alpha0: float,
+                   beta0: float) -> Residual:
+    """:func:`step` from the items' sums of λ and ν (:func:`item_sums`)."""
+    N = res.q.m.shape[0]
+    q = natural.step(res.q, res.Es.expand(N), pi * lam_sum, pi * nu_sum, min(float(rho), RHO_MAX))
     shape, rate = q_s(alpha0, beta0, N, natural.second(q, None))
     return Residual(q, shape, rate)
 

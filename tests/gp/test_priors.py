@@ -39,6 +39,8 @@ CASES = [  # model, field, bad value, what the message must say beside the field
     ("CrowdBTGP", "score_sd", 0, "positive number"),
     ("CrowdBTGP", "reliability_prior", (4.0, -1.0), "positive Beta parameters"),
     ("CrowdBTGP", "reliability_prior", 4.0, "positive Beta parameters"),
+    ("CrowdBTGP", "reliable_share", 0.0, r"number in \(0, 1\]"),
+    ("CrowdBTGP", "reliable_share", 1.5, r"number in \(0, 1\]"),
     ("BayesSCDC", "dirichlet", -1.0, "positive number"),
     ("BayesSCDC", "worker_prior", (1.0, 0.0), "positive Beta parameters"),
 ]

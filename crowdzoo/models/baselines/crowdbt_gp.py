@@ -3,8 +3,15 @@ of Simpson & Gurevych (2020), Table 3 (after Chen et al. 2013 and Simpson & Gure
 
 Stage 1, crowdBT (Chen et al. 2013): item scores s_i and worker reliabilities η_k,
 
-    s_i ~ N(0, σ_s²),   η_k ~ Beta(α_η, β_η),
+    s_i ~ N(0, σ_s²),   η_k ~ π Beta(α_η, β_η) + (1 − π) Beta(1, 1),
     P(worker k says a ≻ b) = η_k σ(s_a − s_b) + (1 − η_k) σ(s_b − s_a)        (σ logistic)
+
+Chen et al. put one Beta(α_η, β_η) on every η_k (π = 1, :meth:`CrowdBTGP.paper`). The default is a
+mixture: a share π of reliable workers whose η is near 1, and the rest anywhere in [0, 1] (a worker
+who flips her answers or guesses). One Beta cannot say both: the MAP of logit η under Beta(α, β) with
+little data sits at α/(α + β), so a prior loose enough below its mean to let flipped workers go (Beta(8,
+½)) parks every honest worker with a few dozen labels at η ≈ 0.95, and tempers each prediction for
+her as if one answer in twenty were flipped.
 
 Stage 2: the scores ŝ of the training items are treated as noisy observations of a GP over item
 features, ŝ = g(x) + ε, g ~ GP(0, k), ε ~ N(0, σ_n²), sparse with M inducing items (DTC); the
@@ -52,12 +59,16 @@ from ..gppl.model import GPPL, GPPLSetup
 @dataclass
 class CrowdBTGP:
     """Parameters: ``score_sd`` σ_s of the score prior; ``reliability_prior`` (α_η, β_η) of the
-    Beta prior on each worker's reliability (default (4, 1): most workers mostly right);
-    ``n_inducing`` M of the GP; ``kernel``, ``lengthscale``, ``scaled_lengthscale`` as for
-    :class:`~crowdzoo.models.GPPL` (median heuristic of Eq. 26 by default)."""
+    Beta prior on a reliable worker's reliability and ``reliable_share`` π, the prior share of
+    reliable workers: η_k ~ π Beta(α_η, β_η) + (1 − π) Beta(1, 1) (default π = 0.9 and Beta(50,
+    1/20), mode of logit η at 0.999: a worker is taken as reliable until her labels say otherwise;
+    π = 1 is one Beta, as Chen et al. 2013 have it); ``n_inducing`` M of the GP; ``kernel``,
+    ``lengthscale``, ``scaled_lengthscale`` as for :class:`~crowdzoo.models.GPPL` (median heuristic
+    of Eq. 26 by default)."""
 
     score_sd: float = 2.0
-    reliability_prior: tuple[float, float] = (8.0, 0.5)
+    reliability_prior: tuple[float, float] = (50.0, 0.05)
+    reliable_share: float = 0.9
     n_inducing: int | None = 200
     kernel: object = "matern32"
     lengthscale: float | None = None
@@ -71,10 +82,10 @@ class CrowdBTGP:
     def paper(cls, **kwargs) -> CrowdBTGP:
         """The baseline as Simpson & Gurevych (2020) run it: length-scales by the median heuristic
         (Eq. 26), σ_f² and σ_n² over the grid, the consensus g alone, ties counted as two answers of
-        the worker, reliabilities under Beta(4, 1) (``reliability_prior=(4, 1), learn_kernel=False,
-        item_posterior=False, tie_reliability=True``); ``kwargs`` set any field."""
-        return cls(**{"reliability_prior": (4.0, 1.0), "learn_kernel": False, "item_posterior": False,
-                      "tie_reliability": True, **kwargs})
+        the worker, reliabilities under one Beta(4, 1) (``reliability_prior=(4, 1), reliable_share=1,
+        learn_kernel=False, item_posterior=False, tie_reliability=True``); ``kwargs`` set any field."""
+        return cls(**{"reliability_prior": (4.0, 1.0), "reliable_share": 1.0, "learn_kernel": False,
+                      "item_posterior": False, "tie_reliability": True, **kwargs})
 
     def __post_init__(self):
         check_priors(self, {"score_sd": "a positive number (the prior sd σ_s of the scores)"})
@@ -85,6 +96,10 @@ class CrowdBTGP:
                             arg="reliability_prior")
         for v in r:
             check_positive(v, "reliability_prior", "two positive Beta parameters (α_η, β_η)")
+        pi = self.reliable_share
+        if isinstance(pi, bool) or not isinstance(pi, (int, float)) or not 0.0 < pi <= 1.0:
+            raise DataError(f"reliable_share: expected a number in (0, 1] (the prior share π of reliable "
+                            f"workers), got {pi!r}", arg="reliable_share")
         check_positive(self.lengthscale_prior_sd, "lengthscale_prior_sd",
                        "a positive number (the sd of log ℓ_d about the median heuristic)")
 
@@ -141,10 +156,30 @@ def _label_log_lik_of_d(d, logit_eta, k, y, tie):
 
 
 def crowdbt_log_prior(s, logit_eta, model: CrowdBTGP) -> torch.Tensor:
-    """log N(s; 0, σ_s²) + log Beta(η; α_η, β_η) + log |dη/dlogit| (the density of logit η)."""
+    """log N(s; 0, σ_s²) + log p(logit η) up to constants, where p(logit η) = p(η) |dη/dlogit η| and
+    p(η) = π Beta(η; α_η, β_η) + (1 − π) Beta(η; 1, 1): with x = logit η, Beta(α, β) gives logit η the
+    density σ(x)^α σ(−x)^β / B(α, β). With π = 1 the normalising constant is dropped."""
+    return (-0.5 * (s / model.score_sd) ** 2).sum() + reliability_log_prior(logit_eta, model).sum()
+
+
+def reliability_log_prior(logit_eta, model: CrowdBTGP) -> torch.Tensor:
+    """log p(logit η_k) of each worker (:func:`crowdbt_log_prior`), up to a constant where π = 1."""
     a, b = model.reliability_prior
     ls = torch.nn.functional.logsigmoid
-    return (-0.5 * (s / model.score_sd) ** 2).sum() + (a * ls(logit_eta) + b * ls(-logit_eta)).sum()
+    reliable = a * ls(logit_eta) + b * ls(-logit_eta)
+    pi = float(model.reliable_share)
+    if pi == 1.0:
+        return reliable
+    log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    anyone = ls(logit_eta) + ls(-logit_eta)  # Beta(1, 1): B(1, 1) = 1
+    return torch.logaddexp(math.log(pi) + reliable - log_beta, math.log1p(-pi) + anyone)
+
+
+def prior_mean_reliability(model: CrowdBTGP) -> float:
+    """E[η] under the prior: π α_η / (α_η + β_η) + (1 − π) / 2."""
+    a, b = model.reliability_prior
+    pi = float(model.reliable_share)
+    return pi * a / (a + b) + (1.0 - pi) / 2.0
 
 
 SIGNAL = (0.25, 0.5, 1.0, 2.0)  # σ_f² as multiples of the scores' variance
@@ -240,14 +275,13 @@ class CrowdBTGPPosterior(Posterior):
         reliability η_k — a worker who often disagrees with the consensus gets tempered (or flipped)
         predictions, not the consensus's confidence. A user not seen in training is refused
         (``new_users="error"``: a mistyped id should not pass unnoticed); ``"consensus"`` predicts the
-        consensus, ``"prior"`` a new worker's prior predictive, η̄ p + (1 − η̄)(1 − p) with η̄ = α_η /
-        (α_η + β_η) the prior mean of the Beta(α_η, β_η) reliability."""
+        consensus, ``"prior"`` a new worker's prior predictive, η̄ p + (1 − η̄)(1 − p) with η̄ the prior
+        mean of the reliability (:func:`prior_mean_reliability`)."""
         p = self._consensus(a, b, item_features)
         if users is None or self.reliability is None:
             return p
         _, pos = seen_users(users, self.data.user_ids, p.shape[0], new_users)
-        al, be = self.model.reliability_prior
-        eta_new = al / (al + be) if new_users == "prior" else 1.0
+        eta_new = prior_mean_reliability(self.model) if new_users == "prior" else 1.0
         pos = pos.numpy()
         eta = np.where(pos >= 0, self.reliability.to_numpy()[np.maximum(pos, 0)], eta_new)
         return eta * p + (1.0 - eta) * (1.0 - p)
@@ -283,6 +317,7 @@ def fit_map(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
     # stage 1: crowdBT MAP, all labels at once
     s = torch.zeros(N, dtype=DTYPE, requires_grad=True)
     al, be = model.reliability_prior
+    # every worker starts reliable, at the mode α_η / (α_η + β_η) of the reliable component
     logit_eta = torch.full((K,), math.log(al / be), dtype=DTYPE, requires_grad=True)
     opt = torch.optim.LBFGS([s, logit_eta], max_iter=max_iter, line_search_fn="strong_wolfe",
                             tolerance_grad=1e-7, tolerance_change=1e-10)

@@ -23,7 +23,8 @@ def test_crowdbt_finds_the_flipped_workers_and_the_consensus(spammed):
     tau = kendalltau(post.utilities()[0].to_numpy(), truth["t"]).statistic
     assert tau > 0.6
     # a Bradley–Terry fit that trusts everyone (reliability pinned near 1) does worse
-    naive = cz.fit(cz.CrowdBTGP(n_inducing=30, reliability_prior=(1e4, 1.0)), d, method="map")
+    naive = cz.fit(cz.CrowdBTGP(n_inducing=30, reliability_prior=(1e4, 1.0), reliable_share=1.0), d,
+                   method="map")
     assert kendalltau(naive.utilities()[0].to_numpy(), truth["t"]).statistic < tau
 
 
@@ -97,8 +98,8 @@ def test_crowdbt_predicts_each_worker_by_its_reliability(spammed):
     assert log_loss(consensus, bad) > np.log(2) > log_loss(own, bad)
     everyone = np.ones_like(bad)
     assert log_loss(own, everyone) < log_loss(consensus, everyone)
-    al, be = post.model.reliability_prior
-    eta0 = al / (al + be)
+    (al, be), pi = post.model.reliability_prior, post.model.reliable_share
+    eta0 = pi * al / (al + be) + (1 - pi) / 2
     new = post.predict_proba(a[:5], b[:5], users=["nobody"] * 5, new_users="prior")
     np.testing.assert_allclose(new, eta0 * consensus[:5] + (1 - eta0) * (1 - consensus[:5]), atol=1e-12)
     np.testing.assert_allclose(post.predict_proba(a[:5], b[:5], users=["nobody"] * 5, new_users="consensus"),
@@ -155,3 +156,51 @@ def test_stage2_learns_to_switch_off_an_irrelevant_feature():
             else:
                 th[i - 1] += step
             assert penalised(*th) <= best + 1e-6
+
+
+def test_reliability_prior_is_a_normalised_mixture_with_its_stated_mean():
+    """The log prior of logit η, exponentiated, integrates to 1 over the real line (trapezoid rule),
+    and its mean of η = σ(x) by the same quadrature is :func:`prior_mean_reliability`; with π = 1 it
+    is the Beta's σ(x)^α σ(−x)^β up to log B(α, β)."""
+    import math
+
+    import torch
+
+    from crowdzoo.models.baselines.crowdbt_gp import prior_mean_reliability, reliability_log_prior
+
+    x = torch.linspace(-80.0, 1500.0, 800_001, dtype=torch.float64)  # σ(−x)^0.05 decays slowly
+    for model in (cz.CrowdBTGP(), cz.CrowdBTGP(reliability_prior=(3.0, 2.0), reliable_share=0.6)):
+        dens = reliability_log_prior(x, model).exp()
+        assert float(torch.trapezoid(dens, x)) == pytest.approx(1.0, abs=1e-6)
+        mean = float(torch.trapezoid(torch.sigmoid(x) * dens, x))
+        assert mean == pytest.approx(prior_mean_reliability(model), abs=1e-6)
+    one = cz.CrowdBTGP(reliability_prior=(3.0, 2.0), reliable_share=1.0)
+    log_b = math.lgamma(3.0) + math.lgamma(2.0) - math.lgamma(5.0)
+    dens = (reliability_log_prior(x, one) - log_b).exp()
+    assert float(torch.trapezoid(dens, x)) == pytest.approx(1.0, abs=1e-6)
+    assert prior_mean_reliability(one) == pytest.approx(0.6)
+
+
+def test_honest_workers_with_few_labels_stay_reliable():
+    """Honest workers (no one flips), 20 labels each: under the default mixture prior every worker's
+    η stays near 1, so a worker's prediction is the consensus's; one Beta(8, ½), loose enough below its
+    mode (0.94 for logit η) to find flipped workers, holds them below 0.99 and tempers every
+    prediction. The mixture's held-out log loss is the lower."""
+    data, _ = cz.simulate_crowd(n_items=40, n_users=100, n_pairs=2500, n_components=1, s_t=0.3, s_v=20.0,
+                                seed=2)
+    n = 2000
+    train = cz.PairwiseData.from_arrays(data.a[:n], data.b[:n], data.y[:n], data.item_features,
+                                        users=data.users[:n])
+    ids, uids = data.item_ids, train.user_ids
+    a, b, y, u = ids[data.a[n:]], ids[data.b[n:]], data.y[n:], uids[data.users[n:]]
+
+    def log_loss(p):
+        return float(-np.mean(np.where(y == 1, np.log(p), np.log1p(-p))))
+
+    mixture = cz.fit(cz.CrowdBTGP(n_inducing=20), train, method="map")
+    single = cz.fit(cz.CrowdBTGP(n_inducing=20, reliability_prior=(8.0, 0.5), reliable_share=1.0), train,
+                    method="map")
+    assert mixture.reliability.min() > 0.99 > single.reliability.median()
+    own, consensus = mixture.predict_proba(a, b, users=u), mixture.predict_proba(a, b)
+    assert np.abs(own - consensus).max() < 0.01
+    assert log_loss(own) < log_loss(single.predict_proba(a, b, users=u))
