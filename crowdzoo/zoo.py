@@ -220,7 +220,7 @@ ZOO: list[Entry] = [
           routes={"gibbs": f"{_M}.dpm.gibbs:fit_gibbs", "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.dpm.posterior:DPMPosterior", example=f"{_M}.dpm.examples:tiny",
           guide=f"{_M}.dpm.guide:default_guide", paper="Abbasnejad, Sanner, Bonilla & Poupart 2013",
-          honours={"lengthscale_prior": ("svi", "nuts")}, ties=("svi", "nuts"),
+          honours={"lengthscale_prior": ("svi", "nuts")}, ties=("gibbs", "svi", "nuts"),
           summary="communities of users (Dirichlet-process mixture), a GP utility per community"),
     Entry(name="scdc", model=f"{_M}.scdc.model:SCDC", data="links", routes={"svi": f"{_M}.scdc.svi:fit_svi"},
           posterior=f"{_M}.scdc.posterior:SCDCPosterior", example=f"{_M}.scdc.examples:scdc",

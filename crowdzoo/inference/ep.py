@@ -27,7 +27,10 @@ from torch.special import log_ndtr
 
 from ..errors import NumericalError
 from ..gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, solve_lower
-from ..gp.ordinal import outcome_derivatives, outcome_log_probs
+from ..gp.ordinal import log_interval, outcome_log_probs
+from ..gp.probit import fast_log_ndtr
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 def site_posterior(L, H, tau, nu, HL=None):
@@ -47,14 +50,27 @@ def ordinal_tilted_moments(m, v, sgn, threshold):
     """log Z, mean and variance of the tilted distribution N(z; m, v) · P(y_p | z, t_p) of the ordered
     probit (module docstring), vectorised over rows, decided (``sgn`` ±1) and ties (0) together.
 
-    With s = √(1 + v), log Z(m) = g(m/s, t/s), g = log P(y | Δ, τ) of
-    :func:`~crowdzoo.gp.ordinal.outcome_derivatives` (log-space differences of Φ, so that the tails keep
-    their precision), and the tilted moments follow from its derivatives in m (R&W Eq. 3.58 for the
-    binary case; Chu & Ghahramani 2005, Eq. 21–23 for an interval):
-
-        E[z] = m + v g_Δ / s,    Var[z] = v + v² g_ΔΔ / s²."""
+    With s = √(1 + v), Δ = m/s and t = t_p/s, log Z(m) = g(Δ) is the outcome's log-probability at
+    (Δ, t) and the tilted moments follow from its derivatives (R&W Eq. 3.58 for the binary case; Chu &
+    Ghahramani 2005, §3.2 for an interval): E[z] = m + v g_Δ / s, Var[z] = v + v² g_ΔΔ / s². A decided
+    row, ζ = sgn Δ − t, r = φ(ζ)/Φ(ζ): g = log Φ(ζ), g_Δ = sgn r, g_ΔΔ = −r(ζ + r). A tie, u = t − Δ,
+    l = −t − Δ, D = Φ(u) − Φ(l) (a log-space difference, exact far in the tails), α = φ(u)/D,
+    γ = φ(l)/D: g = log D, g_Δ = γ − α, g_ΔΔ = lγ − uα − g_Δ² (as
+    :func:`~crowdzoo.gp.ordinal.outcome_derivatives`). Both branches are finite on every row, so
+    they are computed for all rows and selected."""
     s = torch.sqrt(1.0 + v)
-    g, g_d, g_dd, _, _ = outcome_derivatives((sgn + 1.0) / 2.0, m / s, threshold / s)
+    delta, t = m / s, threshold / s
+    zeta = sgn * delta - t
+    log_phi = fast_log_ndtr(zeta)
+    r = torch.exp(-0.5 * zeta * zeta - _LOG_SQRT_2PI - log_phi)
+    u, lo = t - delta, -t - delta
+    log_d = log_interval(u, lo, fast_log_ndtr)
+    alpha = torch.exp(-0.5 * u * u - _LOG_SQRT_2PI - log_d)
+    gamma = torch.exp(-0.5 * lo * lo - _LOG_SQRT_2PI - log_d)
+    tie = sgn == 0
+    g = torch.where(tie, log_d, log_phi)
+    g_d = torch.where(tie, gamma - alpha, sgn * r)
+    g_dd = torch.where(tie, lo * gamma - u * alpha - (gamma - alpha) ** 2, -r * (zeta + r))
     return g, m + v * g_d / s, v + v * v * g_dd / (s * s)
 
 
@@ -132,7 +148,8 @@ def ordinal_log_normaliser(m, v, sgn, threshold):
     Δ = m/√(1 + v), t_p/√(1 + v))."""
     s = torch.sqrt(1.0 + v)
     logp = outcome_log_probs(m / s, threshold / s)
-    return logp.gather(-1, (sgn + 1.0).long()[..., None])[..., 0]
+    k = (sgn + 1.0).long().expand(logp.shape[:-1])
+    return logp.gather(-1, k[..., None])[..., 0]
 
 
 def _log_evidence(H, sgn, tau, nu, mu, v, C, threshold=None):

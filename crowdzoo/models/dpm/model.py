@@ -38,7 +38,7 @@ runs under the generic engines' ``Trace_ELBO`` and NUTS with any guide (AutoNorm
 then sees only (λ, β, u). The memberships come back per draw in the posterior (their conditional
 p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ is sampled too.
 
-Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``; svi and nuts): a third outcome
+Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``; every route): a third outcome
 under the ordered probit of :mod:`crowdzoo.gp.ordinal` (Glenn & David 1960; the ordinal-regression
 likelihood of Chu & Ghahramani 2005, "Gaussian processes for ordinal regression", JMLR 6,
 P(y | f) = Φ(z₁) − Φ(z₂) between adjacent thresholds, here three ordered outcomes split at ±τ), on
@@ -51,7 +51,9 @@ so that τ reads as GPPL's (a tie of two equal items has probability 2Φ(τ) −
 sparse conditional variance folded in, Δ/α and τ are both rescaled by α/√(α² + c_p/s): the threshold
 of label p is τ_p = τ · α/√(α² + c_p/s) (:func:`tie_scale`), the argument G_p·u_c as above. Decided
 labels keep log Φ(±G_p·u_c − τ_p); without ties τ is not sampled and the program is the one above. The
-Gibbs route's EP sites are binary, so it refuses ties.
+Gibbs route fits each community by EP with the ordered probit's sites (the same thresholds τ_p), scores
+memberships with the three-outcome predictive, and samples τ by a random-walk Metropolis step on log τ
+against the communities' EP evidence once per sweep (:mod:`crowdzoo.models.dpm.gibbs`).
 
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
@@ -125,8 +127,8 @@ class DPMCommunities:
     n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter,
     lengthscale_prior : each replaces that setting of ``item_gp`` (``DPMCommunities(kernel="se")``
         is ``DPMCommunities(item_gp=GPPL(kernel="se", item_residual=False))``).
-    tie_prior : the prior of the tie threshold τ > 0 (probit scale, module docstring), used by the svi
-        and nuts routes when the data have ties (``ties="model"``); None:
+    tie_prior : the prior of the tie threshold τ > 0 (probit scale, module docstring), used by every
+        route when the data have ties (``ties="model"``); None:
         :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
     """
 

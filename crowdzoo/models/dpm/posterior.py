@@ -18,7 +18,7 @@ Predictions, utilities and the co-clustering average over r (Rao–Blackwellised
 point partition, the number of communities (those with any user in the drawn memberships), draws
 and ArviZ.
 
-A fit to labels with ties (svi, nuts; ``ties="model"``) holds the tie threshold τ of each draw
+A fit to labels with ties (``ties="model"``) holds the tie threshold τ of each draw or kept Gibbs sample
 (``tau`` (S,)): :meth:`DPMPosterior.predict_outcomes` mixes, over draws, communities and each user's
 membership probabilities, the ordered probit's closed form under each community's Gaussian f_a − f_b
 (:func:`~crowdzoo.gp.ordinal.predictive_outcomes`, with the threshold τ α/√(α² + c/s) of the model),
