@@ -177,7 +177,7 @@ ZOO: list[Entry] = [
           routes={"natgrad": f"{_M}.gppl.natgrad:fit_natgrad", "ep": f"{_M}.gppl.ep:fit_ep", "svi": SVI,
                   "nuts": NUTS},
           posterior=f"{_M}.gppl.posterior:GPPLPosterior", example=f"{_M}.gppl.examples:tiny", n_draws=1000,
-          ties=("natgrad", "svi", "nuts"), choices=("svi", "nuts", "natgrad"),
+          ties=("natgrad", "ep", "svi", "nuts"), choices=("svi", "nuts", "natgrad"),
           honours={"item_residual": ("natgrad", "svi", "nuts"),
                    "lengthscale_prior": ("svi", "nuts", "natgrad if learn_kernel != False",
                                          "ep if learn_kernel")},
