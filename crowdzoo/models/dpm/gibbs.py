@@ -342,6 +342,10 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
         raise DataError(f"burn_in: must be smaller than {{n_sweeps}} ({n_sweeps}), got {burn_in}",
                         arg="burn_in", settings=("n_sweeps",))
     check_data(model, data)
+    if data.has_ties and model.tie_threshold == "per_user":
+        raise DataError("tie_threshold: the Gibbs route samples one τ for the crowd; fit a τ per user "
+                        "with {method='svi'} or {method='nuts'}, or set tie_threshold='crowd'",
+                        arg="tie_threshold", settings=("method",))
     setup = setup or model.setup(data, seed=seed)
     U = data.n_users
     prior = model.concentration_prior
