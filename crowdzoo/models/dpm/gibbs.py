@@ -29,7 +29,9 @@ over u's labels with the others' sites held); after the sweep, each community wh
 is refitted by EP to convergence, warm-started. Under the joint rule every community's EP is fitted
 to convergence and cached by its member set (one EP fit per candidate community per user: small
 problems). Empty communities are dropped. With ``concentration_prior`` λ is resampled after each
-sweep by Escobar & West (1995).
+sweep by Escobar & West (1995). The sampler loops over users (in a random order each sweep) and
+chains in Python; a user's step is vectorised over labels and candidate communities. All randomness
+comes from ``numpy.random.default_rng([seed, chain])``.
 
 Ties (``ties="model"``): every label's site is the ordered probit's (:mod:`crowdzoo.inference.ep`,
 a tie the interval Φ(τ_p − z) − Φ(−τ_p − z) of z = h_pᵀ f^c), with label p's threshold
@@ -44,10 +46,9 @@ each evaluation of the target costs an EP fit of every community, and a random-w
 exactly two, whatever the shape of the target; its step size is adapted during burn-in towards the
 one-dimensional optimum acceptance of 0.44 (Roberts & Rosenthal 2001) and then held fixed. Z_EP is
 EP's approximation of the marginal likelihood p(D_c | τ) (f^c integrated out), so the chain samples τ
-from that approximate conditional, not from the exact p(τ | c, D); on the data tried it agrees
-with NUTS's τ (docs/dpm.md). The sampler loops over users (in a random order each sweep) and
-chains in Python; a user's step is vectorised over labels and candidate communities. All randomness
-comes from ``numpy.random.default_rng([seed, chain])``.
+from that approximate conditional, not from the exact p(τ | c, D); on the crowds tried its τ ran
+.00–.05 below NUTS's and its held-out three-way log loss within .01 of NUTS's and svi's
+(docs/dpm.md).
 """
 from __future__ import annotations
 

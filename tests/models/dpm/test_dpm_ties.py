@@ -18,7 +18,7 @@ from scipy.stats import norm
 import crowdzoo as cz
 from crowdzoo.gp.ordinal import predictive_outcomes, sample_outcomes
 from crowdzoo.inference.ep import ep_fixed_s
-from crowdzoo.models.dpm.gibbs import _Marginal
+from crowdzoo.models.dpm.gibbs import _Joint, _Marginal
 from crowdzoo.models.dpm.model import stick_weights, tie_scale, user_loglik
 
 TAU = 0.6
@@ -171,6 +171,31 @@ def test_gibbs_marginal_score_is_the_three_outcome_predictive():
     assert abs(float(logp[1]) - (np.log(2) + log_pred(Gu @ m1, ((Gu @ S1) * Gu).sum(1)))) < 1e-9
     assert abs(float(logp[2]) - (np.log(0.7) + log_pred(torch.zeros(len(k), dtype=torch.float64),
                                                         (Gu * Gu).sum(1)))) < 1e-9
+
+
+def test_gibbs_joint_score_is_the_ratio_of_ordinal_ep_evidences():
+    """The joint rule in whitened coordinates against EP on the unwhitened prior N(0, K_mm / s) with
+    rows H and thresholds τ · tie scale built here: log n_c + log Z_EP(D_c ∪ D_u) − log Z_EP(D_c), and
+    log λ + log Z_EP(D_u) for a new community."""
+    data, _ = _crowd(n_users=4, per_user=10)
+    setup = cz.DPMCommunities(lengthscale=[1.5], n_inducing=6).setup(data)
+    rule = _Joint(setup, data, dict(damping=0.5, max_iter=2000, tol=1e-10), cache_size=100)
+    tau = 0.45
+    rule.set_tie_threshold(tau)
+    rule.start(np.array([0, 1, 1, 0]))
+    ids, logp = rule.score(0, 0, {0: 2, 1: 2}, lam=0.7)
+    sgn = 2 * torch.as_tensor(data.y) - 1
+    t_p = tau * tie_scale(setup.gp.pair_terms(torch.as_tensor(data.a), torch.as_tensor(data.b))[1], setup.s,
+                          setup.alpha)
+
+    def log_z(users):
+        idx = torch.as_tensor(np.flatnonzero(np.isin(data.users, users)))
+        return ep_fixed_s(setup.K, setup.H[idx], sgn[idx], tol=1e-10, max_iter=2000, threshold=t_p[idx])[4]
+
+    assert ids == [0, 1, -1]
+    want = [np.log(1) + log_z([0, 3]) - log_z([3]), np.log(2) + log_z([0, 1, 2]) - log_z([1, 2]),
+            np.log(0.7) + log_z([0])]
+    assert np.allclose(logp.numpy(), want, atol=1e-6), (logp, want)
 
 
 def test_gibbs_recovers_the_tie_threshold_and_the_communities():
