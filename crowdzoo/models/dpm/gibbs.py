@@ -48,7 +48,9 @@ one-dimensional optimum acceptance of 0.44 (Roberts & Rosenthal 2001) and then h
 EP's approximation of the marginal likelihood p(D_c | τ) (f^c integrated out), so the chain samples τ
 from that approximate conditional, not from the exact p(τ | c, D); on the crowds tried its τ ran
 .00–.05 below NUTS's and its held-out three-way log loss within .01 of NUTS's and svi's
-(docs/dpm.md).
+(docs/dpm.md). With ``tie_threshold="per_user"`` each user's τ_u takes its own random-walk step (step
+sizes adapted apart) against log p(τ_u) + log τ_u + log Z_EP(D_c; τ) of u's community c alone, the only
+evidence τ_u enters: two EP fits of one community per user and sweep.
 """
 from __future__ import annotations
 
@@ -110,9 +112,10 @@ class _Rule:
             a, b = (torch.as_tensor(x, dtype=torch.long) for x in (data.a, data.b))
             self.tie_scale = tie_scale(setup.gp.pair_terms(a, b)[1], setup.s, setup.alpha)
 
-    def set_tie_threshold(self, tau: float):
-        """Each label's threshold τ_p = τ · its tie scale."""
-        self.threshold = tau * self.tie_scale
+    def set_tie_threshold(self, tau):
+        """Each label's threshold τ_p = τ · its tie scale (τ a number, or (U,) one per user)."""
+        tau = torch.as_tensor(tau, dtype=DTYPE)
+        self.threshold = (tau[self.label_user] if tau.dim() else tau) * self.tie_scale
 
     def _thresholds(self, idx):
         return None if self.threshold is None else self.threshold[idx]
@@ -300,7 +303,7 @@ def _escobar_west(rng, lam, k, n, a, b):
     return float(rng.gamma(shape, 1.0 / rate))
 
 
-def _tie_step(rule, z, tau: float, step: float, prior, rng) -> tuple[float, bool]:
+def _tie_step(rule, z, tau: np.ndarray, step: np.ndarray, prior, rng):
     """One random-walk Metropolis step on θ = log τ against log p(τ) + θ + Σ_c log Z_EP(D_c; τ)
     (module docstring); the rule's sites and communities are those of the τ it returns."""
     saved = rule.tau.clone(), rule.nu.clone()
@@ -320,6 +323,34 @@ def _tie_step(rule, z, tau: float, step: float, prior, rng) -> tuple[float, bool
     return tau, False
 
 
+def _tie_steps_per_user(rule, z, tau: np.ndarray, step: np.ndarray, prior, rng):
+    """``tie_threshold="per_user"``: one random-walk Metropolis step on each log τ_u in turn, against
+    log p(τ_u) + log τ_u + log Z_EP(D_c; τ) of u's community c alone (the only evidence τ_u enters);
+    returns (τ, which were accepted), the rule's communities refitted at the new τ."""
+    groups = rule.groups(z)
+    accepted = np.zeros(tau.shape[0], bool)
+
+    def log_p(t):  # the density of θ = log τ_u
+        return float(prior.log_prob(torch.tensor(t, dtype=DTYPE))) + math.log(t)
+
+    for u in rng.permutation(tau.shape[0]).tolist():
+        idx = groups[int(z[u])]
+        saved = rule.tau[idx].clone(), rule.nu[idx].clone()
+        here = rule.ep_fit(idx)[2]
+        proposal = tau.copy()
+        proposal[u] = tau[u] * math.exp(step[u] * rng.standard_normal())
+        rule.set_tie_threshold(proposal)
+        there = rule.ep_fit(idx)[2]
+        if math.log(rng.random()) < there - here + log_p(proposal[u]) - log_p(tau[u]):
+            tau, accepted[u] = proposal, True
+        else:
+            rule.set_tie_threshold(tau)
+            rule.tau[idx], rule.nu[idx] = saved
+    if accepted.any():
+        rule.start(z)
+    return tau, accepted
+
+
 def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 100, n_chains: int = 2,
               thin: int = 1, membership: str = "marginal", damping: float = 0.5, ep_max_iter: int = 200,
               ep_tol: float = 1e-6, cache_size: int = 20000, progress_bar: bool | None = None,
@@ -331,7 +362,9 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
     "marginal" (the paper's product of per-label predictive probabilities) or "joint" (the EP
     evidence ratio); ``damping``, ``ep_max_iter``, ``ep_tol`` for each community's EP;
     ``cache_size`` community fits the joint rule keeps (by member set) before emptying its cache.
-    Labels with ties add τ to the sweep (module docstring; trace "tau" and "tau_accepted").
+    Labels with ties add τ to the sweep (module docstring; trace "tau" and "tau_accepted"), or with
+    ``tie_threshold="per_user"`` a τ_u per user, each by its own Metropolis step against its
+    community's EP evidence (U EP fits a sweep: for small crowds).
     """
     if membership not in ("marginal", "joint"):
         raise DataError(f"membership: expected 'marginal' or 'joint', got {membership!r}", arg="membership")
@@ -343,17 +376,15 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
         raise DataError(f"burn_in: must be smaller than {{n_sweeps}} ({n_sweeps}), got {burn_in}",
                         arg="burn_in", settings=("n_sweeps",))
     check_data(model, data)
-    if data.has_ties and model.tie_threshold == "per_user":
-        raise DataError("tie_threshold: the Gibbs route samples one τ for the crowd; fit a τ per user "
-                        "with {method='svi'} or {method='nuts'}, or set tie_threshold='crowd'",
-                        arg="tie_threshold", settings=("method",))
     setup = setup or model.setup(data, seed=seed)
     U = data.n_users
     prior = model.concentration_prior
     a_l, b_l = (None, None) if prior is None else (float(prior.concentration), float(prior.rate))
     kept, trace_k, trace_lam = [], np.zeros((n_chains, n_sweeps), np.int64), np.zeros((n_chains, n_sweeps))
     ties = data.has_ties
-    trace_tau, trace_acc = np.full((n_chains, n_sweeps), np.nan), np.zeros((n_chains, n_sweeps), bool)
+    per_user = ties and model.tie_threshold == "per_user"
+    shape = (n_chains, n_sweeps) + ((U,) if per_user else ())
+    trace_tau, trace_acc = np.full(shape, np.nan), np.zeros(shape, bool)
     ep = dict(damping=damping, max_iter=ep_max_iter, tol=ep_tol)
     joint = membership == "joint"
     with progress(n_sweeps * n_chains, "dpm gibbs", progress_bar) as bar:
@@ -362,8 +393,9 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
             lam = float(model.concentration)
             z = _crp_draw(rng, U, lam)
             rule = _Joint(setup, data, ep, cache_size) if joint else _Marginal(setup, data, ep)
-            if ties:
-                tau, step = float(initial_tau(np.mean(data.y == 0.5))), TIE_STEP
+            if ties:  # every user starts at the crowd's share of ties
+                tau = np.full(shape[2:], float(initial_tau(np.mean(data.y == 0.5))))
+                step = np.full(shape[2:], TIE_STEP)
                 rule.set_tie_threshold(tau)
             rule.start(z)
             counts = {int(c): int(n) for c, n in zip(*np.unique(z, return_counts=True))}
@@ -388,14 +420,17 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
                 if prior is not None:
                     lam = _escobar_west(rng, lam, len(counts), U, a_l, b_l)
                 if ties:
-                    tau, accepted = _tie_step(rule, z, tau, step, setup.tie_prior, rng)
+                    if per_user:
+                        tau, accepted = _tie_steps_per_user(rule, z, tau, step, setup.tie_prior, rng)
+                    else:
+                        tau, accepted = _tie_step(rule, z, tau, step, setup.tie_prior, rng)
                     if sweep < burn_in:  # Robbins–Monro on log step towards the target acceptance
-                        step *= math.exp((float(accepted) - TIE_ACCEPT) / (sweep + 1) ** 0.6)
+                        step = step * np.exp((accepted - TIE_ACCEPT) / (sweep + 1) ** 0.6)
                     trace_tau[chain, sweep], trace_acc[chain, sweep] = tau, accepted
                 trace_k[chain, sweep] = len(counts)
                 trace_lam[chain, sweep] = lam
                 if sweep >= burn_in and (sweep - burn_in) % thin == 0:
-                    kept.append(_snapshot(z, rule, counts, lam) + ((tau,) if ties else ()))
+                    kept.append(_snapshot(z, rule, counts, lam) + ((tau.copy(),) if ties else ()))
                 bar.update(1)
     trace = {"n_communities": trace_k, "concentration": trace_lam}
     if ties:
@@ -446,5 +481,5 @@ def _posterior(model, setup, data, kept, n_chains, L, trace, settings):
     return DPMPosterior(model=model, setup=setup, data=data, method="gibbs",
                         weights=torch.full((S,), 1.0 / S, dtype=DTYPE), n_chains=n_chains, trace=trace,
                         settings=settings, z=z, means=m_w @ L.T, covs=L @ S_w @ L.T, counts=counts,
-                        concentration=lam, tau=torch.tensor([k[3] for k in kept], dtype=DTYPE)
+                        concentration=lam, tau=torch.tensor(np.stack([k[3] for k in kept]), dtype=DTYPE)
                         if len(kept[0]) > 3 else None)

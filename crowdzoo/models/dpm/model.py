@@ -55,10 +55,11 @@ Gibbs route fits each community by EP with the ordered probit's sites (the same 
 memberships with the three-outcome predictive, and samples τ by a random-walk Metropolis step on log τ
 against the communities' EP evidence once per sweep (:mod:`crowdzoo.models.dpm.gibbs`).
 
-A threshold per user (``tie_threshold="per_user"``; svi and nuts): τ_u for each user u, iid under
+A threshold per user (``tie_threshold="per_user"``; every route): τ_u for each user u, iid under
 ``tie_prior`` in a plate of users (site "tau", shape (U,)), label p of user u at τ_u · tie scale; the
 predictions of a training user use that user's τ_u, those of a new user (and ``users=None``) the median
-of the users' τ_u per draw. The Gibbs route refuses it.
+of the users' τ_u per draw. The Gibbs route takes one Metropolis step on each log τ_u per sweep,
+against the EP evidence of u's community.
 
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
@@ -137,7 +138,7 @@ class DPMCommunities:
         :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
     tie_threshold : "crowd" (default): one τ for every user; "per_user": a τ_u per user, each under
         ``tie_prior`` independently (users who call more pairs even get a larger τ_u; a user with few
-        labels keeps near the prior's), svi and nuts. Predictions of a new user (and ``users=None``)
+        labels keeps near the prior's). Predictions of a new user (and ``users=None``)
         then use the median of the users' τ_u.
     """
 

@@ -309,11 +309,21 @@ def test_svi_recovers_each_users_tie_threshold_and_beats_one_for_the_crowd():
     assert dt["posterior"]["tau"].shape == (1, 200, 4)
 
 
-def test_gibbs_refuses_a_threshold_per_user_naming_the_routes_that_take_it():
-    data, _ = _crowd(n_users=4, per_user=10)
-    with pytest.raises(cz.DataError, match=r"method='svi'.*method='nuts'") as err:
-        cz.fit(cz.DPMCommunities(tie_threshold="per_user"), data, method="gibbs")
-    assert err.value.arg == "tie_threshold"
+def test_gibbs_recovers_each_users_tie_threshold_and_beats_one_for_the_crowd():
+    """The same crowd as the svi test, by Gibbs (40 sweeps, 15 burn-in, one chain; about 10 s and 6 s).
+    Measured: τ_u .181, .798, 1.340, .959 against .2, .6, 1.6, 1.0; one τ .735; held-out three-way log
+    loss .465 per user against .532."""
+    data = _users_with_own_thresholds()
+    rows = np.arange(data.n_pairs)
+    held = rows % 5 == 4
+    train, test = data.subset(rows[~held]), data.subset(rows[held])
+    fits = {tt: cz.fit(cz.DPMCommunities(lengthscale=[1.5], tie_threshold=tt), train, method="gibbs",
+                       n_sweeps=40, burn_in=15, n_chains=1, progress_bar=False)
+            for tt in ("per_user", "crowd")}
+    tau = fits["per_user"].tau
+    assert tau.shape == (25, 4) and fits["per_user"].trace["tau"].shape == (1, 40, 4)
+    assert np.all(np.abs(tau.mean(0).numpy() - USER_TAUS) < 0.2 * USER_TAUS + 0.1), tau.mean(0)
+    assert _three_way_log_loss(fits["per_user"], test) < _three_way_log_loss(fits["crowd"], test) - 0.02
     with pytest.raises(cz.DataError, match="tie_threshold"):
         cz.DPMCommunities(tie_threshold="each")
 
