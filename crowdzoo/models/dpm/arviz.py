@@ -28,8 +28,9 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     f = draws["f"]  # (n, U, N)
     a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
     z = (f[:, j, a] - f[:, j, b]) / post.setup.alpha
-    if "tau" in draws:  # ties: the three outcomes of the ordered probit at each draw's τ
-        loglik, y_rep = outcome_labels(z, d.y, draws["tau"], "probit", seed)
+    if "tau" in draws:  # ties: the three outcomes of the ordered probit at each draw's τ (each label user's)
+        tau = draws["tau"] if draws["tau"].dim() == 1 else draws["tau"][:, j]
+        loglik, y_rep = outcome_labels(z, d.y, tau, "probit", seed)
     else:
         loglik, y_rep = probit_labels(z, d.y, seed)
     shape = functools.partial(chain_shape, chains=chains)
@@ -43,6 +44,8 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     identified = "n_communities concentration f"
     if "tau" in draws:
         posterior["tau"] = shape(draws["tau"])
+        if draws["tau"].dim() == 2:
+            dims["tau"] = ["user"]
         identified += " tau"
     if "lengthscale" in draws:
         posterior["lengthscale"] = shape(draws["lengthscale"])

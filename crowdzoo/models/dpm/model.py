@@ -38,7 +38,7 @@ runs under the generic engines' ``Trace_ELBO`` and NUTS with any guide (AutoNorm
 then sees only (λ, β, u). The memberships come back per draw in the posterior (their conditional
 p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ is sampled too.
 
-Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``; svi and nuts): a third outcome
+Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``; every route): a third outcome
 under the ordered probit of :mod:`crowdzoo.gp.ordinal` (Glenn & David 1960; the ordinal-regression
 likelihood of Chu & Ghahramani 2005, "Gaussian processes for ordinal regression", JMLR 6,
 P(y | f) = Φ(z₁) − Φ(z₂) between adjacent thresholds, here three ordered outcomes split at ±τ), on
@@ -51,7 +51,15 @@ so that τ reads as GPPL's (a tie of two equal items has probability 2Φ(τ) −
 sparse conditional variance folded in, Δ/α and τ are both rescaled by α/√(α² + c_p/s): the threshold
 of label p is τ_p = τ · α/√(α² + c_p/s) (:func:`tie_scale`), the argument G_p·u_c as above. Decided
 labels keep log Φ(±G_p·u_c − τ_p); without ties τ is not sampled and the program is the one above. The
-Gibbs route's EP sites are binary, so it refuses ties.
+Gibbs route fits each community by EP with the ordered probit's sites (the same thresholds τ_p), scores
+memberships with the three-outcome predictive, and samples τ by a random-walk Metropolis step on log τ
+against the communities' EP evidence once per sweep (:mod:`crowdzoo.models.dpm.gibbs`).
+
+A threshold per user (``tie_threshold="per_user"``; every route): τ_u for each user u, iid under
+``tie_prior`` in a plate of users (site "tau", shape (U,)), label p of user u at τ_u · tie scale; the
+predictions of a training user use that user's τ_u, those of a new user (and ``users=None``) the median
+of the users' τ_u per draw. The Gibbs route takes one Metropolis step on each log τ_u per sweep,
+against the EP evidence of u's community.
 
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
@@ -125,9 +133,13 @@ class DPMCommunities:
     n_inducing, kernel, lengthscale, scaled_lengthscale, shape_s0, rate_s0, s_prior, jitter,
     lengthscale_prior : each replaces that setting of ``item_gp`` (``DPMCommunities(kernel="se")``
         is ``DPMCommunities(item_gp=GPPL(kernel="se", item_residual=False))``).
-    tie_prior : the prior of the tie threshold τ > 0 (probit scale, module docstring), used by the svi
-        and nuts routes when the data have ties (``ties="model"``); None:
+    tie_prior : the prior of the tie threshold τ > 0 (probit scale, module docstring), used by every
+        route when the data have ties (``ties="model"``); None:
         :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1).
+    tie_threshold : "crowd" (default): one τ for every user; "per_user": a τ_u per user, each under
+        ``tie_prior`` independently (users who call more pairs even get a larger τ_u; a user with few
+        labels keeps near the prior's). Predictions of a new user (and ``users=None``)
+        then use the median of the users' τ_u.
     """
 
     concentration: float = 1.0
@@ -136,12 +148,13 @@ class DPMCommunities:
     truncation: int = 10
     item_gp: GPPL = field(default_factory=lambda: GPPL(item_residual=False))
     tie_prior: object = None
+    tie_threshold: str = "crowd"
 
     def __init__(self, concentration: float = 1.0, concentration_prior=None, n_inducing=ITEM_GPS,
                  kernel=ITEM_GPS, lengthscale=ITEM_GPS, scaled_lengthscale=ITEM_GPS, shape_s0=ITEM_GPS,
                  rate_s0=ITEM_GPS, s_prior=ITEM_GPS, probit_scale: float = 1.0, jitter=ITEM_GPS,
                  truncation: int = 10, lengthscale_prior=ITEM_GPS, item_gp: GPPL | None = None,
-                 tie_prior=None):
+                 tie_prior=None, tie_threshold: str = "crowd"):
         given = dict(n_inducing=n_inducing, kernel=kernel, lengthscale=lengthscale,
                      scaled_lengthscale=scaled_lengthscale, shape_s0=shape_s0, rate_s0=rate_s0,
                      s_prior=s_prior, jitter=jitter, lengthscale_prior=lengthscale_prior)
@@ -155,7 +168,7 @@ class DPMCommunities:
             item_gp = dataclasses.replace(item_gp, **given)
         self.concentration, self.concentration_prior = concentration, concentration_prior
         self.probit_scale, self.truncation, self.item_gp = probit_scale, truncation, item_gp
-        self.tie_prior = tie_prior
+        self.tie_prior, self.tie_threshold = tie_prior, tie_threshold
         self.__post_init__()
 
     n_inducing = _item_gp_setting("n_inducing")
@@ -174,6 +187,9 @@ class DPMCommunities:
                             "its own; pass a GPPL with item_residual=False and no tie_prior (the tie "
                             "threshold's prior is DPMCommunities(tie_prior=...))", arg="item_gp")
         check_priors(self, positive_priors={"tie_prior": "tie thresholds"})
+        if self.tie_threshold not in ("crowd", "per_user"):
+            raise DataError(f"tie_threshold: expected 'crowd' or 'per_user', got {self.tie_threshold!r}",
+                            arg="tie_threshold")
         lam = float(self.concentration)
         if not lam > 0 or lam == float("inf"):
             raise DataError(f"concentration: the DP concentration λ must be a positive finite number, got "
@@ -201,7 +217,8 @@ class DPMCommunities:
         b = torch.as_tensor(data.b, dtype=torch.long)
         alpha = float(self.probit_scale)
         return DPMSetup(gp=gp, s=s, alpha=alpha, H=probit_rows(gp, a, b, s, alpha),
-                        tie_prior=self.prior_tau() if data.has_ties else None)
+                        tie_prior=self.prior_tau() if data.has_ties else None,
+                        tie_per_user=data.has_ties and self.tie_threshold == "per_user")
 
     def program(self, setup: DPMSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model :func:`dpm_model` and its arguments (module docstring): whitened directions
@@ -210,7 +227,7 @@ class DPMCommunities:
         ``learn_kernel``: :func:`dpm_lengthscale_model` instead, whose item length-scales (ARD) are
         sampled under the prior, or a ``pyro.param`` started at ``setup``'s. Data with ties (a
         ``tie_prior`` in ``setup``) add τ's prior and each label's :func:`tie_scale` as the last two
-        arguments."""
+        arguments (with ``tie_threshold="per_user"`` a third, each label's user)."""
         check_data(self, data)
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
@@ -222,10 +239,16 @@ class DPMCommunities:
                             "(a posterior under the prior); pass one of the two", arg="learn_kernel")
         if learn_kernel or self.lengthscale_prior is not None:
             space = self.lengthscale_space(setup, prior=not learn_kernel)
-            return dpm_lengthscale_model, (space, a, b, *rest, setup.tie_prior)
+            return dpm_lengthscale_model, (space, a, b, *rest, setup.tie_prior, self._tie_users(setup, data))
         d, c = setup.gp.pair_terms(a, b)
-        ties = () if setup.tie_prior is None else (setup.tie_prior, tie_scale(c, setup.s, setup.alpha))
+        ties = () if setup.tie_prior is None else (setup.tie_prior, tie_scale(c, setup.s, setup.alpha),
+                                                   self._tie_users(setup, data))
         return dpm_model, (directions(d, c, setup.s, setup.alpha), *rest, *ties)
+
+    @staticmethod
+    def _tie_users(setup: DPMSetup, data):
+        """Each label's user (P,) under ``tie_threshold="per_user"``, else None (one τ)."""
+        return torch.as_tensor(data.users, dtype=torch.long) if setup.tie_per_user else None
 
     def lengthscale_space(self, setup: DPMSetup, prior: bool = False) -> LengthscaleSpace:
         """The item GP's algebra as a function of its length-scales (:class:`LengthscaleSpace`): with
@@ -248,7 +271,7 @@ class DPMCommunities:
         gp = space.gp(ell)
         return (dataclasses.replace(self, lengthscale=ell),
                 DPMSetup(gp=gp, s=setup.s, alpha=setup.alpha, H=probit_rows(gp, a, b, setup.s, setup.alpha),
-                         tie_prior=setup.tie_prior))
+                         tie_prior=setup.tie_prior, tie_per_user=setup.tie_per_user))
 
     def _concentration(self):
         if self.concentration_prior is not None:
@@ -297,12 +320,14 @@ def user_loglik(G, sgn, lab, mask, u, tau=None) -> torch.Tensor:
     return (ll * mask[:, :, None]).sum(-2)
 
 
-def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None, tie_prior=None, tie_scale=None):
+def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None, tie_prior=None, tie_scale=None,
+              tie_users=None):
     """The Pyro model of the truncated DPM with the memberships summed out (module docstring).
 
     ``G`` (P, M) whitened label directions, ``sgn`` (P,) ±1 outcomes (0 a tie), ``lab``/``mask``
     (U, L) each user's labels, ``T`` the truncation, ``concentration`` λ (a tensor) or its prior (a
-    distribution); for data with ties τ's prior ``tie_prior`` and each label's ``tie_scale`` (P,)."""
+    distribution); for data with ties τ's prior ``tie_prior``, each label's ``tie_scale`` (P,) and,
+    for a τ per user, each label's user ``tie_users`` (P,)."""
     lam = (pyro.sample("concentration", concentration) if isinstance(concentration, dist.Distribution)
            else concentration)
     lam = torch.as_tensor(lam, dtype=DTYPE)
@@ -313,14 +338,24 @@ def dpm_model(G, sgn, lab, mask, T: int, concentration, subsample_size=None, tie
     else:
         log_pi = torch.zeros(1, dtype=DTYPE)
     u = pyro.sample("u", dist.Normal(torch.zeros(T, M, dtype=DTYPE), 1.0).to_event(2))
-    tau = None if tie_prior is None else pyro.sample("tau", tie_prior) * tie_scale
+    tau = None if tie_prior is None else tie_thresholds(tie_prior, lab.shape[0], tie_users) * tie_scale
     with pyro.plate("users", lab.shape[0], subsample_size=subsample_size) as idx:
         ll = user_loglik(G, sgn, lab[idx], mask[idx], u, tau)  # (n, T)
         pyro.factor("labels", torch.logsumexp(log_pi + ll, -1))
 
 
+def tie_thresholds(tie_prior, U: int, tie_users=None):
+    """τ (site "tau"): one for the crowd, or with ``tie_users`` (each label's user) one per user, iid
+    under the prior in a plate of users (not subsampled: a user's τ_u is a global of its labels),
+    returned per label."""
+    if tie_users is None:
+        return pyro.sample("tau", tie_prior)
+    with pyro.plate("tie_users", U, dim=-1):
+        return pyro.sample("tau", tie_prior)[..., tie_users]
+
+
 def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, subsample_size=None,
-                          tie_prior=None):
+                          tie_prior=None, tie_users=None):
     """:func:`dpm_model` with the item GP's ARD length-scales ("lengthscale") random under
     ``space.prior`` (module docstring) or, without a prior, a ``pyro.param`` (positive), optimised by
     svi's ELBO with the guide (type-II maximum likelihood inside VI; the paper conditions on them)."""
@@ -333,8 +368,8 @@ def dpm_lengthscale_model(space, a, b, sgn, lab, mask, T: int, concentration, su
     st = space.setup_at(ell)
     d, c = st.gp.pair_terms(a, b)
     dpm_model(directions(d, c, st.s, st.alpha), sgn, lab, mask, T, concentration, subsample_size,
-              tie_prior, None if tie_prior is None else tie_scale(c, st.s, st.alpha))
+              tie_prior, None if tie_prior is None else tie_scale(c, st.s, st.alpha), tie_users)
 
 
 __all__ = ["DPMCommunities", "directions", "dpm_model", "dpm_lengthscale_model", "stick_weights",
-           "tie_scale", "user_loglik", "whitened_directions"]
+           "tie_scale", "tie_thresholds", "user_loglik", "whitened_directions"]

@@ -18,11 +18,13 @@ Predictions, utilities and the co-clustering average over r (Rao–Blackwellised
 point partition, the number of communities (those with any user in the drawn memberships), draws
 and ArviZ.
 
-A fit to labels with ties (svi, nuts; ``ties="model"``) holds the tie threshold τ of each draw
+A fit to labels with ties (``ties="model"``) holds the tie threshold τ of each draw or kept Gibbs sample
 (``tau`` (S,)): :meth:`DPMPosterior.predict_outcomes` mixes, over draws, communities and each user's
 membership probabilities, the ordered probit's closed form under each community's Gaussian f_a − f_b
 (:func:`~crowdzoo.gp.ordinal.predictive_outcomes`, with the threshold τ α/√(α² + c/s) of the model),
-and ``predict_proba`` is then P(a ≻ b | not a tie).
+and ``predict_proba`` is then P(a ≻ b | not a tie). With ``tie_threshold="per_user"`` ``tau`` is (S, U):
+a training user's pairs take that user's τ_u, a new user's (``users=None`` or ``new_users="prior"``)
+the median of the users' τ_u in each draw.
 
 With the item length-scales under a prior (``DPMCommunities(lengthscale_prior=...)``, svi and nuts) every
 draw s has its own ℓ_s (``lengthscales`` (S, D)), hence its own K_mm, L_mm, label directions G and
@@ -58,7 +60,8 @@ class DPMPosterior(Posterior):
     ``counts`` (S, C), ``concentration`` (S,) λ per sample, ``responsibilities`` (S, U, C) p(c_u = c)
     per sample (svi and nuts; None for Gibbs, whose z are the samples themselves), ``lengthscales``
     (S, D) per draw when the item length-scales were inferred under a prior (None: the setup's kernel),
-    ``tau`` (S,) the tie threshold per draw of a fit to labels with ties (else None).
+    ``tau`` (S,) the tie threshold per draw of a fit to labels with ties, (S, U) with a τ per user
+    (else None).
     """
 
     query_users = "personal"  # a query asks one user about her own utilities (active learning)
@@ -96,7 +99,9 @@ class DPMPosterior(Posterior):
         lam = (sites["concentration"].to(DTYPE).reshape(S) if "concentration" in sites
                else torch.full((S,), float(model.concentration), dtype=DTYPE))
         ell = sites["lengthscale"].to(DTYPE).reshape(S, -1) if "lengthscale" in sites else None
-        tau = sites["tau"].to(DTYPE).reshape(S) if "tau" in sites else None
+        per_user = setup.tie_per_user
+        tau = sites["tau"].to(DTYPE).reshape((S, -1) if per_user else (S,)) if "tau" in sites else None
+        users = torch.as_tensor(data.users, dtype=torch.long)
         args = model.program(setup, data, None)[1]
         G, sgn, lab, mask = args[:4] if ell is None else (None, *args[3:6])
         scale = args[8] if tau is not None and ell is None else None
@@ -113,8 +118,9 @@ class DPMPosterior(Posterior):
                 G = directions(d, c, setup.s, setup.alpha)
                 if tau is not None:
                     scale = tie_scale(c, setup.s, setup.alpha)
-            tau_p = None if tau is None else tau[sl, None] * scale  # (s, P): each label's threshold
-            ll = user_loglik(G, sgn, lab, mask, u[sl], tau_p)  # (s, U, T)
+            if tau is not None:  # (s, P): each label's threshold (its user's with a τ per user)
+                tau_p = (tau[sl][:, users] if per_user else tau[sl, None]) * scale
+            ll = user_loglik(G, sgn, lab, mask, u[sl], None if tau is None else tau_p)  # (s, U, T)
             resp[sl] = torch.softmax(log_pi[sl, None, :] + ll, -1)
             f_m[sl] = u[sl] @ L.mT / setup.s ** 0.5
         g = torch.Generator().manual_seed(int((kw.get("settings") or {}).get("seed", 0)))
@@ -149,6 +155,15 @@ class DPMPosterior(Posterior):
         mu = torch.cat([mu, torch.zeros_like(mu[:, :1])], 1)
         var = torch.cat([var, prior_var[..., None, :].expand(var.shape[0], 1, -1)], 1)
         return mu, var + (c[:, None, :] if torch.is_tensor(c) and c.dim() == 2 else c)
+
+    def _pair_tau(self, gs, j):
+        """(g, n) τ of each pair's user in the draws ``gs``: one per draw, or with a τ per user that
+        user's, the median of the users' for a new user (j = −1)."""
+        tau = self.tau[gs]
+        if tau.dim() == 1:
+            return tau[:, None].expand(-1, j.shape[0])
+        median = tau.median(-1).values[:, None]
+        return torch.where(j[None, :] >= 0, tau[:, j.clamp_min(0)], median)
 
     # ------------------------------------------------------------------ per-draw kernels
     def _draw_chunks(self, per_draw: int):
@@ -238,8 +253,8 @@ class DPMPosterior(Posterior):
             for gs in self._draw_chunks(ia[sl].shape[0] * self.setup.M + self.setup.M ** 2):
                 h, K, scale = self._probit_rows(ia[sl], ib[sl], X, gs)
                 mean, var = self._moments(h, 0.0, gs, K)  # (g, C + 1, n)
-                if outcomes:  # each draw's τ at each pair's scale α/√(α² + c/s)
-                    tau = self.tau[gs].reshape(-1, 1, 1) * scale[..., None, :]
+                if outcomes:  # each draw's τ (each pair user's) at each pair's scale α/√(α² + c/s)
+                    tau = self._pair_tau(gs, j[sl])[:, None, :] * scale[..., None, :]
                     p[gs] = predictive_outcomes(mean, var, tau)  # (g, C + 1, n, 3)
                 else:
                     p[gs] = predictive_prob(mean, var)[..., None]

@@ -63,20 +63,22 @@ class LengthscaleSpace:
     def setup_at(self, ell) -> DPMSetup:
         """The setup at length-scales ``ell`` (H is not needed by the Pyro program and left as is)."""
         return DPMSetup(gp=self.gp(ell), s=self.base.s, alpha=self.base.alpha, H=self.base.H,
-                        tie_prior=self.base.tie_prior)
+                        tie_prior=self.base.tie_prior, tie_per_user=self.base.tie_per_user)
 
 
 @dataclass
 class DPMSetup:
     """What is fixed before inference: the item GP (GPPL's setup), s, α, H (P, M): each training
     label's direction in the inducing utilities (see :func:`crowdzoo.gp.conditional.probit_rows`), and
-    the prior of the tie threshold τ for data with ties (None: no ties)."""
+    the prior of the tie threshold τ for data with ties (None: no ties), and whether τ is per user
+    (``tie_threshold="per_user"``)."""
 
     gp: GPPLSetup
     s: float
     alpha: float
     H: torch.Tensor
     tie_prior: object = None
+    tie_per_user: bool = False
 
     @property
     def M(self) -> int:

@@ -20,6 +20,13 @@ and log s by L-BFGS, from the median heuristic (Eq. 26) and the prior's mean of 
 the exact gradient of the evidence (:func:`~crowdzoo.inference.ep.ep_log_evidence`). The grid over s
 then runs with the learned length-scales, which the posterior's model carries (the crowdGPPL paper
 fixes them and names learning them as future work, §6).
+
+Ties (``ties="model"``): each label's site is the ordered probit's (:mod:`crowdzoo.inference.ep`; a tie
+the interval Φ(τ_p − z) − Φ(−τ_p − z) of z = h_pᵀ f_m), with τ_p = τ/√(1 + c_p/s), the threshold of
+GPPL's model on the scale of h_p. τ is a point estimate, as natgrad's: log τ joins the L-BFGS above
+(with log s, and the length-scales under ``learn_kernel``), which then maximises
+log Z_EP + log p(s) + log p(log τ) under ``tie_prior`` (the mode of log τ, started where a tie of equal
+items is as common as ties are in the data); the grid over s then runs at that τ.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from ...data.tensors import label_tensors
 from ...gp.conditional import probit_rows
 from ...gp.learn import check_learnable, log_prior_of_theta
 from ...gp.linalg import DTYPE, cholesky
+from ...gp.ordinal import initial_tau
 from ...inference.ep import ep_fixed_s, ep_log_evidence
 from .posterior import GPPLPosterior
 
@@ -51,11 +59,13 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
     if s_mode not in ("integrate", "max"):
         raise ValueError(f"s_mode: expected 'integrate' or 'max', got {s_mode!r}")
     a, b, y = label_tensors(data)
-    sgn = 2.0 * y - 1.0
-    learned = {}
-    if learn_kernel:
-        model, learned = learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter)
-        setup = None
+    sgn = 2.0 * y - 1.0  # 0: a tie
+    learned, tie = {}, None
+    if learn_kernel or data.has_ties:
+        model, learned = learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter,
+                                         learn_kernel=learn_kernel, setup=None if learn_kernel else setup)
+        tie = learned.get("tau")
+        setup = None if learn_kernel else setup
     setup = setup or model.setup(data, seed=seed)
     if setup.residual_prior is not None:  # EP's sites are over f_m alone: no item residual
         setup = dataclasses.replace(setup, residual_prior=None)
@@ -69,10 +79,12 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
     grid = torch.logspace(math.log10(lo), math.log10(hi), n_grid, dtype=DTYPE)
     means, covs, logw, logZs, iters = [], [], [], [], []
     tau = nu = None
+    c = setup.pair_rows(a, b)[1] if tie is not None else None
     for s in grid.flip(0):  # from large s (tight prior) to small: warm starts stay stable
         H = probit_rows(setup, a, b, s)
-        mu, Sigma, tau, nu, log_Z, it = ep_fixed_s(setup.K_mm / s, H, sgn, tau, nu, damping,
-                                                   max_iter, tol)
+        t_p = None if tie is None else tie_thresholds(tie, c, s)
+        mu, Sigma, tau, nu, log_Z, it = ep_fixed_s(setup.K_mm / s, H, sgn, tau, nu, damping, max_iter, tol,
+                                                   threshold=t_p)
         means.append(mu)
         covs.append(Sigma)
         logZs.append(log_Z)
@@ -92,35 +104,60 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
     return GPPLPosterior(
         model=model, setup=setup, data=data, method="ep", weights=w,
         means=torch.stack(means)[keep], covs=torch.stack(covs)[keep], s=grid[keep],
+        tau=None if tie is None else torch.full((len(keep),), tie, dtype=DTYPE),
         trace={"s_grid": grid.numpy(), "log_evidence": logZ_t.numpy(),
                "log_weight": logw_t.numpy(), "iterations": np.asarray(iters)},
         settings=dict(seed=seed, s_mode=s_mode, n_grid=n_grid, s_range=(lo, hi), damping=damping,
                       max_iter=max_iter, tol=tol, learn_kernel=learn_kernel, **learned))
 
 
-def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter):
-    """(the model with the learned length-scales, what was learned): the maximum of
-    log Z_EP(ℓ, s) + log p(s) (+ log p(ℓ) under the model's ``lengthscale_prior``: type-II MAP) over
-    (log ℓ, log s) by L-BFGS (module docstring)."""
-    check_learnable(model, data.item_features)
-    base = model.setup(data, seed=seed)
-    ell0 = base.kernel.lengthscale
+def tie_thresholds(tau, c, s):
+    """Each label's threshold τ_p = τ/√(1 + c_p/s) on the scale of its EP direction h_p (module
+    docstring)."""
+    return tau / torch.sqrt(1.0 + c / s)
+
+
+def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel_iter, learn_kernel=True,
+                    setup=None):
+    """(the model, with the learned length-scales under ``learn_kernel``, and what was learned): the
+    maximum of log Z_EP(ℓ, s, τ) + log p(s) (+ log p(ℓ) under the model's ``lengthscale_prior``: type-II
+    MAP; + log p(log τ) under ``tie_prior`` for data with ties) over (log ℓ, log s, log τ) by L-BFGS
+    (module docstring); without ``learn_kernel`` ℓ stays the setup's and only (log s, log τ) move."""
+    if learn_kernel:
+        check_learnable(model, data.item_features)
+    base = setup or model.setup(data, seed=seed)
+    ell0 = base.kernel.lengthscale if learn_kernel else base.kernel.lengthscale[:0]
     prior = model.prior_s()
-    theta = torch.cat([torch.log(ell0), torch.log(prior.mean.reshape(1))]).detach().requires_grad_()
+    ties = data.has_ties
+    start = [torch.log(ell0), torch.log(prior.mean.reshape(1))]
+    if ties:
+        start.append(torch.log(initial_tau(float((sgn == 0).double().mean()))).reshape(1))
+    theta = torch.cat(start).detach().to(DTYPE).requires_grad_()
+    n_ell = ell0.shape[0]
     sites = {"tau": None, "nu": None}
     inducing = base.Z if not base.exact else None
-    log_prior_ell = log_prior_of_theta(getattr(model, "lengthscale_prior", None), ell0.shape[0])
+    log_prior_ell = (log_prior_of_theta(getattr(model, "lengthscale_prior", None), n_ell) if learn_kernel
+                     else None)
+    tie_prior = model.prior_tau() if ties else None
 
     def neg_log_evidence():
-        ell, s = theta[:-1].exp(), theta[-1].exp()
-        setup = dataclasses.replace(model, lengthscale=ell).setup(data, seed=seed, inducing=inducing)
+        s = theta[n_ell].exp()
+        if learn_kernel:
+            setup = dataclasses.replace(model, lengthscale=theta[:n_ell].exp()).setup(data, seed=seed,
+                                                                                     inducing=inducing)
+        else:
+            setup = base
         K, H = setup.K_mm / s, probit_rows(setup, a, b, s)
         L = cholesky(K, jitter=setup.jitter, what="K_mm / s (EP prior)")
+        threshold = tie_thresholds(theta[-1].exp(), setup.pair_rows(a, b)[1], s) if ties else None
         with torch.no_grad():  # the sites at the EP fixed point; the same L for EP and the gradient
             _, _, tau, nu, _, _ = ep_fixed_s(K.detach(), H.detach(), sgn, sites["tau"], sites["nu"], damping,
-                                             max_iter, tol * 1e-2, L=L.detach())
+                                             max_iter, tol * 1e-2, L=L.detach(),
+                                             threshold=None if threshold is None else threshold.detach())
         sites.update(tau=tau, nu=nu)
-        objective = ep_log_evidence(L, H, sgn, tau, nu) + prior.log_prob(s)
+        objective = ep_log_evidence(L, H, sgn, tau, nu, threshold=threshold) + prior.log_prob(s)
+        if ties:  # the density of log τ
+            objective = objective + tie_prior.log_prob(theta[-1].exp()) + theta[-1]
         return -(objective if log_prior_ell is None else objective + log_prior_ell(theta))
 
     opt = torch.optim.LBFGS([theta], max_iter=kernel_iter, line_search_fn="strong_wolfe")
@@ -132,7 +169,11 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
         return loss
 
     opt.step(closure)
-    ell = theta[:-1].detach().exp()
+    theta = theta.detach()
+    learned = {"tau": float(theta[-1].exp())} if ties else {}
+    if not learn_kernel:
+        return model, learned
+    ell = theta[:n_ell].exp()
     return (dataclasses.replace(model, lengthscale=ell),
-            {"learned_lengthscale": ell.tolist(), "learned_s": float(theta[-1].detach().exp()),
-             "start_lengthscale": ell0.tolist()})
+            {"learned_lengthscale": ell.tolist(), "learned_s": float(theta[n_ell].exp()),
+             "start_lengthscale": ell0.tolist(), **learned})

@@ -1,7 +1,8 @@
-"""The DPM community model with ties as a third outcome (svi and nuts): the program's log density
-against a direct computation of the summed-out likelihood (without ties and with them), τ and the
-communities recovered from a simulated crowd whose ties come from the ordered probit, three-outcome
-predictions, and the Gibbs route's refusal."""
+"""The DPM community model with ties as a third outcome: the program's log density (svi, nuts) against a
+direct computation of the summed-out likelihood (without ties and with them), τ and the communities
+recovered from a simulated crowd whose ties come from the ordered probit, three-outcome predictions;
+the Gibbs route's membership score against the closed-form predictive, its τ chain against the EP
+posterior of τ on a grid, and its held-out three-way log loss against svi's."""
 from __future__ import annotations
 
 import warnings
@@ -15,19 +16,22 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 import crowdzoo as cz
-from crowdzoo.gp.ordinal import sample_outcomes
-from crowdzoo.models.dpm.model import stick_weights, user_loglik
+from crowdzoo.gp.ordinal import predictive_outcomes, sample_outcomes
+from crowdzoo.inference.ep import ep_fixed_s
+from crowdzoo.models.dpm.gibbs import _Joint, _Marginal
+from crowdzoo.models.dpm.model import stick_weights, tie_scale, user_loglik
 
 TAU = 0.6
 
 
-def _crowd(tau=TAU, n_users=10, per_user=40, n_items=12, seed=0):
-    """Two communities of users (even and odd ids) with opposite utilities ±1.5 x over one feature;
-    each label drawn from the ordered probit at threshold ``tau`` (0: no ties)."""
+def _crowd(tau=TAU, n_users=10, per_user=40, n_items=12, seed=0, one_community=False):
+    """Two communities of users (even and odd ids) with opposite utilities ±1.5 x over one feature
+    (``one_community``: every user the first); each label drawn from the ordered probit at threshold
+    ``tau`` (0: no ties)."""
     rng = np.random.default_rng(seed)
     X = rng.uniform(0, 3, size=(n_items, 1))
     f = np.stack([1.5 * X[:, 0], -1.5 * X[:, 0]])
-    c = np.arange(n_users) % 2
+    c = np.zeros(n_users, dtype=np.int64) if one_community else np.arange(n_users) % 2
     u = np.repeat(np.arange(n_users), per_user)
     a = rng.integers(0, n_items, u.size)
     b = (a + rng.integers(1, n_items, u.size)) % n_items
@@ -38,7 +42,8 @@ def _crowd(tau=TAU, n_users=10, per_user=40, n_items=12, seed=0):
 
 def _reference_loglik(model, setup, data, u, beta, tau):
     """Σ_u log Σ_c π_c Π_p P(y_p | u_c), straight from the story with scipy's Φ: z_p = (f_a − f_b)/α
-    and thresholds ±τ, the sparse conditional variance folded into both."""
+    and thresholds ±τ (a number, or one per user), the sparse conditional variance folded into both."""
+    tau = np.asarray(tau)[data.users] if np.ndim(tau) else tau
     d, c = (x.numpy() for x in setup.gp.pair_terms(torch.as_tensor(data.a), torch.as_tensor(data.b)))
     s, alpha = setup.s, setup.alpha
     sd = np.sqrt(alpha ** 2 + c / s)
@@ -60,21 +65,24 @@ def _labels_factor(model, data, sites):
     return setup, tr, float(tr.nodes["labels"]["fn"].log_prob(tr.nodes["labels"]["value"]).sum())
 
 
-@pytest.mark.parametrize("n_inducing", [None, 6])
-def test_log_density_matches_the_story_without_and_with_ties(n_inducing):
-    model = cz.DPMCommunities(truncation=3, lengthscale=[1.5], n_inducing=n_inducing, probit_scale=0.7)
+@pytest.mark.parametrize("n_inducing, tie_threshold", [(None, "crowd"), (6, "crowd"), (6, "per_user")])
+def test_log_density_matches_the_story_without_and_with_ties(n_inducing, tie_threshold):
+    model = cz.DPMCommunities(truncation=3, lengthscale=[1.5], n_inducing=n_inducing, probit_scale=0.7,
+                              tie_threshold=tie_threshold)
+    per_user = tie_threshold == "per_user"
     g = torch.Generator().manual_seed(1)
     for tau in (0.0, TAU):
         data, _ = _crowd(tau=tau, n_users=6, per_user=10)
         M = model.setup(data).M
         sites = {"u": torch.randn(3, M, dtype=torch.float64, generator=g),
                  "beta": torch.rand(2, dtype=torch.float64, generator=g) * 0.8 + 0.1}
+        tau_u = np.linspace(0.2, 1.2, data.n_users) if per_user else 0.45
         if tau:
-            sites["tau"] = torch.tensor(0.45, dtype=torch.float64)
+            sites["tau"] = torch.as_tensor(tau_u, dtype=torch.float64)
         setup, tr, got = _labels_factor(model, data, sites)
         assert ("tau" in tr.nodes) == bool(tau)  # no τ site without ties: the program as before
         want = _reference_loglik(model, setup, data, sites["u"].numpy(), sites["beta"].numpy(),
-                                 0.45 if tau else 0.0)
+                                 tau_u if tau else 0.0)
         assert abs(got - want) < 1e-10 * max(1.0, abs(want)), (tau, got, want)
 
 
@@ -129,13 +137,195 @@ def test_nuts_and_svi_agree_on_the_tie_threshold():
     assert abs(float(nuts.tau.mean()) - float(svi.tau.mean())) < 0.1
 
 
-def test_gibbs_refuses_ties_naming_the_routes_that_take_them():
+def _three_way_log_loss(post, data):
+    a, b, u = data.item_ids[data.a], data.item_ids[data.b], data.user_ids[data.users]
+    p = post.predict_outcomes(a, b, users=u)[["p_b", "p_tie", "p_a"]].to_numpy()
+    k = np.round(2 * data.y).astype(int)
+    return -np.mean(np.log(p[np.arange(data.n_pairs), k]))
+
+
+def test_gibbs_marginal_score_is_the_three_outcome_predictive():
+    """A user's score under another community (its EP posterior) and under a new one (the GP prior)
+    is log n_c + Σ_p log P(y_p) of the closed-form predictive (Eq. 3 at the shifted means), here in
+    probability space from the community's whitened mean and covariance."""
     data, _ = _crowd(n_users=4, per_user=10)
-    for method in ("gibbs", None):  # named, and the default route
-        kw = {} if method is None else {"method": method}
-        with pytest.raises(cz.DataError, match=r"'gibbs' route has no tie likelihood.*svi.*nuts") as err:
-            cz.fit(cz.DPMCommunities(), data, **kw)
-        assert err.value.arg == "y" and data.y[err.value.row] == 0.5
+    setup = cz.DPMCommunities(lengthscale=[1.5], n_inducing=6).setup(data)
+    rule = _Marginal(setup, data, dict(damping=0.5, max_iter=200, tol=1e-8))
+    tau = 0.45
+    rule.set_tie_threshold(tau)
+    z = np.array([0, 1, 1, 0])
+    rule.start(z)
+    u = 0
+    ids, logp = rule.score(u, 0, {0: 2, 1: 2}, lam=0.7)
+    idx = rule.labels[u]
+    a, b = torch.as_tensor(data.a)[idx], torch.as_tensor(data.b)[idx]
+    t_p = tau * tie_scale(setup.gp.pair_terms(a, b)[1], setup.s, setup.alpha)
+    k = torch.as_tensor(np.round(2 * (1 - data.y[idx.numpy()])).astype(int))  # column of (p_a, p_tie, p_b)
+    Gu = rule.G[idx]
+
+    def log_pred(mean, var):
+        return float(predictive_outcomes(mean, var, t_p)[torch.arange(len(k)), k].log().sum())
+
+    m1, S1 = rule.summary(1)
+    assert ids == [0, 1, -1]
+    assert abs(float(logp[1]) - (np.log(2) + log_pred(Gu @ m1, ((Gu @ S1) * Gu).sum(1)))) < 1e-9
+    assert abs(float(logp[2]) - (np.log(0.7) + log_pred(torch.zeros(len(k), dtype=torch.float64),
+                                                        (Gu * Gu).sum(1)))) < 1e-9
+
+
+def test_gibbs_joint_score_is_the_ratio_of_ordinal_ep_evidences():
+    """The joint rule in whitened coordinates against EP on the unwhitened prior N(0, K_mm / s) with
+    rows H and thresholds τ · tie scale built here: log n_c + log Z_EP(D_c ∪ D_u) − log Z_EP(D_c), and
+    log λ + log Z_EP(D_u) for a new community."""
+    data, _ = _crowd(n_users=4, per_user=10)
+    setup = cz.DPMCommunities(lengthscale=[1.5], n_inducing=6).setup(data)
+    rule = _Joint(setup, data, dict(damping=0.5, max_iter=2000, tol=1e-10), cache_size=100)
+    tau = 0.45
+    rule.set_tie_threshold(tau)
+    rule.start(np.array([0, 1, 1, 0]))
+    ids, logp = rule.score(0, 0, {0: 2, 1: 2}, lam=0.7)
+    sgn = 2 * torch.as_tensor(data.y) - 1
+    t_p = tau * tie_scale(setup.gp.pair_terms(torch.as_tensor(data.a), torch.as_tensor(data.b))[1], setup.s,
+                          setup.alpha)
+
+    def log_z(users):
+        idx = torch.as_tensor(np.flatnonzero(np.isin(data.users, users)))
+        return ep_fixed_s(setup.K, setup.H[idx], sgn[idx], tol=1e-10, max_iter=2000, threshold=t_p[idx])[4]
+
+    assert ids == [0, 1, -1]
+    want = [np.log(1) + log_z([0, 3]) - log_z([3]), np.log(2) + log_z([0, 1, 2]) - log_z([1, 2]),
+            np.log(0.7) + log_z([0])]
+    assert np.allclose(logp.numpy(), want, atol=1e-6), (logp, want)
+
+
+def test_gibbs_recovers_the_tie_threshold_and_the_communities():
+    data, comm = _crowd()
+    post = cz.fit(cz.DPMCommunities(lengthscale=[1.5]), data, method="gibbs", n_sweeps=40, burn_in=15,
+                  n_chains=1, progress_bar=False)
+    assert post.tau.shape == (25,) and post.trace["tau"].shape == (1, 40)
+    assert abs(float(post.tau.mean()) - TAU) < 0.15, post.tau.mean()
+    assert 0.15 < post.trace["tau_accepted"].mean() < 0.85  # the random walk moves
+    co = post.coclustering().numpy()
+    same = comm[:, None] == comm[None, :]
+    assert co[same].mean() > 0.8 and co[~same].mean() < 0.2
+    p = post.predict_outcomes(data.item_ids[data.a[:20]], data.item_ids[data.b[:20]])  # a new user
+    assert np.allclose(p.to_numpy().sum(1), 1.0, atol=1e-12)
+    assert _three_way_log_loss(post, data) < np.log(3) - 0.3  # far better than guessing the outcomes
+    dt = post.to_arviz()
+    assert dt["posterior"]["tau"].shape == (1, 25)
+
+
+@pytest.mark.slow
+def test_gibbs_samples_the_ep_posterior_of_the_threshold():
+    """One community (λ so small that no user leaves it): the chain's τ against p(τ) Z_EP(D; τ) on a
+    grid of log τ (EP refitted at each point): mean .682, sd .168. Measured with 2 chains × 200 kept
+    sweeps, seeds 0–3: means .665, .665, .670, .657 (at most .15 sd off), sds .172, .151, .141, .161;
+    one long run (2 × 1500 kept, seed 10) .676 and .160. Without the Jacobian of log τ the grid's mean
+    would be .639, without the prior .737."""
+    data, _ = _crowd(n_users=3, per_user=15, seed=3, one_community=True)
+    model = cz.DPMCommunities(concentration=1e-8, lengthscale=[1.5], n_inducing=6)
+    st = model.setup(data)
+    sgn = 2 * torch.as_tensor(data.y) - 1
+    scale = tie_scale(st.gp.pair_terms(torch.as_tensor(data.a), torch.as_tensor(data.b))[1], st.s, st.alpha)
+    theta = torch.linspace(np.log(0.03), np.log(3.0), 120, dtype=torch.float64)
+    log_z = torch.tensor([ep_fixed_s(st.K, st.H, sgn, threshold=t.exp() * scale, tol=1e-10, max_iter=1000)[4]
+                          for t in theta])
+    w = torch.softmax(log_z + model.prior_tau().log_prob(theta.exp()) + theta, 0)
+    mean = float((w * theta.exp()).sum())
+    sd = float((w * (theta.exp() - mean) ** 2).sum().sqrt())
+    post = cz.fit(model, data, method="gibbs", n_sweeps=250, burn_in=50, n_chains=2, progress_bar=False)
+    assert (post.n_communities().index == 1).all()
+    assert abs(float(post.tau.mean()) - mean) < 0.35 * sd, (float(post.tau.mean()), mean, sd)
+    assert 0.7 < float(post.tau.std()) / sd < 1.3, (float(post.tau.std()), sd)
+
+
+@pytest.mark.slow
+def test_gibbs_and_svi_agree_on_the_held_out_three_way_log_loss():
+    """The same crowd (10 users × 50 labels, a fifth held out) by Gibbs + EP and by svi. Measured on
+    seeds 0, 1, 2: held-out three-way log loss Gibbs − svi −.007, −.002, −.004 (and Gibbs − NUTS
+    −.006, −.000, −.001; NUTS 300 + 300 draws, truncation 2); τ .530, .527, .614 against svi's .581,
+    .525, .657 and NUTS's .580, .535, .664. The tolerance .02 is near three times the largest gap."""
+    data, _ = _crowd(per_user=50)
+    rows = np.arange(data.n_pairs)
+    held = rows % 5 == 4
+    train, test = data.subset(rows[~held]), data.subset(rows[held])
+    gibbs = cz.fit(cz.DPMCommunities(lengthscale=[1.5]), train, method="gibbs", n_sweeps=40, burn_in=15,
+                   n_chains=1, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cz.ConvergenceWarning)
+        svi = cz.fit(cz.DPMCommunities(truncation=4, lengthscale=[1.5]), train, method="svi", num_steps=1000,
+                     lr=0.05, n_draws=200, progress_bar=False, check_confidence=False)
+    gap = _three_way_log_loss(gibbs, test) - _three_way_log_loss(svi, test)
+    assert abs(gap) < 0.02, gap
+    assert abs(float(gibbs.tau.mean()) - float(svi.tau.mean())) < 0.15
+
+
+USER_TAUS = np.array([0.2, 0.6, 1.6, 1.0])
+
+
+def _users_with_own_thresholds(per_user=150, n_items=12, seed=0):
+    """Four users in two communities (even and odd ids, utilities ±1.5 x), user u's ties at its own
+    threshold ``USER_TAUS[u]``."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 3, size=(n_items, 1))
+    f = np.stack([1.5 * X[:, 0], -1.5 * X[:, 0]])
+    c = np.arange(len(USER_TAUS)) % 2
+    u = np.repeat(np.arange(len(USER_TAUS)), per_user)
+    a = rng.integers(0, n_items, u.size)
+    b = (a + rng.integers(1, n_items, u.size)) % n_items
+    delta = torch.as_tensor(f[c[u], a] - f[c[u], b])
+    y = sample_outcomes(delta, torch.as_tensor(USER_TAUS[u]), "probit", torch.Generator().manual_seed(seed))
+    return cz.PairwiseData.from_arrays(a, b, y.numpy(), X, users=u, ties="model")
+
+
+@pytest.mark.slow
+def test_svi_recovers_each_users_tie_threshold_and_beats_one_for_the_crowd():
+    """Measured (seed 0, 480 training labels, a fifth held out): τ_u .187, .772, 1.358, .921 against
+    .2, .6, 1.6, 1.0; one τ for the crowd .74; held-out three-way log loss .467 per user against .530."""
+    data = _users_with_own_thresholds()
+    rows = np.arange(data.n_pairs)
+    held = rows % 5 == 4
+    train, test = data.subset(rows[~held]), data.subset(rows[held])
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cz.ConvergenceWarning)
+        for tt in ("per_user", "crowd"):
+            fits[tt] = cz.fit(cz.DPMCommunities(truncation=3, lengthscale=[1.5], tie_threshold=tt), train,
+                              method="svi", num_steps=1000, lr=0.05, n_draws=200, progress_bar=False,
+                              check_confidence=False)
+    tau = fits["per_user"].tau
+    assert tau.shape == (200, 4)
+    assert np.all(np.abs(tau.mean(0).numpy() - USER_TAUS) < 0.2 * USER_TAUS + 0.1), tau.mean(0)
+    assert _three_way_log_loss(fits["per_user"], test) < _three_way_log_loss(fits["crowd"], test) - 0.02
+    post, a, b = fits["per_user"], test.item_ids[test.a[:10]], test.item_ids[test.b[:10]]
+    # a new user: the users' median τ in each draw, the same as a crowd τ at that median
+    new = post.predict_outcomes(a, b).to_numpy()
+    assert np.allclose(new.sum(1), 1.0, atol=1e-12)
+    median = post.tau.median(-1).values
+    post.tau = median
+    assert np.allclose(post.predict_outcomes(a, b).to_numpy(), new, atol=1e-12)
+    post.tau = tau
+    dt = post.to_arviz()
+    assert dt["posterior"]["tau"].shape == (1, 200, 4)
+
+
+def test_gibbs_recovers_each_users_tie_threshold_and_beats_one_for_the_crowd():
+    """The same crowd as the svi test, by Gibbs (40 sweeps, 15 burn-in, one chain; about 10 s and 6 s).
+    Measured: τ_u .181, .798, 1.340, .959 against .2, .6, 1.6, 1.0; one τ .735; held-out three-way log
+    loss .465 per user against .532."""
+    data = _users_with_own_thresholds()
+    rows = np.arange(data.n_pairs)
+    held = rows % 5 == 4
+    train, test = data.subset(rows[~held]), data.subset(rows[held])
+    fits = {tt: cz.fit(cz.DPMCommunities(lengthscale=[1.5], tie_threshold=tt), train, method="gibbs",
+                       n_sweeps=40, burn_in=15, n_chains=1, progress_bar=False)
+            for tt in ("per_user", "crowd")}
+    tau = fits["per_user"].tau
+    assert tau.shape == (25, 4) and fits["per_user"].trace["tau"].shape == (1, 40, 4)
+    assert np.all(np.abs(tau.mean(0).numpy() - USER_TAUS) < 0.2 * USER_TAUS + 0.1), tau.mean(0)
+    assert _three_way_log_loss(fits["per_user"], test) < _three_way_log_loss(fits["crowd"], test) - 0.02
+    with pytest.raises(cz.DataError, match="tie_threshold"):
+        cz.DPMCommunities(tie_threshold="each")
 
 
 def test_tie_prior_must_be_a_positive_distribution():
