@@ -32,6 +32,22 @@ def test_two_item_choices_fit_as_the_pairwise_natgrad():
                        atol=1e-10, rtol=0)
 
 
+def test_two_item_choices_with_the_item_residual_fit_as_the_pairwise_natgrad():
+    """With the item residual, a pair's label as a choice from {a, b}: the same q(f_m) and q(r) as the
+    pairwise route (the residual's mean moves the rows' μ but is no part of q(f_m)'s own mean A_J m)."""
+    pairs, _ = cz.simulate_gppl(n_items=8, n_pairs=30, seed=3)
+    sets = np.column_stack([pairs.a, pairs.b])
+    choices = ChoiceData.from_arrays(sets, np.where(pairs.y == 1, pairs.a, pairs.b), pairs.item_features)
+    model = GPPL(n_inducing=None, item_residual=True)
+    kw = dict(method="natgrad", check_confidence=False, progress_bar=False)
+    p_pairs = cz.fit(model, pairs, likelihood="exact", learn_kernel=False, **kw)
+    p_choices = cz.fit(model, choices, **kw)
+    assert p_choices.settings["iterations"] == p_pairs.settings["iterations"]
+    assert torch.allclose(p_choices.means, p_pairs.means, atol=1e-10, rtol=0)
+    assert torch.allclose(p_choices.r_means, p_pairs.r_means, atol=1e-10, rtol=0)
+    assert torch.allclose(p_choices.r_vars, p_pairs.r_vars, atol=1e-10, rtol=0)
+
+
 def test_natgrad_choice_predictions_integrate_the_members_joint_gaussian():
     """predict_choice of a natgrad fit (an exact GP) against Monte Carlo over draws of q's utilities:
     the members' correlations count (each member's variance alone was off by .066 here, the joint by
