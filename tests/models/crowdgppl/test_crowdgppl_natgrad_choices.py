@@ -113,6 +113,49 @@ def test_natgrad_choice_predictions_integrate_the_members_joint_gaussian():
         assert np.abs(p - np.where(mask.numpy(), ref, 0.0)).max() < 0.02
 
 
+def _mixed_rows(R, N=12, U=6, seed=0):
+    """R best–worst rows of 2 to 5 items (the worst only where a row has more than two) by U users."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 6, R)
+    sets = np.full((R, 5), -1)
+    for r, k in enumerate(sizes):
+        sets[r, :k] = rng.choice(N, k, replace=False)
+    worst = np.where(sizes > 2, sets[np.arange(R), sizes - 1], -1)
+    return ChoiceData.from_arrays(sets, sets[:, 0], rng.uniform(0, 10, (N, 2)), users=rng.integers(0, U, R),
+                                  worst=worst)
+
+
+def test_the_rules_curvature_projected_is_nearer_a_finer_rules():
+    """G of 16 antithetic pairs, projected onto the negative semi-definite matrices, is nearer (Frobenius)
+    to G of 1024 pairs than the raw 16-pair estimate, row by row, clearly so where the raw one had a
+    positive direction, and has none."""
+    data = _mixed_rows(24)
+    items, mask, best, worst = nc.choice_tensors(data)
+    g = torch.Generator().manual_seed(0)
+    mu = torch.randn(24, 5, generator=g, dtype=F64)
+    L = 0.5 * torch.randn(24, 5, 5, generator=g, dtype=F64)
+    cov = L @ L.mT + 0.05 * torch.eye(5, dtype=F64)
+    G16 = expected_row_log_lik(mu, cov, mask, best, worst, points=nc.normal_points(5, 16, 1))[2]
+    fine = expected_row_log_lik(mu, cov, mask, best, worst, points=nc.normal_points(5, 1024, 2))[2]
+    projected = nc.negative_part(G16)
+    assert float(torch.linalg.eigvalsh(projected).max()) < 1e-12
+    positive = torch.linalg.eigvalsh(G16).max(-1).values > 0.05
+    assert int(positive.sum()) >= 5  # the raw estimate has positive directions
+    near, raw = ((x - fine).flatten(1).norm(dim=1) for x in (projected, G16))
+    assert bool((near <= raw + 1e-12).all()) and bool((near[positive] < raw[positive] - 0.01).all())
+
+
+@pytest.mark.filterwarnings("ignore::crowdzoo.errors.ConvergenceWarning")
+def test_mini_batches_of_rows_of_varying_size_take_every_step():
+    """Mini-batches of 50 best–worst rows of 2 to 5 items (the rule's curvature on 16 pairs of points, whose
+    raw estimate made the first step's precision indefinite): every step is taken and the bound grows."""
+    data = _mixed_rows(400)
+    post = cz.fit(CrowdGPPL(n_components=2, n_inducing=None), data, batch_size=50, max_iter=15, min_iter=1,
+                  eval_every=5, eval_size=400, n_points=16, **QUIET)
+    bounds = post.trace["bound"]
+    assert post.settings["iterations"] == 15 and bounds[-1] > bounds[0], bounds
+
+
 def test_natgrad_choice_fit_gives_a_log_likelihood_per_row():
     example = cz.zoo.entry("crowdgppl").make_example(seed=0)
     post = cz.fit(example.model, example.choices, max_iter=5, tol=0, **QUIET)
