@@ -3,6 +3,7 @@
 A crowd of 15 items and 6 users with two components of taste (crowdGPPL's own simulation, s_t = 2),
 700 best-of-4 choices, each row's user drawn uniformly and the best by the probit on that user's
 utilities; 400 train, 300 held out (the crowd of tests/models/crowdgppl/test_crowdgppl_choices.py).
+``--crowd`` sets the crowd's items, users, rows and training rows.
 Prints each route's seconds, its personal utilities' correlation with the simulated ones, the largest
 and mean gaps between natgrad's and the reference's posterior means and held-out choice probabilities,
 the ratio of their posterior sds, and the held-out log loss of each beside pooled GPPL's (natgrad).
@@ -10,8 +11,9 @@ the ratio of their posterior sds, and the held-out log loss of each beside poole
 ``--memory``: the peak resident memory of natgrad fits at a fixed batch of 200 rows (of 2 to 5 items,
 best–worst) as the rows grow, each in a fresh process.
 
-    python benchmarks/bench_crowdgppl_choices.py              # natgrad against svi
-    python benchmarks/bench_crowdgppl_choices.py --ref nuts   # against nuts (200 + 200 draws)
+    python benchmarks/bench_crowdgppl_choices.py                  # natgrad against svi
+    python benchmarks/bench_crowdgppl_choices.py --refs svi nuts --crowd 10 4 250 150
+        # a smaller crowd, natgrad and svi against nuts (200 + 200 draws)
     python benchmarks/bench_crowdgppl_choices.py --memory
 """
 from __future__ import annotations
@@ -49,36 +51,41 @@ def log_loss(post, held, personal=True):
     return -np.mean(np.log(p[np.arange(held.n_rows), held.best]))
 
 
-def compare(ref: str):
-    data, F = crowd()
-    train, held = data.subset(np.arange(400)), data.subset(np.arange(400, 700))
+def compare(refs, n_items=15, n_users=6, n_rows=700, n_train=400):
+    data, F = crowd(n_items, n_users, n_rows)
+    train, held = data.subset(np.arange(n_train)), data.subset(np.arange(n_train, n_rows))
     model = CrowdGPPL(n_components=2, n_inducing=None)
     quiet = dict(progress_bar=False, check_confidence=False)
+    settings = {"natgrad": {}, "svi": dict(num_steps=1000, n_draws=100),
+                "nuts": dict(num_samples=200, warmup_steps=200)}
     fits, seconds = {}, {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cz.ConvergenceWarning)
-        for name, kw in (("natgrad", {}),
-                         (ref, dict(num_steps=1000, n_draws=100) if ref == "svi"
-                          else dict(num_samples=200, warmup_steps=200))):
+        for name in ("natgrad", *refs):
             t = time.time()
-            fits[name] = cz.fit(model, train, method=name, **kw, **quiet)
+            fits[name] = cz.fit(model, train, method=name, **settings[name], **quiet)
             seconds[name] = time.time() - t
         pooled = cz.fit(GPPL(n_inducing=None), train, method="natgrad", **quiet)
-    (m1, v1), (m2, v2) = ((x.to_numpy() for x in fits[k].utilities(users=train.user_ids))
-                          for k in ("natgrad", ref))
     query = [held.item_ids[row[row >= 0]] for row in held.sets]
     users = held.user_ids[held.users]
-    p1, p2 = (fits[k].predict_choice(query, users=users) for k in ("natgrad", ref))
-    for name, m in (("natgrad", m1), (ref, m2)):
+    util = {k: tuple(x.to_numpy() for x in p.utilities(users=train.user_ids)) for k, p in fits.items()}
+    prob = {k: p.predict_choice(query, users=users) for k, p in fits.items()}
+    print(f"{n_items} items, {n_users} users, {n_train} training and {n_rows - n_train} held-out "
+          "best-of-4 rows")
+    for name, (m, _) in util.items():
         r = [np.corrcoef(m[:, u], F[:, u])[0, 1] for u in range(F.shape[1])]
         print(f"{name}: {seconds[name]:.1f} s, correlation with F per user {np.round(r, 3).tolist()}, "
               f"held-out log loss {log_loss(fits[name], held):.3f}")
     print(f"pooled GPPL (natgrad): held-out log loss {log_loss(pooled, held, personal=False):.3f}")
-    print(f"natgrad - {ref}: posterior means max {np.abs(m1 - m2).max():.3f}, "
-          f"mean {np.abs(m1 - m2).mean():.3f}; "
-          f"sd ratio {np.sqrt(v1 / v2).min():.2f}-{np.sqrt(v1 / v2).max():.2f} "
-          f"(median {np.median(np.sqrt(v1 / v2)):.2f}); held-out choice probabilities max "
-          f"{np.abs(p1 - p2).max():.3f}, mean {np.abs(p1 - p2).mean():.3f}")
+    pairs = [(a, b) for a in fits for b in refs if a != b and not (a == "nuts" and b == "svi")]
+    for a, b in pairs:
+        (m1, v1), (m2, v2) = util[a], util[b]
+        ratio = np.sqrt(v1 / v2)
+        gap = np.abs(prob[a] - prob[b])
+        print(f"{a} - {b}: posterior means max {np.abs(m1 - m2).max():.3f}, "
+              f"mean {np.abs(m1 - m2).mean():.3f}; "
+              f"sd ratio {ratio.min():.2f}-{ratio.max():.2f} (median {np.median(ratio):.2f}); "
+              f"held-out choice probabilities max {gap.max():.3f}, mean {gap.mean():.3f}")
 
 
 def memory_one(R: int):
@@ -104,7 +111,9 @@ def memory_one(R: int):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ref", choices=("svi", "nuts"), default="svi")
+    ap.add_argument("--refs", nargs="+", choices=("svi", "nuts"), default=["svi"])
+    ap.add_argument("--crowd", nargs=4, type=int, default=[15, 6, 700, 400],
+                    metavar=("ITEMS", "USERS", "ROWS", "TRAIN"))
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--rows", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -114,4 +123,4 @@ if __name__ == "__main__":
         for R in (1_000, 10_000, 100_000):
             subprocess.run([sys.executable, __file__, "--rows", str(R)], check=True)
     else:
-        compare(args.ref)
+        compare(args.refs, *args.crowd)
