@@ -229,6 +229,21 @@ def derivatives(a: Anchor, bt: Rows, mu, cov, var, p: ChoiceProblem):
     return g, G, g_var
 
 
+def user_weights(g, G, g_var, o, V, w, c_v=None):
+    """Per row, the weights (λ, ν) of q(w_c,j) for the row's user (Eq. 36–37 with the exact likelihood):
+    the member's share of component c is v_c,i w_c,j, so that with o = A_J v̂_c (R, K), V = A_J S_v,c A_Jᵀ
+    (R, K, K) and ŵ = ``w`` (R,) the row's moments hold ŵ o, (ŵ² + ω)(V) + ω o oᵀ and, where the item
+    side is sparse, the noise c_i / s_v,c (ŵ² + ω) (``c_v`` (R, K); None: none). Then
+
+        λ = −2 ∂E/∂ω = −2 (oᵀ G o + tr(G V) + Σ_i ∂E/∂σ²_i c_i / s_v,c),
+        ν = ∂E/∂ŵ + λ ŵ = oᵀ g − 2 ŵ oᵀ G o."""
+    oGo = torch.einsum("rk,rkl,rl->r", o, G, o)
+    second = oGo + (G * V).sum((-1, -2))
+    if c_v is not None:
+        second = second + (g_var * c_v).sum(-1)
+    return -2.0 * second, (o * g).sum(-1) - 2.0 * w * oGo
+
+
 def _sweep(st: dict, gam: dict, bt: Rows, p: ChoiceProblem, rho: float, pi: float):
     """q(t), the residual's q(r), q(v_c) for each c, then q(w_c) for each c, on one batch of rows
     (module docstring); with conditional variance, the likelihood's pull on each q(s) at the end
@@ -270,13 +285,8 @@ def _sweep(st: dict, gam: dict, bt: Rows, p: ChoiceProblem, rho: float, pi: floa
     Lam_w, eta_w, m_w, S_w = (x.clone() for x in w)
     w_m, w_q = mem.w.clone(), mem.w_q.clone()
     for c in range(m_w.shape[0]):  # Eq. 36–37
-        g, G, g_var = current()
-        o = o_v[..., c]
-        oGo = torch.einsum("rk,rkl,rl->r", o, G, o)
-        second = oGo + (G * V_v[:, c]).sum((-1, -2))
-        if g_var is not None:
-            second = second + (g_var * bt.c_J).sum(-1) / Es["v"][c]
-        lam, nu = -2.0 * second, (o * g).sum(-1) - 2.0 * w_m[:, c] * oGo
+        lam, nu = user_weights(*current(), o_v[..., c], V_v[:, c], w_m[:, c],
+                               None if not p.conditional else bt.c_J / Es["v"][c])
         blk = natural.Gaussian(Lam_w[c], eta_w[c], m_w[c], S_w[c])
         if bt.Aw is None:
             blk = ng._step(blk, Es["w"][c], None, lam, nu, rho, pi, j=bt.j)

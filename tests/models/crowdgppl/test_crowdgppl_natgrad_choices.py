@@ -12,7 +12,7 @@ import crowdzoo as cz
 from crowdzoo.core.ids import choice_positions
 from crowdzoo.data import ChoiceData
 from crowdzoo.gp import natural, residual
-from crowdzoo.gp.choice import best_log_probs, expected_row_log_lik
+from crowdzoo.gp.choice import best_log_probs, block_natural_params, expected_row_log_lik
 from crowdzoo.models import GPPL, CrowdGPPL
 from crowdzoo.models.crowdgppl import natgrad as ng
 from crowdzoo.models.crowdgppl import natgrad_choices as nc
@@ -113,7 +113,7 @@ def test_natgrad_choice_predictions_integrate_the_members_joint_gaussian():
         assert np.abs(p - np.where(mask.numpy(), ref, 0.0)).max() < 0.02
 
 
-def _mixed_rows(R, N=12, U=6, seed=0):
+def _mixed_rows(R, N=12, U=6, seed=0, user_features=False):
     """R best–worst rows of 2 to 5 items (the worst only where a row has more than two) by U users."""
     rng = np.random.default_rng(seed)
     sizes = rng.integers(2, 6, R)
@@ -121,8 +121,66 @@ def _mixed_rows(R, N=12, U=6, seed=0):
     for r, k in enumerate(sizes):
         sets[r, :k] = rng.choice(N, k, replace=False)
     worst = np.where(sizes > 2, sets[np.arange(R), sizes - 1], -1)
+    UF = rng.uniform(0, 10, (U, 2)) if user_features else None
     return ChoiceData.from_arrays(sets, sets[:, 0], rng.uniform(0, 10, (N, 2)), users=rng.integers(0, U, R),
-                                  worst=worst)
+                                  worst=worst, user_features=UF)
+
+
+def test_each_factors_natural_gradient_is_the_chain_rule_through_the_rows_moments():
+    """For any derivatives (g, G, ∂E/∂σ²) of the rows' expected log-likelihood in their members' mean,
+    covariance and noise variance, each factor's natural parameters are (−2 ∂E/∂S, ∂E/∂m − 2 (∂E/∂S) m)
+    of E = Σ g·μ + tr(G Σ) + ∂E/∂σ²·σ², by autograd through the rows' moments: t, each v_c (the user's
+    w_c,j its multiplier, the user's conditional variance in the noise) and each w_c on a sparse user side,
+    with sparse items, on best–worst rows of 2 to 5 items."""
+    data = _mixed_rows(30, N=10, U=6, user_features=True)
+    setup = CrowdGPPL(n_components=2, n_inducing=5, n_inducing_users=3, item_residual=False).setup(data)
+    items, mask, best, worst = nc.choice_tensors(data)
+    bt = nc.rows_of(ng._sides(setup, False), setup.items.conditional_variance(), items, mask, best, worst,
+                    torch.from_numpy(data.users))
+    assert bt.Aw is not None and bool((bt.d > 0).any()) and bool((bt.c_J > 0).any())
+    gen = torch.Generator().manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=F64)
+
+    def spd(*shape):
+        L = randn(*shape, shape[-1])
+        return 0.1 * L @ L.mT + 0.05 * torch.eye(shape[-1], dtype=F64)
+
+    M, M_u, C = setup.M, setup.M_u, 2
+    leaves = [randn(M), spd(M), randn(C, M), spd(C, M), randn(C, M_u), spd(C, M_u)]
+    leaves = [x.requires_grad_(True) for x in leaves]
+    t_m, t_S, v_m, v_S, w_m, w_S = leaves
+    Es = {"t": torch.tensor(1.3, dtype=F64), "v": torch.tensor([0.7, 1.9], dtype=F64),
+          "w": torch.tensor([1.1, 0.6], dtype=F64)}
+    pair = mask[:, :, None] & mask[:, None, :]
+    g, H = randn(*mask.shape) * mask, randn(*mask.shape, mask.shape[1])
+    G, g_var = -(H @ H.mT) * pair, -torch.rand(mask.shape, generator=gen, dtype=F64) * mask
+
+    def blocks(t_m, t_S, v_m, v_S, w_m, w_S):
+        return {"t": natural.Gaussian(None, None, t_m, t_S), "v": natural.Gaussian(None, None, v_m, v_S),
+                "w": natural.Gaussian(None, None, w_m, w_S)}
+
+    mu, cov, var = nc.moments(nc.members(blocks(*leaves), bt), bt, Es, True)
+    E = (g * mu).sum() + (G * cov).sum() + (g_var * var).sum()
+    dt_m, dt_S, dv_m, dv_S, dw_m, dw_S = torch.autograd.grad(E, leaves)
+
+    def expected(dm, dS, m):
+        dS = 0.5 * (dS + dS.mT)
+        return -2.0 * dS, dm - 2.0 * (dS @ m.detach()[..., None])[..., 0]
+
+    def close(got, want):
+        for a, b in zip(got, want):
+            assert torch.allclose(a, b, atol=1e-10, rtol=1e-10), (a - b).abs().max()
+
+    mem = nc.members(blocks(*(x.detach() for x in leaves)), bt)
+    close(block_natural_params(bt.A_J, g, G, mem.o_t), expected(dt_m, dt_S, t_m))
+    for c in range(C):
+        w, e = mem.w[:, c], mem.w[:, c] ** 2 + mem.w_q[:, c]
+        close(block_natural_params(bt.A_J, g, G, mem.o_v[..., c], w, e, g_var * (bt.d / Es["w"][c])[:, None]),
+              expected(dv_m[c], dv_S[c], v_m[c]))
+        lam, nu = nc.user_weights(g, G, g_var, mem.o_v[..., c], mem.V_v[:, c], w, bt.c_J / Es["v"][c])
+        close(((bt.Aw.T * lam) @ bt.Aw, bt.Aw.T @ nu), expected(dw_m[c], dw_S[c], w_m[c]))
 
 
 def test_the_rules_curvature_projected_is_nearer_a_finer_rules():
