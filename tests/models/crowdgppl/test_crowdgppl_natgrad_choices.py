@@ -270,8 +270,8 @@ def test_natgrad_recovers_personal_utilities_from_best_of_4_choices():
 @pytest.mark.slow
 def test_natgrad_agrees_with_svi_and_beats_pooled_gppl_on_a_best_of_4_crowd():
     """15 items, 6 users with two components of taste, 400 best-of-4 choices (the svi route's test crowd;
-    about a minute): natgrad's personal utilities and held-out choice probabilities agree with svi's, and
-    its held-out log loss beats pooled GPPL's, which has the consensus alone. Measured
+    about a minute on an idle core): natgrad's personal utilities and held-out choice probabilities agree
+    with svi's, and its held-out log loss beats pooled GPPL's, which has the consensus alone. Measured
     (``python benchmarks/bench_crowdgppl_choices.py``): posterior means .285 apart on average, .645 at
     most, against posterior sds of about .8; held-out choice probabilities .017 apart on average, .145 at
     most (the pairwise routes are each about .02 from NUTS, docs/crowdgppl.md); log loss .699 (svi .709,
