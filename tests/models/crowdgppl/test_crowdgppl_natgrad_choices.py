@@ -214,12 +214,15 @@ def test_mini_batches_of_rows_of_varying_size_take_every_step():
     assert post.settings["iterations"] == 15 and bounds[-1] > bounds[0], bounds
 
 
-def test_natgrad_choice_fit_gives_a_log_likelihood_per_row():
+def test_natgrad_choice_fit_gives_a_log_likelihood_per_row_and_a_report(tmp_path):
     example = cz.zoo.entry("crowdgppl").make_example(seed=0)
-    post = cz.fit(example.model, example.choices, max_iter=5, tol=0, **QUIET)
+    train, held = example.choices.subset(np.arange(20)), example.choices.subset(np.arange(20, 30))
+    post = cz.fit(example.model, train, max_iter=5, tol=0, n_points=16, **QUIET)
     tree = post.to_arviz(n_draws=50)
     ll = tree["log_likelihood"]["choice"]
-    assert ll.shape == (1, 50, example.choices.n_rows) and bool(np.isfinite(ll.values).all())
+    assert ll.shape == (1, 50, train.n_rows) and bool(np.isfinite(ll.values).all())
+    cz.report(post, tmp_path / "report.html", test=held)
+    assert "calibration (held-out choices)" in (tmp_path / "report.html").read_text()
 
 
 def test_natgrad_on_choices_refuses_a_learned_kernel_and_the_linearised_likelihood():
