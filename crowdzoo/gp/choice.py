@@ -357,3 +357,15 @@ def gaussian_choice_probs(mu, cov, var, mask, points):
         f = mu[r] + torch.einsum("rkl,nl->nrk", torch.linalg.cholesky(sig), points)
         p[r] = best_log_probs(f, mask[r], "probit", var[r].expand(f.shape)).exp().mean(0)
     return p
+
+
+def negative_part(G):
+    """The negative semi-definite matrix nearest each G (R, K, K) (Frobenius norm: its eigenvalues
+    clamped at 0). The choice's log-likelihood is concave in f (log-concave noise; Prékopa), so the
+    true ∂E/∂Σ = ½ E[∇² log p] is negative semi-definite and the projection of the rule's estimate can
+    only bring it closer; without it a finite rule's estimate has positive directions (on 400 random
+    best–worst rows of 2 to 5 items, 271 with 16 pairs of points, 163 with 64, 152 with 256), which made
+    a mini-batch step's precision indefinite for GPPL and crowdGPPL alike
+    (tests/models/crowdgppl/test_crowdgppl_natgrad_choices.py, tests/models/gppl/test_natgrad_choices.py)."""
+    ev, U = torch.linalg.eigh(G)
+    return (U * ev.clamp_max(0.0)[..., None, :]) @ U.mT

@@ -31,7 +31,8 @@ carried through the sweep by the row's local quadratic model (g moves by 2 G δ�
 μ_r; G and ∂E/∂σ² stay), so that each factor still sees the others' new moments (coordinate ascent on
 the model, not C simultaneous steps that would overshoot). The model is exact at the anchor, so the
 sweep's fixed points are those of a sweep that evaluates the rule at every factor. The rule's G is
-taken at its nearest negative semi-definite matrix (:func:`negative_part`), where the true one lies.
+taken at its nearest negative semi-definite matrix
+(:func:`~crowdzoo.gp.choice.negative_part`), where the true one lies.
 The bound (Eq. 31) takes the exact rule.
 
 The kernels stay at the model's (the median heuristic or ``lengthscale=``), as in the svi and nuts
@@ -47,7 +48,13 @@ import torch
 from ...data.tensors import choice_tensors
 from ...errors import DataError
 from ...gp import natural, residual
-from ...gp.choice import block_natural_params, expected_row_log_lik, gaussian_choice_probs, normal_points
+from ...gp.choice import (
+    block_natural_params,
+    expected_row_log_lik,
+    gaussian_choice_probs,
+    negative_part,
+    normal_points,
+)
 from ...gp.conjugate import require_gamma
 from ...gp.linalg import DTYPE
 from ...inference import natgrad as loop
@@ -202,17 +209,6 @@ def anchor(bt: Rows, mu, cov, var, p: ChoiceProblem) -> Anchor:
         if g_var is not None:
             g_var[i] = gvi
     return Anchor(mu, g, G, g_var)
-
-
-def negative_part(G):
-    """The negative semi-definite matrix nearest each G (R, K, K) (Frobenius norm: its eigenvalues
-    clamped at 0). The choice's log-likelihood is concave in f (log-concave noise; Prékopa), so the
-    true ∂E/∂Σ = ½ E[∇² log p] is negative semi-definite and the projection of the rule's estimate can
-    only bring it closer; without it a finite rule's estimate has positive directions (on 400 random
-    best–worst rows of 2 to 5 items, 271 with 16 pairs of points, 163 with 64, 152 with 256), which made
-    a mini-batch step's precision indefinite (tests/models/crowdgppl/test_crowdgppl_natgrad_choices.py)."""
-    ev, U = torch.linalg.eigh(G)
-    return (U * ev.clamp_max(0.0)[..., None, :]) @ U.mT
 
 
 def derivatives(a: Anchor, bt: Rows, mu, cov, var, p: ChoiceProblem):

@@ -11,7 +11,8 @@ conditional variance c_j / E[s] widens its noise as in the svi model. The row's 
 log-likelihood E[log p(row | f_J)] and its derivatives g_r = ∂/∂μ_r, G_r = ∂/∂Σ_r
 (:func:`~crowdzoo.gp.choice.expected_row_log_lik`: rows of two items by the pairwise route's 1-D
 Gauss–Hermite rule, larger rows by fixed antithetic quasi-Monte Carlo points through the mode-centred
-probit) give the natural gradient of Eq. 17 as for a label
+probit, their G at the nearest negative semi-definite matrix, :func:`~crowdzoo.gp.choice.negative_part`)
+give the natural gradient of Eq. 17 as for a label
 (:func:`~crowdzoo.gp.choice.block_natural_params`):
 
     Λ_lik = −2 π Σ_r A_Jᵀ G_r A_J,        η_lik = π Σ_r A_Jᵀ (g_r − 2 G_r A_J m)
@@ -34,7 +35,7 @@ import torch
 from ...data.tensors import choice_tensors
 from ...errors import DataError
 from ...gp import natural, residual
-from ...gp.choice import block_natural_params, expected_row_log_lik, normal_points
+from ...gp.choice import block_natural_params, expected_row_log_lik, negative_part, normal_points
 from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol
 from ...inference import natgrad as loop
@@ -111,6 +112,9 @@ def _expected(p: ChoiceProblem, q, Es, r, idx):
     items, mask, best, worst = _rows(p, idx)
     A_J, mu, cov, var = row_moments(p, q, Es, r, items, mask)
     ell, g_mu, g_cov, g_var = expected_row_log_lik(mu, cov, mask, best, worst, var, p.n_gh, p.points)
+    rule = mask.sum(-1) > 2  # rows of the point rule: its curvature at the nearest admissible one
+    if bool(rule.any()):
+        g_cov = torch.where(rule[:, None, None], negative_part(g_cov), g_cov)
     return items, mask, A_J, mu, ell, g_mu, g_cov, g_var
 
 

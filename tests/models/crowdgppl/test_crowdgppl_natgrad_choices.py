@@ -12,7 +12,7 @@ import crowdzoo as cz
 from crowdzoo.core.ids import choice_positions
 from crowdzoo.data import ChoiceData
 from crowdzoo.gp import natural, residual
-from crowdzoo.gp.choice import best_log_probs, block_natural_params, expected_row_log_lik
+from crowdzoo.gp.choice import best_log_probs, block_natural_params, expected_row_log_lik, negative_part
 from crowdzoo.models import GPPL, CrowdGPPL
 from crowdzoo.models.crowdgppl import natgrad as ng
 from crowdzoo.models.crowdgppl import natgrad_choices as nc
@@ -195,7 +195,7 @@ def test_the_rules_curvature_projected_is_nearer_a_finer_rules():
     cov = L @ L.mT + 0.05 * torch.eye(5, dtype=F64)
     G16 = expected_row_log_lik(mu, cov, mask, best, worst, points=nc.normal_points(5, 16, 1))[2]
     fine = expected_row_log_lik(mu, cov, mask, best, worst, points=nc.normal_points(5, 1024, 2))[2]
-    projected = nc.negative_part(G16)
+    projected = negative_part(G16)
     assert float(torch.linalg.eigvalsh(projected).max()) < 1e-12
     positive = torch.linalg.eigvalsh(G16).max(-1).values > 0.05
     assert int(positive.sum()) >= 5  # the raw estimate has positive directions

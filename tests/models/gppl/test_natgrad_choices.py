@@ -63,6 +63,23 @@ def test_natgrad_choice_predictions_integrate_the_members_joint_gaussian():
         assert np.abs(p - np.where(mask.numpy(), ref, 0.0)).max() < 0.02
 
 
+@pytest.mark.filterwarnings("ignore::crowdzoo.errors.ConvergenceWarning")
+def test_mini_batches_of_best_worst_rows_of_varying_size_take_every_step():
+    """Mini-batches of 50 best–worst rows of 2 to 5 items: every step is taken and the bound grows (the
+    rule's raw curvature made the first step's precision indefinite, with 16 pairs of points and with 64)."""
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(2, 6, 400)
+    sets = np.full((400, 5), -1)
+    for r, k in enumerate(sizes):
+        sets[r, :k] = rng.choice(12, k, replace=False)
+    worst = np.where(sizes > 2, sets[np.arange(400), sizes - 1], -1)
+    data = ChoiceData.from_arrays(sets, sets[:, 0], rng.uniform(0, 10, (12, 2)), worst=worst)
+    post = cz.fit(GPPL(n_inducing=None), data, method="natgrad", batch_size=50, max_iter=15, min_iter=1,
+                  eval_size=400, n_points=16, check_confidence=False, progress_bar=False)
+    bounds = post.trace["bound"]
+    assert post.settings["iterations"] == 15 and bounds[-1] > bounds[0], bounds
+
+
 def test_natgrad_on_choices_refuses_a_learned_kernel():
     data, _ = simulate_choices(6, 20, 3, n_features=2, link="probit", seed=0)
     with pytest.raises(cz.DataError, match="fixed length-scales"):
