@@ -187,7 +187,7 @@ ZOO: list[Entry] = [
           routes={"natgrad": f"{_M}.crowdgppl.natgrad:fit_natgrad", "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.crowdgppl.posterior:CrowdGPPLPosterior", example=f"{_M}.crowdgppl.examples:tiny",
           guide=f"{_M}.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
-          ties=("natgrad", "svi", "nuts"), choices=("svi", "nuts"),
+          ties=("natgrad", "svi", "nuts"), choices=("svi", "nuts", "natgrad"),
           honours={p: ("svi", "nuts", "natgrad if learn_kernel")
                    for p in ("lengthscale_prior", "user_lengthscale_prior")},
           summary="consensus and personal preferences: GP matrix factorisation"),

@@ -191,3 +191,16 @@ def draws(f, comp, r_means, r_vars, g: torch.Generator):
     if r_vars is not None:
         f = f + torch.randn(f.shape, dtype=DTYPE, generator=g) * r_vars[comp].sqrt()
     return f
+
+
+def choice_step(res: Residual, items, mask, g_mu, g_cov, rho: float, pi: float, alpha0: float,
+                beta0: float) -> Residual:
+    """:func:`item_step` from choice rows (:func:`crowdzoo.gp.choice.expected_row_log_lik`'s derivatives
+    g (R, K) and G (R, K, K) in the members' mean and covariance; ``items`` (R, K), ``mask`` the slots
+    that hold one): each member j of q(r)'s diagonal takes λ_j = −2 G_jj, ν_j = g_j + λ_j m_j (the
+    exact weights above, a pair's for a row of two)."""
+    lam = -2.0 * torch.diagonal(g_cov, dim1=-2, dim2=-1)
+    nu = g_mu + lam * res.q.m[items]
+    keep = mask.reshape(-1)
+    return item_step(res, items.reshape(-1)[keep], lam.reshape(-1)[keep], nu.reshape(-1)[keep], rho, pi,
+                     alpha0, beta0)

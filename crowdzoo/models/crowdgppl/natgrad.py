@@ -639,7 +639,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 learn_kernel: bool | None = None, kernel_lr: float = 0.1, kernel_batch: int | None = None,
                 rho_min: float | None = None, distributed: bool = False, progress_bar: bool | None = None,
                 setup=None, resume=None, checkpoint=None, checkpoint_every: int = 0,
-                callback=None) -> CrowdGPPLPosterior:
+                callback=None, n_points: int = 64) -> CrowdGPPLPosterior:
     """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
     ``resume`` as for GPPL's :func:`~crowdzoo.models.gppl.natgrad.fit_natgrad`). ``batch_size`` P_i:
     by default the paper's 1000 labels, or P / 200 above 2·10⁵ labels
@@ -683,7 +683,20 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     (:mod:`crowdzoo.inference.distributed`), as for GPPL: each rank keeps a shard of the labels
     (``data`` may itself be a shard, :meth:`~crowdzoo.PairwiseData.read_shard`); every factor's
     statistics (Eq. 32–37), the likelihood's pull on q(s), the bound and, with ``learn_kernel``, the
-    length-scales' gradient are summed across ranks, so every rank takes the single-process step."""
+    length-scales' gradient are summed across ranks, so every rank takes the single-process step.
+
+    ``data`` a :class:`~crowdzoo.data.ChoiceData` (a user per row): the probit choice's
+    natural-gradient route (:func:`~crowdzoo.models.crowdgppl.natgrad_choices.fit_choices`, the exact
+    likelihood, fixed length-scales, one process); ``n_points``: the antithetic pairs of its rule over
+    rows of more than two items."""
+    if hasattr(data, "sets"):  # a ChoiceData: the probit choice's route (natgrad_choices)
+        from .natgrad_choices import fit_choices
+        return fit_choices(model, data, seed=seed, likelihood=likelihood, batch_size=batch_size, delay=delay,
+                           forgetting_rate=forgetting_rate, max_iter=max_iter, min_iter=min_iter, tol=tol,
+                           eval_every=eval_every, eval_size=eval_size, n_gh=n_gh, init_var=init_var,
+                           learn_kernel=learn_kernel, rho_min=rho_min, distributed=distributed,
+                           progress_bar=progress_bar, setup=setup, resume=resume, checkpoint=checkpoint,
+                           checkpoint_every=checkpoint_every, callback=callback, n_points=n_points)
     held = getattr(data, "label_range", None)
     batch_size = default_batch_size(batch_size, False, held[2] if held is not None else len(data.a))
     given = setup is not None  # a caller's setup keeps its kernel
@@ -902,10 +915,17 @@ def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=
     """Eq. 31: expected log-likelihood (scaled to P) − KL of every Gaussian and Gamma factor
     (``reduce``: the likelihood term summed over the ranks of a distributed fit)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
-    Elog = {k: torch.digamma(s) - torch.log(r) for k, (s, r) in gam.items()}
     mu, var = _total(_moments(raw, bt, Es["t"], Es["v"], Es["w"]))
     ell = _ell(bt.y, mu, var, n_gh, tau)
     ell = ell.sum() if reduce is None else reduce(ell.sum())
+    return float(pi_ev * ell - kl_terms(st, gam, pri, items, users, res_prior))
+
+
+def kl_terms(st, gam, pri, items, users, res_prior=None):
+    """Every KL term of Eq. 31: each Gaussian factor against its prior N(0, K/s) and each Gamma q(s)
+    against its prior, and the item residual's."""
+    Es = {k: s / r for k, (s, r) in gam.items()}
+    Elog = {k: torch.digamma(s) - torch.log(r) for k, (s, r) in gam.items()}
     kl = (_kl_gauss(st["v"], items, Es["v"], Elog["v"]).sum()
           + _kl_gauss(st["w"], users, Es["w"], Elog["w"]).sum())
     keys = ["v", "w"]
@@ -916,4 +936,4 @@ def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=
         kl = kl + kl_gamma(*gam[k], *pri[k]).sum()
     if st.get("r") is not None:
         kl = kl + residual.kl(st["r"], *res_prior)
-    return float(pi_ev * ell - kl)
+    return kl

@@ -560,6 +560,16 @@ class CrowdGPPLPosterior(Posterior):
 
         return set_moments(self, items, users)
 
+    def predict_choice(self, sets, users=None, worst: bool = False, **kwargs):
+        """:meth:`~crowdzoo.core.posterior.Posterior.predict_choice`; the natgrad posterior's q integrates
+        each set's members' joint Gaussian, whose covariances the row's user's shared weights make
+        (:func:`crowdzoo.models.crowdgppl.natgrad_choices.predict_choice`)."""
+        if self.method != "natgrad" or self.v_cov is None or self.lengthscales is not None or kwargs:
+            return super().predict_choice(sets, users, worst, **kwargs)
+        from .natgrad_choices import predict_choice
+
+        return predict_choice(self, sets, users, worst)
+
     def to_arviz(self, n_draws: int = 500, seed: int = 0):
         """An ArviZ ``DataTree``; see :func:`crowdzoo.models.crowdgppl.arviz.to_arviz`."""
         from .arviz import to_arviz

@@ -11,16 +11,19 @@ conditional variance c_j / E[s] widens its noise as in the svi model. The row's 
 log-likelihood E[log p(row | f_J)] and its derivatives g_r = ∂/∂μ_r, G_r = ∂/∂Σ_r
 (:func:`~crowdzoo.gp.choice.expected_row_log_lik`: rows of two items by the pairwise route's 1-D
 Gauss–Hermite rule, larger rows by fixed antithetic quasi-Monte Carlo points through the mode-centred
-probit) give the natural gradient of Eq. 17 as for a label:
+probit, their G at the nearest negative semi-definite matrix, :func:`~crowdzoo.gp.choice.negative_part`)
+give the natural gradient of Eq. 17 as for a label
+(:func:`~crowdzoo.gp.choice.block_natural_params`):
 
-    Λ_lik = −2 π Σ_r A_Jᵀ G_r A_J,        η_lik = π Σ_r A_Jᵀ (g_r − 2 G_r μ_r)
+    Λ_lik = −2 π Σ_r A_Jᵀ G_r A_J,        η_lik = π Σ_r A_Jᵀ (g_r − 2 G_r A_J m)
 
-(the pairwise route's −2 g_v d dᵀ and d (g_μ − 2 g_v μ) with d = A_a − A_b, which a two-item row
-reproduces to rounding). q(s) follows Eq. 15, with the likelihood's pull through c_j / E[s] where the
-GP is sparse (:func:`~crowdzoo.gp.conjugate.scale_rate`), and the item residual's q(r) a damped
-natural-gradient step from the rows' diagonal derivatives (:mod:`crowdzoo.gp.residual`). The bound is
-Eq. 30 with these rows' expected log-likelihoods. The kernel stays at the model's (the median heuristic
-or ``lengthscale=``), as in the svi and nuts routes on choices.
+(the pairwise route's −2 g_v d dᵀ and d (g_μ − 2 g_v d·m) with d = A_a − A_b, which a two-item row
+reproduces to rounding; the residual's mean is no part of A_J m, as it is no part of d·m). q(s)
+follows Eq. 15, with the likelihood's pull through c_j / E[s] where the GP is sparse
+(:func:`~crowdzoo.gp.conjugate.scale_rate`), and the item residual's q(r) a damped natural-gradient
+step from the rows' diagonal derivatives (:mod:`crowdzoo.gp.residual`). The bound is Eq. 30 with these
+rows' expected log-likelihoods. The kernel stays at the model's (the median heuristic or
+``lengthscale=``), as in the svi and nuts routes on choices.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ import torch
 from ...data.tensors import choice_tensors
 from ...errors import DataError
 from ...gp import natural, residual
-from ...gp.choice import expected_row_log_lik, normal_points
+from ...gp.choice import block_natural_params, expected_row_log_lik, negative_part, normal_points
 from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol
 from ...inference import natgrad as loop
@@ -109,6 +112,9 @@ def _expected(p: ChoiceProblem, q, Es, r, idx):
     items, mask, best, worst = _rows(p, idx)
     A_J, mu, cov, var = row_moments(p, q, Es, r, items, mask)
     ell, g_mu, g_cov, g_var = expected_row_log_lik(mu, cov, mask, best, worst, var, p.n_gh, p.points)
+    rule = mask.sum(-1) > 2  # rows of the point rule: its curvature at the nearest admissible one
+    if bool(rule.any()):
+        g_cov = torch.where(rule[:, None, None], negative_part(g_cov), g_cov)
     return items, mask, A_J, mu, ell, g_mu, g_cov, g_var
 
 
@@ -126,13 +132,9 @@ def step(state: ChoiceState, batch: loop.Batch, p: ChoiceProblem):
     (module docstring), the residual's q(r), then q(s) by Eq. 15."""
     idx, r_i, pi = batch.idx, batch.rho, batch.pi
     Es = state.shape / state.rate
-    _, _, A_J, mu, _, g_mu, g_cov, _ = _expected(p, state.q, Es, state.r, idx)
-    GA = g_cov @ A_J  # (R, K, M)
-    M = A_J.shape[-1]
-    Lam_lik = -2.0 * pi * A_J.reshape(-1, M).T @ GA.reshape(-1, M)
-    Lam_lik = 0.5 * (Lam_lik + Lam_lik.T)
-    resid = g_mu - 2.0 * (g_cov @ mu[..., None])[..., 0]
-    eta_lik = pi * A_J.reshape(-1, M).T @ resid.reshape(-1)
+    _, _, A_J, _, _, g_mu, g_cov, _ = _expected(p, state.q, Es, state.r, idx)
+    Lam_lik, eta_lik = block_natural_params(A_J, g_mu, g_cov, A_J @ state.q.m)
+    Lam_lik, eta_lik = pi * Lam_lik, pi * eta_lik
     q = natural.step(state.q, Es * p.basis.K_inv, Lam_lik, eta_lik, r_i, WHAT)
     r = state.r
     if r is not None:
@@ -146,14 +148,10 @@ def step(state: ChoiceState, batch: loop.Batch, p: ChoiceProblem):
 
 
 def _residual_step(r: residual.Residual, p: ChoiceProblem, q, Es, idx, r_i, pi) -> residual.Residual:
-    """The residual's q(r) from the rows' derivatives in each member's mean and variance at the new
-    q(f_m): λ_j = −2 ∂E/∂Σ_jj, ν_j = ∂E/∂μ_j + λ_j m_j (:func:`~crowdzoo.gp.residual.item_step`)."""
+    """The residual's q(r) from the rows' derivatives at the new q(f_m)
+    (:func:`~crowdzoo.gp.residual.choice_step`)."""
     items, mask, _, _, _, g_mu, g_cov, _ = _expected(p, q, Es, r, idx)
-    lam = -2.0 * torch.diagonal(g_cov, dim1=-2, dim2=-1)
-    nu = g_mu + lam * r.q.m[items]
-    keep = mask.reshape(-1)
-    return residual.item_step(r, items.reshape(-1)[keep], lam.reshape(-1)[keep], nu.reshape(-1)[keep],
-                              r_i, pi, *p.residual)
+    return residual.choice_step(r, items, mask, g_mu, g_cov, r_i, pi, *p.residual)
 
 
 def bound(state: ChoiceState, idx, scale: float, p: ChoiceProblem) -> float:

@@ -222,17 +222,12 @@ class GPPLPosterior(Posterior):
         if self.covs is None or self.lengthscales is not None or users is not None or kwargs:
             return super().predict_choice(sets, users, worst, **kwargs)
         from ...core.ids import choice_positions
-        from ...gp.choice import best_log_probs, normal_points
-        from ...gp.probit import predictive_prob
+        from ...gp.choice import gaussian_choice_probs, normal_points
 
         items, mask = choice_positions(sets, self.data.item_ids)
         R, K = mask.shape
         A, c = self.setup.item_terms()
         A_J = A[items] * mask[..., None]
-        slots = torch.arange(K)
-        two = mask.sum(-1) == 2
-        first = mask.long().argmax(-1)
-        second = (mask & (slots != first[:, None])).long().argmax(-1)
         points = normal_points(K, 256)
         p = torch.zeros(R, K, dtype=DTYPE)
         for g in range(self.weights.shape[0]):
@@ -242,21 +237,7 @@ class GPPLPosterior(Posterior):
             if self.r_means is not None:
                 mu = mu + self.r_means[g][items] * mask
                 cov = cov + torch.diag_embed(self.r_vars[g][items] * mask)
-            if worst:
-                mu = -mu
-            pg = torch.zeros(R, K, dtype=DTYPE)
-            rows = torch.arange(R)
-            i, j = first, second
-            mu_d = mu[rows, i] - mu[rows, j]
-            v_d = cov[rows, i, i] + cov[rows, j, j] - 2.0 * cov[rows, i, j]
-            p_i = predictive_prob(mu_d, v_d + var[rows, i] + var[rows, j])
-            pg[rows, i], pg[rows, j] = p_i, 1.0 - p_i
-            if bool((~two).any()):
-                r = (~two).nonzero()[:, 0]
-                eye = torch.eye(K, dtype=DTYPE)
-                sig = torch.where(mask[r, :, None] & mask[r, None, :], cov[r], eye) + 1e-10 * eye
-                f = mu[r] + torch.einsum("rkl,nl->nrk", torch.linalg.cholesky(sig), points)
-                pg[r] = best_log_probs(f, mask[r], "probit", var[r].expand(f.shape)).exp().mean(0)
+            pg = gaussian_choice_probs(-mu if worst else mu, cov, var, mask, points)
             p += self.weights[g] * pg
         return np.where(mask.numpy(), p.numpy(), 0.0)
 

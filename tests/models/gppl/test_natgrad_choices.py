@@ -32,6 +32,22 @@ def test_two_item_choices_fit_as_the_pairwise_natgrad():
                        atol=1e-10, rtol=0)
 
 
+def test_two_item_choices_with_the_item_residual_fit_as_the_pairwise_natgrad():
+    """With the item residual, a pair's label as a choice from {a, b}: the same q(f_m) and q(r) as the
+    pairwise route (the residual's mean moves the rows' μ but is no part of q(f_m)'s own mean A_J m)."""
+    pairs, _ = cz.simulate_gppl(n_items=8, n_pairs=30, seed=3)
+    sets = np.column_stack([pairs.a, pairs.b])
+    choices = ChoiceData.from_arrays(sets, np.where(pairs.y == 1, pairs.a, pairs.b), pairs.item_features)
+    model = GPPL(n_inducing=None, item_residual=True)
+    kw = dict(method="natgrad", check_confidence=False, progress_bar=False)
+    p_pairs = cz.fit(model, pairs, likelihood="exact", learn_kernel=False, **kw)
+    p_choices = cz.fit(model, choices, **kw)
+    assert p_choices.settings["iterations"] == p_pairs.settings["iterations"]
+    assert torch.allclose(p_choices.means, p_pairs.means, atol=1e-10, rtol=0)
+    assert torch.allclose(p_choices.r_means, p_pairs.r_means, atol=1e-10, rtol=0)
+    assert torch.allclose(p_choices.r_vars, p_pairs.r_vars, atol=1e-10, rtol=0)
+
+
 def test_natgrad_choice_predictions_integrate_the_members_joint_gaussian():
     """predict_choice of a natgrad fit (an exact GP) against Monte Carlo over draws of q's utilities:
     the members' correlations count (each member's variance alone was off by .066 here, the joint by
@@ -45,6 +61,23 @@ def test_natgrad_choice_predictions_integrate_the_members_joint_gaussian():
         ref = best_log_probs(sign * f[:, items], mask, "probit").exp().mean(0).numpy()
         p = post.predict_choice(sets, worst=worst)
         assert np.abs(p - np.where(mask.numpy(), ref, 0.0)).max() < 0.02
+
+
+@pytest.mark.filterwarnings("ignore::crowdzoo.errors.ConvergenceWarning")
+def test_mini_batches_of_best_worst_rows_of_varying_size_take_every_step():
+    """Mini-batches of 50 best–worst rows of 2 to 5 items: every step is taken and the bound grows (the
+    rule's raw curvature made the first step's precision indefinite, with 16 pairs of points and with 64)."""
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(2, 6, 400)
+    sets = np.full((400, 5), -1)
+    for r, k in enumerate(sizes):
+        sets[r, :k] = rng.choice(12, k, replace=False)
+    worst = np.where(sizes > 2, sets[np.arange(400), sizes - 1], -1)
+    data = ChoiceData.from_arrays(sets, sets[:, 0], rng.uniform(0, 10, (12, 2)), worst=worst)
+    post = cz.fit(GPPL(n_inducing=None), data, method="natgrad", batch_size=50, max_iter=15, min_iter=1,
+                  eval_size=400, n_points=16, check_confidence=False, progress_bar=False)
+    bounds = post.trace["bound"]
+    assert post.settings["iterations"] == 15 and bounds[-1] > bounds[0], bounds
 
 
 def test_natgrad_on_choices_refuses_a_learned_kernel():
