@@ -222,7 +222,8 @@ class Batch(NamedTuple):
     """One mini-batch: item rows ``O`` (B, D) whose first ``n_uniform`` rows are a uniform sample of the
     N items (the rest: endpoints of the sampled annotations), and the sampled annotations as row
     positions ``li``, ``lj`` into ``O``, workers ``w`` and labels ``L``; ``item_scale`` = N / n_uniform,
-    ``ann_scale`` = A / (sampled annotations)."""
+    ``ann_scale`` = A / (sampled annotations); ``items`` (B,) the item of each row (None: not needed,
+    the rows' q(z) being the encoder's alone)."""
 
     O: torch.Tensor
     n_uniform: int
@@ -232,6 +233,19 @@ class Batch(NamedTuple):
     L: torch.Tensor
     item_scale: float
     ann_scale: float
+    items: torch.Tensor | None = None
+
+
+class Graph(NamedTuple):
+    """The whole annotation graph — annotations a = (i_a, j_a) by workers ``w`` with labels ``L`` — and
+    ``q_bar`` (N, K), every item's q(z) after the last mean-field sweeps on it (held fixed while a step
+    reads its messages: :func:`link_q`)."""
+
+    i: torch.Tensor
+    j: torch.Tensor
+    w: torch.Tensor
+    L: torch.Tensor
+    q_bar: torch.Tensor
 
 
 def two_coin_loglik(L, alpha_logit, beta_logit):
@@ -239,6 +253,39 @@ def two_coin_loglik(L, alpha_logit, beta_logit):
     same = -torch.nn.functional.binary_cross_entropy_with_logits(alpha_logit, L, reduction="none")
     diff = -torch.nn.functional.binary_cross_entropy_with_logits(-beta_logit, L, reduction="none")
     return same, diff
+
+
+def link_weight(L, alpha_logit, beta_logit):
+    """w_a = log p(L_a | same) − log p(L_a | different) (Eq. 1): what annotation a adds to the log-odds
+    that its two items share a cluster (logit α_m + logit β_m for a must-link, −that for a cannot-link,
+    up to the constant log α_m − log(1 − β_m) or log(1 − α_m) − log β_m)."""
+    same, diff = two_coin_loglik(L, alpha_logit, beta_logit)
+    return same - diff
+
+
+def link_messages(q, i, j, w_a):
+    """Σ_{a ∋ n} w_a q(z_{n'}) into each item n of ``q`` (N, K) from the annotations a = (i, j) with
+    weights ``w_a``: the annotations' part of the coordinate update of q(z_n)."""
+    v = w_a[:, None] * q.new_ones(())
+    return torch.zeros_like(q).index_add(0, i, v * q[j]).index_add(0, j, v * q[i])
+
+
+def link_q(log_q_enc, msg):
+    """q(z_n = k) ∝ q_φ(z_n = k | o_n) exp(msg_nk) and its log: the encoder's q(z | o) as the item's own
+    potential, the messages of its annotations added in log space (module docstring)."""
+    log_q = torch.log_softmax(log_q_enc + msg, -1)
+    return log_q, log_q.exp()
+
+
+def graph_q(log_q_enc, graph: Graph, g: Globals, sweeps: int):
+    """Every item's q(z) (N, K) after ``sweeps`` mean-field sweeps on the whole annotation graph from
+    the encoder's q(z | o) (``log_q_enc``, N × K), every item updated at once in each sweep
+    (:func:`link_q` of :func:`link_messages` of the sweep before)."""
+    w_a = link_weight(graph.L, g.alpha_logit[graph.w], g.beta_logit[graph.w])
+    q = log_q_enc.exp()
+    for _ in range(sweeps):
+        _, q = link_q(log_q_enc, link_messages(q, graph.i, graph.j, w_a))
+    return q
 
 
 def scdc_model(batch: Batch, nets: Networks, g: Globals):
@@ -267,13 +314,18 @@ def scdc_guide(batch: Batch, nets: Networks, g: Globals):
         pyro.sample("x", dist.Normal(m, s).to_event(1))
 
 
-def elbo(batch: Batch, nets: Networks, g: Globals, generator=None):
+def elbo(batch: Batch, nets: Networks, g: Globals, generator=None, graph: Graph | None = None):
     """The ELBO estimate of one mini-batch with the sum over z exact (module docstring): a scalar
-    (to be maximised), and q(z | o) of the batch's rows (B, K)."""
+    (to be maximised), and q(z) of the batch's rows (B, K). With ``graph``, each row's q(z) takes the
+    messages of all its item's annotations from their other items' ``graph.q_bar`` (:func:`link_q`);
+    without, it is the encoder's q(z | o) alone."""
     K = nets.K
     O = batch.O
-    logits = nets.z_logits(O)
-    log_q = torch.log_softmax(logits, -1)  # (B, K)
+    log_q = torch.log_softmax(nets.z_logits(O), -1)  # (B, K)
+    if graph is not None:
+        w_a = link_weight(graph.L, g.alpha_logit[graph.w], g.beta_logit[graph.w])
+        msg = link_messages(graph.q_bar, graph.i, graph.j, w_a)
+        log_q, _ = link_q(log_q, msg[batch.items])
     q = log_q.exp()
     n = batch.n_uniform
     eye = torch.eye(K, dtype=O.dtype, device=O.device)
@@ -294,4 +346,5 @@ def elbo(batch: Batch, nets: Networks, g: Globals, generator=None):
 
 
 __all__ = ["SCDC", "SCDCSetup", "Networks", "check_architecture", "observation_setup", "observation_dist",
-           "Globals", "Batch", "scdc_model", "scdc_guide", "elbo", "two_coin_loglik", "init_globals"]
+           "Globals", "Batch", "Graph", "scdc_model", "scdc_guide", "elbo", "two_coin_loglik", "init_globals",
+           "link_weight", "link_messages", "link_q", "graph_q"]
