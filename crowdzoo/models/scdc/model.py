@@ -27,6 +27,30 @@ term scaled by #annotations / N once the whole is divided by N). :func:`scdc_mod
 :func:`scdc_guide` are this model and guide as a Pyro program, with z sampled: ``Trace_ELBO`` on them
 is an unbiased estimate of the same ELBO (tests/models/scdc/test_scdc.py checks the closed form against
 it), and any other guide of z and x runs through them.
+
+Where we depart from the paper: each item's q(z_n) takes its own annotations. The amortised
+q(z_n | o_n) is a function of o_n alone, so two items with the same features get the same clusters
+whatever their links say: the links can only move the encoder's boundary in feature space, and where
+the groups overlap no such boundary beats the Bayes classifier of the features (measured in
+docs/scdc-links-diagnosis.md). So, as BayesSCDC's q*(z) does (Eq. 14), q(z_n) multiplies the encoder's
+q_φ(z_n | o_n) by the messages of the item's annotations:
+
+    q(z_n = k) ∝ q_φ(k | o_n) exp(Σ_{a ∋ n} w_a q̄(z_{n'} = k)),
+    w_a = log p(L_a | same) − log p(L_a | different)                    (Eq. 1)
+
+with n' the annotation's other item and q̄ every item's q(z) after ``sweeps`` mean-field sweeps of this
+update on the whole annotation graph (:func:`graph_q`), from q_φ. The annotations' term is linear in
+q(z_n), so this is the ELBO's coordinate update in q(z_n) with the encoder's log q_φ standing in for
+the item's own term c_nk = E_q(x | o, k)[log p(o_n | x) + log N(x; μ_k, σ_k²) − log q(x | o_n, k)] +
+log π_k. For it to stand there, the encoder is fitted to the item's own term alone: its gradient is
+that of the paper's item term with q_φ in place of q(z_n) and c_nk held fixed (its optimum: q_φ(k |
+o_n) ∝ exp c_nk), not that of the ELBO through q(z_n) (q(z_n) reads q_φ held fixed), which vanishes
+where an item's many links saturate q(z_n) and would leave q_φ, the clusters of a new item, untrained.
+The route recomputes q̄ at the start of each epoch and holds it fixed over the epoch's steps, so a step
+reads the messages of every annotation of its rows without encoding their neighbours; the ELBO above is
+evaluated at this q(z) (:func:`elbo` with a :class:`Graph`), and the posterior's cluster probabilities
+are q̄ after training. ``sweeps=0`` is the paper's q(z | o) alone; an item without annotations, or a
+new one, gets q_φ(z | o).
 """
 from __future__ import annotations
 
@@ -256,9 +280,9 @@ def two_coin_loglik(L, alpha_logit, beta_logit):
 
 
 def link_weight(L, alpha_logit, beta_logit):
-    """w_a = log p(L_a | same) − log p(L_a | different) (Eq. 1): what annotation a adds to the log-odds
-    that its two items share a cluster (logit α_m + logit β_m for a must-link, −that for a cannot-link,
-    up to the constant log α_m − log(1 − β_m) or log(1 − α_m) − log β_m)."""
+    """w_a = log p(L_a | same) − log p(L_a | different) (Eq. 1): what annotation a by worker m adds to
+    the log-odds that its two items share a cluster, log α_m − log(1 − β_m) for a must-link and
+    log(1 − α_m) − log β_m for a cannot-link."""
     same, diff = two_coin_loglik(L, alpha_logit, beta_logit)
     return same - diff
 
@@ -321,11 +345,12 @@ def elbo(batch: Batch, nets: Networks, g: Globals, generator=None, graph: Graph 
     without, it is the encoder's q(z | o) alone."""
     K = nets.K
     O = batch.O
-    log_q = torch.log_softmax(nets.z_logits(O), -1)  # (B, K)
+    log_q_enc = torch.log_softmax(nets.z_logits(O), -1)  # (B, K)
+    log_q = log_q_enc
     if graph is not None:
         w_a = link_weight(graph.L, g.alpha_logit[graph.w], g.beta_logit[graph.w])
         msg = link_messages(graph.q_bar, graph.i, graph.j, w_a)
-        log_q, _ = link_q(log_q, msg[batch.items])
+        log_q, _ = link_q(log_q_enc.detach(), msg[batch.items])
     q = log_q.exp()
     n = batch.n_uniform
     eye = torch.eye(K, dtype=O.dtype, device=O.device)
@@ -336,8 +361,13 @@ def elbo(batch: Batch, nets: Networks, g: Globals, generator=None, graph: Graph 
     log_qx = dist.Normal(m, s).log_prob(x).sum(-1)
     log_po = nets.obs_dist(x).log_prob(O[:n, None, :])  # (n, K)
     log_pi = torch.log_softmax(g.pi_logits, -1)
-    items = (q[:n] * (log_po + log_px + log_pi - log_qx - log_q[:n])).sum()
+    own = log_po + log_px + log_pi - log_qx  # (n, K): the item's own term, by cluster
+    items = (q[:n] * (own - log_q[:n])).sum()
     total = batch.item_scale * items
+    if graph is not None:  # the encoder's own objective: its gradient, not its value (module docstring)
+        q_enc = log_q_enc[:n].exp()
+        enc = (q_enc * (own.detach() - log_q_enc[:n])).sum()
+        total = total + batch.item_scale * (enc - enc.detach())
     if batch.L.shape[0]:
         s_a = (q[batch.li] * q[batch.lj]).sum(-1)
         same_ll, diff_ll = two_coin_loglik(batch.L, g.alpha_logit[batch.w], g.beta_logit[batch.w])

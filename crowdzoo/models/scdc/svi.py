@@ -11,6 +11,13 @@ amortised guide, and the loss is Pyro's ``Trace_ELBO`` on :func:`~.model.scdc_mo
 gradients for z, so noisier). With ``pretrain=`` epochs, the networks are first pretrained and the
 mixture and the classifier start from a Gaussian mixture on the codes (VaDE's recipe, Jiang et al.
 2017; :func:`pretrain_svi`).
+
+With the exact sum (no ``guide=``) and annotations, each item's q(z) takes the messages of all its
+annotations (:mod:`~.model`'s docstring): at the start of every epoch :func:`whole_graph` runs
+``sweeps`` mean-field sweeps on the whole annotation graph from the encoder's q(z | o) under the
+current networks and workers (one encoder pass over the items and ``sweeps`` passes over the
+annotations), and the epoch's steps read their rows' messages from it. After training the same sweeps
+give the posterior's cluster probabilities.
 """
 from __future__ import annotations
 
@@ -95,7 +102,9 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int | None = None, batch_size:
     paper's setting, starts from random networks and globals; on scikit-learn's digits with K = 10 it
     is what keeps SCDC from collapsing to a few clusters, docs/scdc.md; where K exceeds the clusters
     in the data, as on the pinwheel at K = 15, the mixture's spare components split clusters and
-    pretraining does worse); ``device`` "cpu" or "cuda".
+    pretraining does worse); ``device`` "cpu" or "cuda"; ``sweeps`` mean-field sweeps of the
+    annotations' messages on the whole graph (module docstring; 0: the encoder's q(z | o) alone, the
+    paper's; ignored with ``guide=``, whose q(z) is the guide's, and without annotations).
     ``n_init`` initialisations (seeds :func:`~.starts.init_seeds`; each a whole fit, so the fit takes
     ``n_init`` times as long; the paper's runs take the best of 10) and the one with the best final
     ELBO (averaged over its last epoch) is kept; ``settings`` records every initialisation's ELBO
@@ -189,9 +198,8 @@ def _fit_once(model, data, seed: int, n_epochs: int, batch_size: int, annotation
         summary(bar, f"{what}: {n_epochs} epochs, final ELBO {trace[-1]:.6g}")
         _warn_unconverged(trace, what)
         with torch.no_grad():
-            probs, x_mean = encode_items(nets, t.O.to(device))
-            if linked:
-                probs = whole_graph(nets, g, t, sweeps, device).q_bar
+            probs = whole_graph(nets, g, t, sweeps, device).q_bar if linked else None
+            probs, x_mean = encode_items(nets, t.O.to(device), probs)
     nets = nets.cpu()
     return SCDCPosterior(
         model=model, setup=setup, data=data, method="svi", trace={"elbo": trace},
