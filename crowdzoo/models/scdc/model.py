@@ -46,8 +46,11 @@ log π_k. For it to stand there, the encoder is fitted to the item's own term al
 that of the paper's item term with q_φ in place of q(z_n) and c_nk held fixed (its optimum: q_φ(k |
 o_n) ∝ exp c_nk), not that of the ELBO through q(z_n) (q(z_n) reads q_φ held fixed), which vanishes
 where an item's many links saturate q(z_n) and would leave q_φ, the clusters of a new item, untrained.
-The route recomputes q̄ at the start of each epoch and holds it fixed over the epoch's steps, so a step
-reads the messages of every annotation of its rows without encoding their neighbours; the ELBO above is
+The route recomputes q̄ and the messages at the start of each epoch and holds them fixed over the
+epoch's steps, so a step reads the messages of every annotation of its rows without encoding their
+neighbours, in time and memory that do not grow with the annotations, and the workers' gradient is that
+of the annotations' term at q(z) held fixed (the M-step of variational EM: at a coordinate optimum of
+q(z), the path through q(z) adds nothing to the gradient); the ELBO above is
 evaluated at this q(z) (:func:`elbo` with a :class:`Graph`), and the posterior's cluster probabilities
 are q̄ after training. ``sweeps=0`` is the paper's q(z | o) alone; an item without annotations, or a
 new one, gets q_φ(z | o).
@@ -261,15 +264,17 @@ class Batch(NamedTuple):
 
 
 class Graph(NamedTuple):
-    """The whole annotation graph — annotations a = (i_a, j_a) by workers ``w`` with labels ``L`` — and
-    ``q_bar`` (N, K), every item's q(z) after the last mean-field sweeps on it (held fixed while a step
-    reads its messages: :func:`link_q`)."""
+    """The whole annotation graph — annotations a = (i_a, j_a) by workers ``w`` with labels ``L`` —,
+    ``q_bar`` (N, K), every item's q(z) after the last mean-field sweeps on it, and ``msg`` (N, K), the
+    messages Σ_{a ∋ n} w_a q_bar(z_{n'}) into every item under the workers of that time (both held fixed
+    while the steps read them: :func:`link_q`)."""
 
     i: torch.Tensor
     j: torch.Tensor
     w: torch.Tensor
     L: torch.Tensor
     q_bar: torch.Tensor
+    msg: torch.Tensor | None = None
 
 
 def two_coin_loglik(L, alpha_logit, beta_logit):
@@ -341,16 +346,14 @@ def scdc_guide(batch: Batch, nets: Networks, g: Globals):
 def elbo(batch: Batch, nets: Networks, g: Globals, generator=None, graph: Graph | None = None):
     """The ELBO estimate of one mini-batch with the sum over z exact (module docstring): a scalar
     (to be maximised), and q(z) of the batch's rows (B, K). With ``graph``, each row's q(z) takes the
-    messages of all its item's annotations from their other items' ``graph.q_bar`` (:func:`link_q`);
-    without, it is the encoder's q(z | o) alone."""
+    messages of all its item's annotations, ``graph.msg`` (:func:`link_q`); without, it is the encoder's
+    q(z | o) alone."""
     K = nets.K
     O = batch.O
     log_q_enc = torch.log_softmax(nets.z_logits(O), -1)  # (B, K)
     log_q = log_q_enc
     if graph is not None:
-        w_a = link_weight(graph.L, g.alpha_logit[graph.w], g.beta_logit[graph.w])
-        msg = link_messages(graph.q_bar, graph.i, graph.j, w_a)
-        log_q, _ = link_q(log_q_enc.detach(), msg[batch.items])
+        log_q, _ = link_q(log_q_enc.detach(), graph.msg[batch.items])
     q = log_q.exp()
     n = batch.n_uniform
     eye = torch.eye(K, dtype=O.dtype, device=O.device)

@@ -35,7 +35,18 @@ from ...errors import ConvergenceWarning, DataError, NumericalError
 from ...inference.common import check_finite, progress, summary
 from ...inference.svi import guide_name
 from .defaults import resolve
-from .model import DTYPE, Batch, Globals, Graph, elbo, graph_q, init_globals, scdc_model
+from .model import (
+    DTYPE,
+    Batch,
+    Globals,
+    Graph,
+    elbo,
+    graph_q,
+    init_globals,
+    link_messages,
+    link_weight,
+    scdc_model,
+)
 from .posterior import SCDCPosterior, encode_items
 from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
 
@@ -221,15 +232,17 @@ def _exact_loss(batch, nets, g, gen, graph=None):
 
 def whole_graph(nets, g: Globals, t: LinkTensors, sweeps: int, device) -> Graph:
     """The whole annotation graph with every item's q(z) after ``sweeps`` mean-field sweeps from the
-    encoder's q(z | o) under the current networks and workers (:func:`~.model.graph_q`), held fixed
-    (no gradient) for the steps that read it."""
+    encoder's q(z | o) under the current networks and workers (:func:`~.model.graph_q`) and the messages
+    into every item from it, held fixed (no gradient) for the steps that read them."""
     with torch.no_grad():
         O = t.O.to(device)
         log_q = torch.cat([torch.log_softmax(nets.z_logits(O[lo:lo + 4096]), -1)
                            for lo in range(0, O.shape[0], 4096)])
         i, j, w, L = (x.to(device) for x in (t.i, t.j, t.w, t.L))
-        q_bar = graph_q(log_q, Graph(i, j, w, L, log_q), g, sweeps)
-    return Graph(i, j, w, L, q_bar)
+        graph = Graph(i, j, w, L, log_q)
+        q_bar = graph_q(log_q, graph, g, sweeps)
+        msg = link_messages(q_bar, i, j, link_weight(L, g.alpha_logit[w], g.beta_logit[w]))
+    return graph._replace(q_bar=q_bar, msg=msg)
 
 
 def pretrain_svi(nets, t, g0: Globals, n_epochs: int, batch_size: int, lr: float, gen, device,
