@@ -20,6 +20,9 @@ Gaussian mixture (scikit-learn, 3 initialisations) and k-means (10 initialisatio
 Metrics: Hungarian accuracy and NMI (:mod:`crowdzoo.cluster_metrics`), seconds, and for BayesSCDC with
 links the share of the workers' true α_m, β_m inside their 90 % intervals.
 
+``SCDC_ALONE``: the same without BayesSCDC (``crowdzoo compare
+crowdzoo.comparisons.scdc_crowd:SCDC_ALONE``), for a rerun after a change to SCDC alone.
+
 ``--quick``: 120 items per set, 3 epochs of training after 2 of pretraining, networks of one layer of 8.
 """
 from __future__ import annotations
@@ -30,7 +33,10 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .comparison import Comparison
+
 SETS = ("overlapping", "elongated", "elongated, 1 worker", "overlapping, 5,000 links")
+MODELS = ("SCDC", "BayesSCDC")
 
 
 # ---------------------------------------------------------------- data
@@ -132,9 +138,9 @@ def _fit(cls_name: str, data, K: int, seed: int, quick: bool):
     return post, time.perf_counter() - t0
 
 
-def run_one(seed: int, quick: bool = False, sets=SETS) -> pd.DataFrame:
-    """One repeat: every link set of ``sets``, every method (module docstring). Tidy rows (seed, dataset,
-    method, annotations, metric, value)."""
+def run_one(seed: int, quick: bool = False, sets=SETS, models=MODELS) -> pd.DataFrame:
+    """One repeat: every link set of ``sets``, the deep models of ``models`` and every baseline (module
+    docstring). Tidy rows (seed, dataset, method, annotations, metric, value)."""
     from sklearn.cluster import KMeans
     from sklearn.mixture import GaussianMixture
 
@@ -152,7 +158,7 @@ def run_one(seed: int, quick: bool = False, sets=SETS) -> pd.DataFrame:
         data, K, a, b = link_set(name, seed, quick)
         y = data.labels
         ann = f"{data.n_annotations} links, {data.n_workers} worker{'s' if data.n_workers > 1 else ''}"
-        for method in ("SCDC", "BayesSCDC"):
+        for method in models:
             for d, what in ((data, ann), (data.without_annotations(), "none")):
                 post, secs = _fit(method, d, K, seed, quick)
                 extra = {}
@@ -196,19 +202,30 @@ def summarise(df: pd.DataFrame) -> str:
     for ds in dict.fromkeys(df["dataset"]):
         sub = mean.xs(ds, level="dataset").xs("acc", level="metric")
         pck = sub.xs("PCKMeans", level="method").iloc[0]
-        for method in ("SCDC", "BayesSCDC"):
+        for method in [m for m in MODELS if m in sub.index.get_level_values("method")]:
             m = sub.xs(method, level="method")
             crowd = m[[a for a in m.index if a != "none"]].iloc[0]
             alone = m["none"]
             verdicts.append(f"{ds}, {method}: {crowd:.3f} with links against {alone:.3f} without "
                             f"({'beats' if crowd > alone else 'does not beat'} its own fit) and "
                             f"{pck:.3f} for PCKMeans ({'beats' if crowd > pck else 'does not beat'} it)")
-    note = (f"{n} repeat(s): each simulates its own link sets from its seed. SCDC and BayesSCDC with their "
-            "defaults (sizes from the data), one initialisation each; PCKMeans (Basu, Banerjee & Mooney "
-            "2004) with the same links, weight 1 per link on standardised features; a full-covariance "
-            "Gaussian mixture (3 starts) and k-means (10 starts) on the features alone.")
+    fitted = " and ".join(m for m in MODELS if m in set(df["method"]))
+    note = (f"{n} repeat(s): each simulates its own link sets from its seed. {fitted} with "
+            f"{'their' if ' and ' in fitted else 'its'} defaults (sizes from the data), one initialisation "
+            "each; PCKMeans (Basu, Banerjee & Mooney 2004) with the same links, weight 1 per link on "
+            "standardised features; a full-covariance Gaussian mixture (3 starts) and k-means (10 starts) "
+            "on the features alone.")
     return "\n".join(lines + ["", note, "", "With links against without, and against PCKMeans (accuracy, "
                               "mean over repeats):", "", *[f"* {v}" for v in verdicts]])
 
 
-__all__ = ["run_one", "summarise", "pckmeans", "link_set", "overlapping_groups", "elongated_groups", "SETS"]
+def _scdc_alone(seed: int, quick: bool = False) -> pd.DataFrame:
+    return run_one(seed, quick, models=("SCDC",))
+
+
+#: the comparison without BayesSCDC (a third of the time): every set, SCDC and the baselines;
+#: ``crowdzoo compare crowdzoo.comparisons.scdc_crowd:SCDC_ALONE --repeats 3 --jobs 3``
+SCDC_ALONE = Comparison(_scdc_alone, summary=summarise)
+
+__all__ = ["run_one", "summarise", "SCDC_ALONE", "MODELS", "pckmeans", "link_set", "overlapping_groups",
+           "elongated_groups", "SETS"]

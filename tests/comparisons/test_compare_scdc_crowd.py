@@ -70,3 +70,14 @@ def test_quick_run_through_the_cli(tmp_path, capsys):
     text = out.read_text()
     assert text.startswith("Made by `crowdzoo compare scdc-crowd")
     assert text.count("with links against") == 2 * len(scdc_crowd.SETS)
+
+
+def test_scdc_alone_fits_no_bayesscdc_and_says_so():
+    """``SCDC_ALONE`` (the rerun after a change to SCDC alone): SCDC and the baselines on every set, no
+    BayesSCDC row, and a verdict per set for SCDC alone."""
+    df = scdc_crowd.SCDC_ALONE.run_one(0, quick=True)
+    assert set(df["dataset"]) == set(scdc_crowd.SETS)
+    assert "BayesSCDC" not in set(df["method"]) and "SCDC" in set(df["method"])
+    text = scdc_crowd.SCDC_ALONE.summary(df)
+    assert text.count("with links against") == len(scdc_crowd.SETS)
+    assert "SCDC with its defaults" in text

@@ -27,6 +27,33 @@ term scaled by #annotations / N once the whole is divided by N). :func:`scdc_mod
 :func:`scdc_guide` are this model and guide as a Pyro program, with z sampled: ``Trace_ELBO`` on them
 is an unbiased estimate of the same ELBO (tests/models/scdc/test_scdc.py checks the closed form against
 it), and any other guide of z and x runs through them.
+
+Where we depart from the paper: each item's q(z_n) takes its own annotations. The amortised
+q(z_n | o_n) is a function of o_n alone, so two items with the same features get the same clusters
+whatever their links say: the links can only move the encoder's boundary in feature space, and where
+the groups overlap no such boundary beats the Bayes classifier of the features (measured in
+docs/scdc-links-diagnosis.md). So, as BayesSCDC's q*(z) does (Eq. 14), q(z_n) multiplies the encoder's
+q_φ(z_n | o_n) by the messages of the item's annotations:
+
+    q(z_n = k) ∝ q_φ(k | o_n) exp(Σ_{a ∋ n} w_a q̄(z_{n'} = k)),
+    w_a = log p(L_a | same) − log p(L_a | different)                    (Eq. 1)
+
+with n' the annotation's other item and q̄ every item's q(z) after ``sweeps`` mean-field sweeps of this
+update on the whole annotation graph (:func:`graph_q`), from q_φ. The annotations' term is linear in
+q(z_n), so this is the ELBO's coordinate update in q(z_n) with the encoder's log q_φ standing in for
+the item's own term c_nk = E_q(x | o, k)[log p(o_n | x) + log N(x; μ_k, σ_k²) − log q(x | o_n, k)] +
+log π_k. For it to stand there, the encoder is fitted to the item's own term alone: its gradient is
+that of the paper's item term with q_φ in place of q(z_n) and c_nk held fixed (its optimum: q_φ(k |
+o_n) ∝ exp c_nk), not that of the ELBO through q(z_n) (q(z_n) reads q_φ held fixed), which vanishes
+where an item's many links saturate q(z_n) and would leave q_φ, the clusters of a new item, untrained.
+The route recomputes q̄ and the messages at the start of each epoch and holds them fixed over the
+epoch's steps, so a step reads the messages of every annotation of its rows without encoding their
+neighbours, in time and memory that do not grow with the annotations, and the workers' gradient is that
+of the annotations' term at q(z) held fixed (the M-step of variational EM: at a coordinate optimum of
+q(z), the path through q(z) adds nothing to the gradient); the ELBO above is
+evaluated at this q(z) (:func:`elbo` with a :class:`Graph`), and the posterior's cluster probabilities
+are q̄ after training. ``sweeps=0`` is the paper's q(z | o) alone; an item without annotations, or a
+new one, gets q_φ(z | o).
 """
 from __future__ import annotations
 
@@ -222,7 +249,8 @@ class Batch(NamedTuple):
     """One mini-batch: item rows ``O`` (B, D) whose first ``n_uniform`` rows are a uniform sample of the
     N items (the rest: endpoints of the sampled annotations), and the sampled annotations as row
     positions ``li``, ``lj`` into ``O``, workers ``w`` and labels ``L``; ``item_scale`` = N / n_uniform,
-    ``ann_scale`` = A / (sampled annotations)."""
+    ``ann_scale`` = A / (sampled annotations); ``items`` (B,) the item of each row (None: not needed,
+    the rows' q(z) being the encoder's alone)."""
 
     O: torch.Tensor
     n_uniform: int
@@ -232,6 +260,21 @@ class Batch(NamedTuple):
     L: torch.Tensor
     item_scale: float
     ann_scale: float
+    items: torch.Tensor | None = None
+
+
+class Graph(NamedTuple):
+    """The whole annotation graph — annotations a = (i_a, j_a) by workers ``w`` with labels ``L`` —,
+    ``q_bar`` (N, K), every item's q(z) after the last mean-field sweeps on it, and ``msg`` (N, K), the
+    messages Σ_{a ∋ n} w_a q_bar(z_{n'}) into every item under the workers of that time (both held fixed
+    while the steps read them: :func:`link_q`)."""
+
+    i: torch.Tensor
+    j: torch.Tensor
+    w: torch.Tensor
+    L: torch.Tensor
+    q_bar: torch.Tensor
+    msg: torch.Tensor | None = None
 
 
 def two_coin_loglik(L, alpha_logit, beta_logit):
@@ -239,6 +282,39 @@ def two_coin_loglik(L, alpha_logit, beta_logit):
     same = -torch.nn.functional.binary_cross_entropy_with_logits(alpha_logit, L, reduction="none")
     diff = -torch.nn.functional.binary_cross_entropy_with_logits(-beta_logit, L, reduction="none")
     return same, diff
+
+
+def link_weight(L, alpha_logit, beta_logit):
+    """w_a = log p(L_a | same) − log p(L_a | different) (Eq. 1): what annotation a by worker m adds to
+    the log-odds that its two items share a cluster, log α_m − log(1 − β_m) for a must-link and
+    log(1 − α_m) − log β_m for a cannot-link."""
+    same, diff = two_coin_loglik(L, alpha_logit, beta_logit)
+    return same - diff
+
+
+def link_messages(q, i, j, w_a):
+    """Σ_{a ∋ n} w_a q(z_{n'}) into each item n of ``q`` (N, K) from the annotations a = (i, j) with
+    weights ``w_a``: the annotations' part of the coordinate update of q(z_n)."""
+    v = w_a[:, None] * q.new_ones(())
+    return torch.zeros_like(q).index_add(0, i, v * q[j]).index_add(0, j, v * q[i])
+
+
+def link_q(log_q_enc, msg):
+    """q(z_n = k) ∝ q_φ(z_n = k | o_n) exp(msg_nk) and its log: the encoder's q(z | o) as the item's own
+    potential, the messages of its annotations added in log space (module docstring)."""
+    log_q = torch.log_softmax(log_q_enc + msg, -1)
+    return log_q, log_q.exp()
+
+
+def graph_q(log_q_enc, graph: Graph, g: Globals, sweeps: int):
+    """Every item's q(z) (N, K) after ``sweeps`` mean-field sweeps on the whole annotation graph from
+    the encoder's q(z | o) (``log_q_enc``, N × K), every item updated at once in each sweep
+    (:func:`link_q` of :func:`link_messages` of the sweep before)."""
+    w_a = link_weight(graph.L, g.alpha_logit[graph.w], g.beta_logit[graph.w])
+    q = log_q_enc.exp()
+    for _ in range(sweeps):
+        _, q = link_q(log_q_enc, link_messages(q, graph.i, graph.j, w_a))
+    return q
 
 
 def scdc_model(batch: Batch, nets: Networks, g: Globals):
@@ -267,13 +343,17 @@ def scdc_guide(batch: Batch, nets: Networks, g: Globals):
         pyro.sample("x", dist.Normal(m, s).to_event(1))
 
 
-def elbo(batch: Batch, nets: Networks, g: Globals, generator=None):
+def elbo(batch: Batch, nets: Networks, g: Globals, generator=None, graph: Graph | None = None):
     """The ELBO estimate of one mini-batch with the sum over z exact (module docstring): a scalar
-    (to be maximised), and q(z | o) of the batch's rows (B, K)."""
+    (to be maximised), and q(z) of the batch's rows (B, K). With ``graph``, each row's q(z) takes the
+    messages of all its item's annotations, ``graph.msg`` (:func:`link_q`); without, it is the encoder's
+    q(z | o) alone."""
     K = nets.K
     O = batch.O
-    logits = nets.z_logits(O)
-    log_q = torch.log_softmax(logits, -1)  # (B, K)
+    log_q_enc = torch.log_softmax(nets.z_logits(O), -1)  # (B, K)
+    log_q = log_q_enc
+    if graph is not None:
+        log_q, _ = link_q(log_q_enc.detach(), graph.msg[batch.items])
     q = log_q.exp()
     n = batch.n_uniform
     eye = torch.eye(K, dtype=O.dtype, device=O.device)
@@ -284,8 +364,13 @@ def elbo(batch: Batch, nets: Networks, g: Globals, generator=None):
     log_qx = dist.Normal(m, s).log_prob(x).sum(-1)
     log_po = nets.obs_dist(x).log_prob(O[:n, None, :])  # (n, K)
     log_pi = torch.log_softmax(g.pi_logits, -1)
-    items = (q[:n] * (log_po + log_px + log_pi - log_qx - log_q[:n])).sum()
+    own = log_po + log_px + log_pi - log_qx  # (n, K): the item's own term, by cluster
+    items = (q[:n] * (own - log_q[:n])).sum()
     total = batch.item_scale * items
+    if graph is not None:  # the encoder's own objective: its gradient, not its value (module docstring)
+        q_enc = log_q_enc[:n].exp()
+        enc = (q_enc * (own.detach() - log_q_enc[:n])).sum()
+        total = total + batch.item_scale * (enc - enc.detach())
     if batch.L.shape[0]:
         s_a = (q[batch.li] * q[batch.lj]).sum(-1)
         same_ll, diff_ll = two_coin_loglik(batch.L, g.alpha_logit[batch.w], g.beta_logit[batch.w])
@@ -294,4 +379,5 @@ def elbo(batch: Batch, nets: Networks, g: Globals, generator=None):
 
 
 __all__ = ["SCDC", "SCDCSetup", "Networks", "check_architecture", "observation_setup", "observation_dist",
-           "Globals", "Batch", "scdc_model", "scdc_guide", "elbo", "two_coin_loglik", "init_globals"]
+           "Globals", "Batch", "Graph", "scdc_model", "scdc_guide", "elbo", "two_coin_loglik", "init_globals",
+           "link_weight", "link_messages", "link_q", "graph_q"]

@@ -24,17 +24,18 @@ from .model import DTYPE
 _CHUNK = 4096
 
 
-def encode_items(nets, O):
-    """q(z | o) (n, K) and the latent means E_q[x | o] = Σ_k q(k | o) m(o, k) (n, d), in chunks."""
-    probs, means = [], []
+def encode_items(nets, O, probs=None):
+    """q(z | o) (n, K) and the latent means E_q[x | o] = Σ_k q(k | o) m(o, k) (n, d), in chunks; with
+    ``probs`` (n, K), the means under those cluster probabilities instead (returned as given)."""
+    out, means = [], []
     eye = torch.eye(nets.K, dtype=O.dtype, device=O.device)
     for lo in range(0, O.shape[0], _CHUNK):
         o = O[lo:lo + _CHUNK]
-        q = torch.softmax(nets.z_logits(o), -1)
+        q = torch.softmax(nets.z_logits(o), -1) if probs is None else probs[lo:lo + _CHUNK].to(o.dtype)
         m, _ = nets.x_params(o[:, None, :], eye)
-        probs.append(q)
+        out.append(q)
         means.append((q[:, :, None] * m).sum(1))
-    return torch.cat(probs), torch.cat(means)
+    return torch.cat(out), torch.cat(means)
 
 
 @dataclass(kw_only=True)

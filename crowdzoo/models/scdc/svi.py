@@ -11,6 +11,13 @@ amortised guide, and the loss is Pyro's ``Trace_ELBO`` on :func:`~.model.scdc_mo
 gradients for z, so noisier). With ``pretrain=`` epochs, the networks are first pretrained and the
 mixture and the classifier start from a Gaussian mixture on the codes (VaDE's recipe, Jiang et al.
 2017; :func:`pretrain_svi`).
+
+With the exact sum (no ``guide=``) and annotations, each item's q(z) takes the messages of all its
+annotations (:mod:`~.model`'s docstring): at the start of every epoch :func:`whole_graph` runs
+``sweeps`` mean-field sweeps on the whole annotation graph from the encoder's q(z | o) under the
+current networks and workers (one encoder pass over the items and ``sweeps`` passes over the
+annotations), and the epoch's steps read their rows' messages from it. After training the same sweeps
+give the posterior's cluster probabilities.
 """
 from __future__ import annotations
 
@@ -28,7 +35,18 @@ from ...errors import ConvergenceWarning, DataError, NumericalError
 from ...inference.common import check_finite, progress, summary
 from ...inference.svi import guide_name
 from .defaults import resolve
-from .model import DTYPE, Batch, Globals, elbo, init_globals, scdc_model
+from .model import (
+    DTYPE,
+    Batch,
+    Globals,
+    Graph,
+    elbo,
+    graph_q,
+    init_globals,
+    link_messages,
+    link_weight,
+    scdc_model,
+)
 from .posterior import SCDCPosterior, encode_items
 from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
 
@@ -73,13 +91,13 @@ def batches(t: LinkTensors, batch_size, annotation_batch, generator, device):
         n, b = items.shape[0], ann.shape[0]
         yield Batch(t.O[rows].to(device), n, torch.arange(n, n + b, device=device),
                     torch.arange(n + b, n + 2 * b, device=device), t.w[ann].to(device),
-                    t.L[ann].to(device), N / n, A / b if b else 0.0)
+                    t.L[ann].to(device), N / n, A / b if b else 0.0, rows.to(device))
 
 
 def fit_svi(model, data, seed: int = 0, n_epochs: int | None = None, batch_size: int = 128,
             annotation_batch: int | None = None, lr: float = 1e-3, lr_globals: float = 1e-2, guide=None,
             num_particles: int = 1, pretrain: int | None = None, n_init: int = 3, device: str = "cpu",
-            progress_bar: bool | None = None, setup=None) -> SCDCPosterior:
+            progress_bar: bool | None = None, setup=None, sweeps: int = 10) -> SCDCPosterior:
     """Fit SCDC by SVI (module docstring) for ``n_epochs`` passes over the items.
 
     ``n_epochs``, ``pretrain`` and the model's ``latent_dim`` and ``hidden`` left at None are set from
@@ -95,7 +113,9 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int | None = None, batch_size:
     paper's setting, starts from random networks and globals; on scikit-learn's digits with K = 10 it
     is what keeps SCDC from collapsing to a few clusters, docs/scdc.md; where K exceeds the clusters
     in the data, as on the pinwheel at K = 15, the mixture's spare components split clusters and
-    pretraining does worse); ``device`` "cpu" or "cuda".
+    pretraining does worse); ``device`` "cpu" or "cuda"; ``sweeps`` mean-field sweeps of the
+    annotations' messages on the whole graph (module docstring; 0: the encoder's q(z | o) alone, the
+    paper's; ignored with ``guide=``, whose q(z) is the guide's, and without annotations).
     ``n_init`` initialisations (seeds :func:`~.starts.init_seeds`; each a whole fit, so the fit takes
     ``n_init`` times as long; the paper's runs take the best of 10) and the one with the best final
     ELBO (averaged over its last epoch) is kept; ``settings`` records every initialisation's ELBO
@@ -121,9 +141,11 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int | None = None, batch_size:
     annotation_batch = annotation_batch if annotation_batch is not None else math.ceil(A / steps)
     setup = setup or model.setup(data, seed=seed)
     seeds = init_seeds(seed, n_init)
+    if int(sweeps) != sweeps or sweeps < 0:
+        raise DataError(f"sweeps: expected an integer ≥ 0, got {sweeps!r}", arg="sweeps")
     settings = dict(n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch, lr=lr,
                     lr_globals=lr_globals, guide=guide, num_particles=num_particles, pretrain=pretrain,
-                    device=device, progress_bar=progress_bar, setup=setup)
+                    device=device, progress_bar=progress_bar, setup=setup, sweeps=int(sweeps))
     name = "scdc svi"
 
     stores = {}  # a guide's parameters in Pyro's store, by initialisation
@@ -148,7 +170,7 @@ def fit_svi(model, data, seed: int = 0, n_epochs: int | None = None, batch_size:
 
 def _fit_once(model, data, seed: int, n_epochs: int, batch_size: int, annotation_batch: int, lr: float,
               lr_globals: float, guide, num_particles: int, pretrain: int, device: str, progress_bar,
-              setup, what: str = "scdc svi") -> SCDCPosterior:
+              setup, sweeps: int, what: str = "scdc svi") -> SCDCPosterior:
     """One initialisation of :func:`fit_svi`, from ``seed``."""
     N, W = data.n_items, max(data.n_workers, 1)
     with isolated(seed):
@@ -168,13 +190,15 @@ def _fit_once(model, data, seed: int, n_epochs: int, batch_size: int, annotation
             ours = {id(p) for p in params}
             params += [p for _, p in pyro.get_param_store().named_parameters() if id(p) not in ours]
         opt = torch.optim.Adam([{"params": params, "lr": lr}, {"params": list(g), "lr": lr_globals}])
+        linked = guide is None and sweeps > 0 and data.n_annotations > 0
         trace = np.empty(n_epochs)
         with progress(n_epochs, what, progress_bar) as bar:
             for epoch in range(n_epochs):
                 total = 0.0
+                graph = whole_graph(nets, g, t, sweeps, device) if linked else None
                 for batch in batches(t, batch_size, annotation_batch, gen, device):
                     opt.zero_grad()
-                    loss = loss_fn(batch, nets, g, gen) / N
+                    loss = loss_fn(batch, nets, g, gen, graph) / N
                     check_finite(float(loss.detach()), "the ELBO", epoch, ADVICE, ADVICE_SETTINGS)
                     loss.backward()
                     opt.step()
@@ -185,13 +209,15 @@ def _fit_once(model, data, seed: int, n_epochs: int, batch_size: int, annotation
         summary(bar, f"{what}: {n_epochs} epochs, final ELBO {trace[-1]:.6g}")
         _warn_unconverged(trace, what)
         with torch.no_grad():
-            probs, x_mean = encode_items(nets, t.O.to(device))
+            probs = whole_graph(nets, g, t, sweeps, device).q_bar if linked else None
+            probs, x_mean = encode_items(nets, t.O.to(device), probs)
     nets = nets.cpu()
     return SCDCPosterior(
         model=model, setup=setup, data=data, method="svi", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, lr_globals=lr_globals, pretrain=pretrain, device=device,
-                      guide="amortised" if guide is None else guide_name(guide), num_particles=num_particles),
+                      guide="amortised" if guide is None else guide_name(guide), num_particles=num_particles,
+                      sweeps=sweeps if linked else 0),
         cluster_probs=probs.cpu().double(), x_mean=x_mean.cpu().double(),
         pi=torch.softmax(g.pi_logits.detach().cpu(), -1).double(), mu=g.mu.detach().cpu().double(),
         cov=torch.diag_embed(torch.exp(2 * g.log_sigma.detach().cpu())).double(),
@@ -200,8 +226,23 @@ def _fit_once(model, data, seed: int, n_epochs: int, batch_size: int, annotation
         net_state={k: v.detach().cpu().clone() for k, v in nets.state_dict().items()})
 
 
-def _exact_loss(batch, nets, g, gen):
-    return -elbo(batch, nets, g, generator=gen)[0]
+def _exact_loss(batch, nets, g, gen, graph=None):
+    return -elbo(batch, nets, g, generator=gen, graph=graph)[0]
+
+
+def whole_graph(nets, g: Globals, t: LinkTensors, sweeps: int, device) -> Graph:
+    """The whole annotation graph with every item's q(z) after ``sweeps`` mean-field sweeps from the
+    encoder's q(z | o) under the current networks and workers (:func:`~.model.graph_q`) and the messages
+    into every item from it, held fixed (no gradient) for the steps that read them."""
+    with torch.no_grad():
+        O = t.O.to(device)
+        log_q = torch.cat([torch.log_softmax(nets.z_logits(O[lo:lo + 4096]), -1)
+                           for lo in range(0, O.shape[0], 4096)])
+        i, j, w, L = (x.to(device) for x in (t.i, t.j, t.w, t.L))
+        graph = Graph(i, j, w, L, log_q)
+        q_bar = graph_q(log_q, graph, g, sweeps)
+        msg = link_messages(q_bar, i, j, link_weight(L, g.alpha_logit[w], g.beta_logit[w]))
+    return graph._replace(q_bar=q_bar, msg=msg)
 
 
 def pretrain_svi(nets, t, g0: Globals, n_epochs: int, batch_size: int, lr: float, gen, device,
@@ -254,7 +295,7 @@ def pretrain_svi(nets, t, g0: Globals, n_epochs: int, batch_size: int, lr: float
 def _trace_loss(guide, num_particles):
     trace_elbo = Trace_ELBO(num_particles=num_particles)
 
-    def loss(batch, nets, g, gen):
+    def loss(batch, nets, g, gen, graph=None):
         try:
             return trace_elbo.differentiable_loss(scdc_model, guide, batch, nets, g)
         except ValueError as err:
