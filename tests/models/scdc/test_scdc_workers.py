@@ -72,7 +72,7 @@ def _check(inside, centre, width):
 def test_worker_intervals_cover_the_truth():
     """6 repeats × 4 workers × (α, β): 48 intervals near the nominal 0.9 (measured: 0.854), each near
     the interval that the true clustering gives (measured: median width ratio 1.00, mean shift +0.000,
-    largest 0.010)."""
+    largest 0.009)."""
     _check(*_coverage(6))
 
 
@@ -176,9 +176,9 @@ def _workers_fixed_point(log_u, i, j, L, w, counts: str, widen: bool, rounds: in
                          posteriors: bool = False):
     """finish_workers' update with fixed unaries ``log_u`` in place of the fitted mixture: the items'
     mean-field fixed point (Eq. 14) on the annotation graph under the workers' current q, then the Beta
-    counts from the pair beliefs (``counts="pair"``) or the mean-field products (``"mean-field"``),
-    widened by the missing information (``widen``) or not. Returns the first worker's means and sds of
-    α and β, or (``posteriors``) every worker's Beta parameters."""
+    counts from the pair beliefs (``counts="pair"``) or the mean-field products (``"mean-field"``), and
+    at the fixed point widened by the missing information (``widen``) or not. Returns the first worker's
+    means and sds of α and β, or (``posteriors``) every worker's Beta parameters."""
     prior = torch.ones(n_workers, 2, dtype=torch.float64)
     alpha = beta = torch.tensor([[10.0, 1.0]], dtype=torch.float64).repeat(n_workers, 1)
     for _ in range(rounds):
@@ -196,10 +196,9 @@ def _workers_fixed_point(log_u, i, j, L, w, counts: str, widen: bool, rounds: in
         s = pair_same(loc, i, j, wt, same, diff) if counts == "pair" else (phi[i] * phi[j]).sum(-1)
         a, b = worker_stats(s, w, L, n_workers, 1.0)
         alpha, beta = prior + a, prior + b
-        if widen:
-            miss = missing_information(s, w, L, alpha[:, 0] / alpha.sum(-1), beta[:, 0] / beta.sum(-1),
-                                       n_workers)
-            alpha, beta = widen_workers(alpha, beta, miss, prior, prior)
+    if widen:  # once, at the fixed point, as finish_workers does
+        miss = missing_information(s, w, L, alpha[:, 0] / alpha.sum(-1), beta[:, 0] / beta.sum(-1), n_workers)
+        alpha, beta = widen_workers(alpha, beta, miss, prior, prior)
     if posteriors:
         return alpha.numpy(), beta.numpy()
     mean = lambda p: float(p[0, 0] / p.sum())  # noqa: E731
@@ -211,8 +210,8 @@ def test_workers_posterior_matches_the_exact_one_where_clusters_are_ambiguous():
     """One worker, 300 disjoint pairs, many of whose clusters the unaries leave ambiguous: the exact
     posterior of (α, β), the clusters summed out on a grid, against finish_workers' update. Its means
     (pair beliefs) sit within 0.04 of the exact ones and its sds (widened by Louis's missing information)
-    within 15 %, on each of four data sets (measured: 0.002–0.034 and 0.91–0.98); the mean-field
-    products' counts put α's mean 0.14–0.20 lower and β's 0.06–0.10, and the unwidened Betas are 0.5–0.7
+    within 15 %, on each of four data sets (measured: 0.001–0.008 and 0.96–1.00); the mean-field
+    products' counts put α's mean 0.14–0.21 lower and β's 0.06–0.11, and the unwidened Betas are 0.5–0.7
     times as wide. With
     flatter unaries (Dirichlet(0.5)) the update's fixed point, a mode-like estimate, sits up to 0.14
     above the exact posterior mean of a skewed, weakly identified α (not tested)."""
@@ -258,12 +257,13 @@ def _graph_coverage(repeats: int, counts="pair", widen=True):
 def test_worker_intervals_cover_the_truth_where_features_are_ambiguous():
     """The workers' update on scdc-crowd's overlapping set with each item's exact feature posterior as
     its unary (the fitted networks and mixture taken out): over 10 repeats (400 intervals), the true α_m,
-    β_m fall inside their 90 % intervals at about the nominal rate (measured: 0.863); with the
-    mean-field products' counts and no widening, what the update was before, 0.728."""
+    β_m fall inside their 90 % intervals near the nominal rate (measured: 0.858, within 3.5 binomial sds
+    of 0.9; the intervals share items, so the binomial sd understates the spread); with the mean-field
+    products' counts and no widening, what the update was before, 0.728."""
     inside = _graph_coverage(10)
     before = _graph_coverage(10, counts="mean-field", widen=False)
     print(f"coverage {inside.mean():.3f} of {inside.size}; mean-field counts, unwidened: {before.mean():.3f}")
-    assert 0.9 - 3 * np.sqrt(0.09 / inside.size) < inside.mean() <= 0.97
+    assert 0.9 - 3.5 * np.sqrt(0.09 / inside.size) < inside.mean() <= 0.97
     assert before.mean() < 0.8
 
 
