@@ -672,9 +672,8 @@ def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_worke
        known clustering's. The items' local optimum returned is the one under the unwidened q(α), q(β),
        the variational fixed point: the widening corrects the intervals that ``workers()`` reports, and a
        widened Beta whose concentration falls to the prior's would give the messages the extreme
-       E[log α] of a Beta with a parameter below 1. With both,
-       the same six fits' intervals hold the truth 0.829 of the time (0.608 with the mean-field counts
-       unwidened, 0.900 given the true groups).
+       E[log α] of a Beta with a parameter below 1. With both, the same six fits' intervals hold the
+       truth 0.829 of the time (0.608 with the mean-field counts unwidened, 0.900 given the true groups).
 
     Why not the loop's own q(α), q(β): the loop moves them along the natural gradient with ρ_t =
     (t + step_delay)^(−forgetting_rate), the mixture's schedule, so they end as a weighted average of
