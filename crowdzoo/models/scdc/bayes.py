@@ -354,6 +354,58 @@ def worker_stats(s, w, L, n_workers: int, scale: float):
     return scale * a, scale * b
 
 
+def pair_same(loc: Local, li, lj, w, same, diff):
+    """P(z_i = z_j) of each annotation a = (i, j) under its pair belief: the endpoints' cavities, q*(z)
+    with a's own message taken out (c_i ∝ φ_i exp(−E[w_a] φ_j), Eq. 14), times a's expected likelihood
+    (``same`` where z_i = z_j, ``diff`` elsewhere):
+
+        s_a = Σ_k c_ik c_jk e^same / (Σ_k c_ik c_jk e^same + (1 − Σ_k c_ik c_jk) e^diff).
+
+    This is the pairwise belief of belief propagation, exact where the annotation graph is a tree. The
+    mean-field E[1(z_i = z_j)] = Σ_k φ_ik φ_jk treats the endpoints as independent and so misses what
+    the label says about their agreement: between two items whose features leave three clusters equally
+    likely it stays 1/3 whatever the label, where the pair's posterior given a must-link of a worker
+    with α = β = 0.8 is 2/3, and 0.11 given a cannot-link. Counted into the workers' Beta posteriors,
+    the mean-field's share therefore puts every ambiguous pair's label down to the worker's error and
+    pulls α and β down."""
+    ci = torch.log_softmax(loc.log_phi[li] - w[:, None] * loc.phi[lj], -1)
+    cj = torch.log_softmax(loc.log_phi[lj] - w[:, None] * loc.phi[li], -1)
+    p0 = torch.logsumexp(ci + cj, -1).exp().clamp(1e-12, 1 - 1e-12)
+    return torch.sigmoid(torch.log(p0) - torch.log1p(-p0) + same - diff)
+
+
+def missing_information(s, w, L, alpha_mean, beta_mean, n_workers: int):
+    """Per worker, the 2 × 2 missing information (Louis 1982) of (logit α_m, logit β_m): the variance, over
+    the annotations' unknown agreement 1(z_i = z_j) ~ Bern(s_a) taken independent, of the complete-data
+    score Σ_a [1_a (L_a − α_m), (1 − 1_a)((1 − L_a) − β_m)] at the means ``alpha_mean``, ``beta_mean``."""
+    g = torch.stack([L - alpha_mean[w], -((1 - L) - beta_mean[w])], -1)
+    v = (s * (1 - s))[:, None, None] * g[:, :, None] * g[:, None, :]
+    return torch.zeros(n_workers, 2, 2, dtype=v.dtype, device=v.device).index_add(0, w, v)
+
+
+def widen_workers(alpha, beta, missing, prior_alpha, prior_beta):
+    """The workers' Beta posteriors ``alpha``, ``beta`` (W, 2; prior + expected counts) widened, their
+    means kept, by the clusters' uncertainty (Louis 1982): the observed information of (logit α_m,
+    logit β_m) is the complete-data information, diag((a + b) m (1 − m)) of the two Betas, less the
+    ``missing`` information (:func:`missing_information`); each Beta's concentration a + b is scaled by
+    the ratio of its complete-data variance of the logit to the observed one, and never falls below its
+    prior's (where the observed information is not positive definite the clusters leave the worker
+    unidentified, and the prior's concentration is kept). The expected counts alone give the Beta that
+    a known clustering would give, as if every pair's agreement were known: too narrow wherever the
+    features leave clusters ambiguous."""
+    m = torch.stack([alpha[:, 0] / alpha.sum(-1), beta[:, 0] / beta.sum(-1)], -1)
+    n = torch.stack([alpha.sum(-1), beta.sum(-1)], -1)
+    complete = torch.diag_embed(n * m * (1 - m))
+    observed = complete - missing
+    det = observed[:, 0, 0] * observed[:, 1, 1] - observed[:, 0, 1] * observed[:, 1, 0]
+    var = torch.stack([observed[:, 1, 1], observed[:, 0, 0]], -1) / det[:, None]  # diag of the inverse
+    ratio = (1 / torch.diagonal(complete, dim1=-2, dim2=-1)) / var
+    ok = (det > 0) & (var > 0).all(-1)
+    floor = torch.stack([prior_alpha.sum(-1), prior_beta.sum(-1)], -1) / n
+    ratio = torch.where(ok[:, None], ratio.clamp(max=1.0), floor).clamp(min=floor)
+    return alpha * ratio[:, :1], beta * ratio[:, 1:]
+
+
 # ---------------------------------------------------------------------------------------- global KL
 def kl_globals(q: Conjugate, p: Conjugate) -> torch.Tensor:
     """KL(q(Θ) ‖ p(Θ)): Dirichlet, every NIW and every Beta."""
@@ -388,5 +440,5 @@ def kl_niw(q: Conjugate, p: Conjugate) -> torch.Tensor:
 
 __all__ = ["BayesSCDC", "RecognitionNetworks", "Conjugate", "Expected", "Local", "Stats", "expected",
            "local_step", "local_terms", "messages", "sample_x", "relational_weights", "expected_loglik",
-           "item_stats", "moments", "worker_stats", "conjugate_update", "natgrad_step", "kl_globals",
-           "kl_niw"]
+           "item_stats", "moments", "worker_stats", "pair_same", "missing_information", "widen_workers",
+           "conjugate_update", "natgrad_step", "kl_globals", "kl_niw"]
