@@ -150,8 +150,8 @@ def main(argv=None):
              "docstring. Seed 0 of each link set; accuracy is Hungarian accuracy.", "",
              "## 1. The amortised q(z | o) sits at the ceiling of a feature-only classifier", "",
              "| link set | Bayes classifier on the features (true groups) | SCDC, amortised, with links | "
-             "same, without links | SCDC's clusters matching the Bayes classifier's | entropy of q(z \\| o) | "
-             "of the true p(z \\| o) | workers' α̂ − α, β̂ − β |",
+             "same, without links | SCDC's clusters matching the Bayes classifier's | "
+             "entropy of q(z \\| o) | of the true p(z \\| o) | workers' α̂ − α, β̂ − β |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     for o in parts:
         da, db = o["workers amortised"]

@@ -184,7 +184,7 @@ ZOO: list[Entry] = [
           paper="Chu & Ghahramani 2005; Simpson & Gurevych 2020 §3.1",
           summary="GP preference learning for one user (or a pooled crowd)"),
     Entry(name="crowdgppl", model=f"{_M}.crowdgppl.model:CrowdGPPL", data="crowd pairs",
-          routes={"natgrad": f"{_M}.crowdgppl.natgrad:fit_natgrad", "svi": SVI, "nuts": NUTS},
+          routes={"natgrad": f"{_M}.crowdgppl.routes:fit_natgrad", "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.crowdgppl.posterior:CrowdGPPLPosterior", example=f"{_M}.crowdgppl.examples:tiny",
           guide=f"{_M}.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
           ties=("natgrad", "svi", "nuts"), choices=("svi", "nuts", "natgrad"),

@@ -34,7 +34,8 @@ floor under ρ, and the exact likelihood by default.
 The algorithm is module-level and pure (BlackJAX style): :func:`init`, :func:`step` (one iteration on
 a :class:`~crowdzoo.inference.natgrad.Batch`: a :class:`State` and an :class:`Info`) and :func:`bound`
 on a :class:`Problem` that holds what the fit keeps fixed; every factor is a
-:class:`~crowdzoo.gp.natural.Gaussian` block. :func:`fit_natgrad` assembles the problem and one
+:class:`~crowdzoo.gp.natural.Gaussian` block. The route,
+:func:`crowdzoo.models.crowdgppl.routes.fit_natgrad`, assembles the problem and one
 :class:`~crowdzoo.inference.natgrad.Settings` for the loop of :mod:`crowdzoo.inference.natgrad`, and
 builds the posterior.
 """
@@ -50,50 +51,19 @@ import numpy as np
 import torch
 from torch.special import ndtr
 
-from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
 from ...gp import natural, residual
-from ...gp.conjugate import kl_gamma, q_s, require_gamma, scale_rate
+from ...gp.conjugate import kl_gamma, q_s, scale_rate
 from ...gp.learn import KernelSpace, learns_by_default, log_prior_of_theta
-from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
+from ...gp.linalg import DTYPE, sym
 from ...gp.natural import Gaussian
 from ...gp.ordinal import expected_log_outcome, initial_tau, threshold_step, threshold_step_groups
 from ...gp.probit import beta_bernoulli_Q, expected_log_probit, probit_grads
 from ...inference import natgrad as loop
-from ...inference.distributed import Shard, shard
-from ...inference.hyper import PASS_STEPS, Adam, adam_init, ascend, default_batch_size, rho_floor, state_gain
+from ...inference.distributed import Shard
+from ...inference.hyper import PASS_STEPS, Adam, adam_init, ascend
+from .members import Side, Sides, rowquad, sides
 from .posterior import CrowdGPPLPosterior
-
-
-class Side(NamedTuple):
-    """Fixed GP algebra of one side: K⁻¹ (M, M), log|K|, rows A (n, M) = K_nm K⁻¹ — or, ``whitened``,
-    the same for u = L⁻¹ f: K = I and A = B ᵀ = (L⁻¹ K_mn)ᵀ."""
-
-    K_inv: torch.Tensor
-    logdet: torch.Tensor
-    A: torch.Tensor | None
-    whitened: bool = False
-
-
-def _side(setup, whitened: bool = False) -> Side:
-    eye = torch.eye(setup.M, dtype=DTYPE)
-    if whitened:
-        return Side(eye, torch.zeros((), dtype=DTYPE), setup.B.T, True)
-    A = torch.linalg.solve_triangular(setup.L_mm.T, setup.B, upper=True).T
-    return Side(cho_solve(setup.L_mm, eye), logdet_from_chol(setup.L_mm), A)
-
-
-class Sides(NamedTuple):
-    """The crowd's setup at one θ and its item and user :class:`Side` (None: independent users)."""
-
-    setup: object
-    items: Side
-    users: Side | None
-
-
-def _sides(setup, whitened: bool) -> Sides:
-    users = None if setup.users is None else _side(setup.users, whitened)
-    return Sides(setup, _side(setup.items, whitened), users)
 
 
 def _to_f(blk: Gaussian, side: Side | None, setup_side):
@@ -270,7 +240,7 @@ def _per_component(A, blk: Gaussian, batched: bool):
     moments computed afresh agree bit for bit and a resumed fit retraces an uninterrupted one), or
     ``batched`` (fewer nodes for autograd)."""
     if batched:
-        return A @ blk.m.T, _rowquad(A, blk.S)
+        return A @ blk.m.T, rowquad(A, blk.S)
     means, quads = zip(*(_row_moments(A, m, S) for m, S in zip(blk.m, blk.S)))
     return torch.stack(means, 1), torch.stack(quads, 1)
 
@@ -292,14 +262,6 @@ def _moments(raw: Raw, bt: Batch, Es_t, Es_v, Es_w) -> Moments:
     dt_var = torch.zeros_like(raw.dt) if raw.dt_q is None else raw.dt_q + bt.c / Es_t
     return Moments(raw.dt, dt_var, raw.dv, raw.dv_q + bt.c[:, None] / Es_v, raw.w,
                    raw.w_q + bt.d[:, None] / Es_w, raw.dr, raw.dr_var)
-
-
-def _rowquad(A, S, max_elements: int = 2**22):
-    """Row-wise A S_c Aᵀ for A (P, M), S (C, M, M) → (P, C): all components at once while the
-    (C, P, M) product is small, else one component at a time (peak memory O(P·M), not O(C·P·M))."""
-    if S.shape[0] * A.numel() <= max_elements:
-        return ((A @ S) * A).sum(-1).T
-    return torch.stack([((A @ S_c) * A).sum(-1) for S_c in S], dim=1)
 
 
 def _total(mo: Moments):
@@ -484,15 +446,15 @@ def _kernel_step(state: State, idx, pi, p: Problem) -> State:
 
     def likelihood_term(theta):
         s_th = p.space.build(theta)
-        b_th = _batch(*_sides(s_th, True), p.a[idx], p.b[idx], p.j[idx], p.y[idx])
+        b_th = _batch(*sides(s_th, True), p.a[idx], p.b[idx], p.j[idx], p.y[idx])
         mu, var = _total(_moments(_raw(st, b_th, batched=True), b_th, Es["t"], Es["v"], Es["w"]))
         ell = pi * _ell(b_th.y, mu, var, p.n_gh, label_tau(state.tau, b_th.j)).sum()
         return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
 
     hyper = ascend(state.hyper, likelihood_term, p.kernel_lr, p.reduce)
     with torch.no_grad():
-        sides = _sides(p.space.build(hyper.theta), True)
-    return state._replace(hyper=hyper, sides=sides)
+        new = sides(p.space.build(hyper.theta), True)
+    return state._replace(hyper=hyper, sides=new)
 
 
 def bound(state: State, idx, scale: float, problem: Problem) -> float:
@@ -511,9 +473,10 @@ def label_tau(tau, j):
 
 
 def default_likelihood(learn_kernel: bool, batch_size: int, data, setup=None) -> str:
-    """The likelihood ``fit_natgrad`` uses unless told: ``"exact"`` when the kernel learns (θ's
-    gradient is the bound's), for ties, when every label fits one batch, or where the item or user
-    side is sparse; the paper's ``"linearised"`` with mini-batches over every item and user inducing.
+    """The likelihood the route (:func:`crowdzoo.models.crowdgppl.routes.fit_natgrad`) uses unless told:
+    ``"exact"`` when the kernel learns (θ's gradient is the bound's), for ties, when every label fits one
+    batch, or where the item or user side is sparse; the paper's ``"linearised"`` with mini-batches over
+    every item and user inducing.
 
     On a full batch the exact likelihood takes full natural-gradient steps (ρ = 1) and meets the stop
     rule in tens of iterations. Under the default priors it is as accurate as the linearised route or
@@ -630,144 +593,6 @@ def pooled(model, data, setup, seed: int, sh: Shard, resumed: bool):
     model = dataclasses.replace(model, lengthscale=ell)
     setup = setup if resumed else model.setup(data, seed=seed)
     return model, setup, {"pooled_lengthscale": ell.tolist(), "pooled_labels": n}
-
-
-def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
-                batch_size: int | None = None, delay: float = 1.0, forgetting_rate: float | None = None,
-                max_iter: int = 1000, min_iter: int = 10, tol: float = 1e-3, eval_every: int = 5,
-                eval_size: int = 2000, n_gh: int = 20, init_var: float | None = None,
-                learn_kernel: bool | None = None, kernel_lr: float = 0.1, kernel_batch: int | None = None,
-                rho_min: float | None = None, distributed: bool = False, progress_bar: bool | None = None,
-                setup=None, resume=None, checkpoint=None, checkpoint_every: int = 0,
-                callback=None, n_points: int = 64) -> CrowdGPPLPosterior:
-    """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
-    ``resume`` as for GPPL's :func:`~crowdzoo.models.gppl.natgrad.fit_natgrad`). ``batch_size`` P_i:
-    by default the paper's 1000 labels, or P / 200 above 2·10⁵ labels
-    (:func:`~crowdzoo.inference.hyper.default_batch_size`).
-
-    ``init_var``: initial covariance of q(v_c), q(w_c) as a fraction of the prior's (default 1, the
-    prior; 0.01 for ``"exact"`` on a full batch, whose full Gauss–Hermite steps feel the variance of z
-    and otherwise spend many iterations shrinking the prior's variance of every unused component). On
-    mini-batches the small start left the personal part collapsed: on the 600-item crowd of
-    :func:`default_likelihood` E[s_w,c] ≈ 136 and personal predictions equal to the consensus's (held-out
-    log loss .449 both), against .439 personal and .449 consensus from the prior's start.
-
-    ``forgetting_rate`` r of ρ_i = (i + ε)^(−r): the paper's 0.9 by default; for the ``"exact"``
-    likelihood on full batches (P ≤ P_i), where no gradient noise needs averaging out, r = 0 (full
-    natural-gradient steps, ρ = 1), which reaches the optimum in a few tens of iterations and is
-    then as close to NUTS as Pyro SVI (tests/models/crowdgppl/test_crowdgppl.py,
-    docs/crowdgppl-routes.md). Full steps can overshoot where the data are sparse (5 pairs per user:
-    the bound peaked, then fell, and a user weight ran to ~10⁶); the stop rule then halves ρ and says so
-    (:class:`~crowdzoo.inference.natgrad.StopRule`).
-
-    ``tol``: stop when the bound (Eq. 31) changes by less than this fraction between evaluations
-    ``eval_every`` iterations apart. 10⁻³ by default: with ρ_i decaying as i^−0.9 the bound keeps
-    creeping up long after the predictions have settled (10⁻⁴ ran out of 500 iterations on the
-    synthetic Sushi-A-small files, where the authors' code stops after ~40). On sparse personal data
-    the mean-field optimum itself is over-confident (docs/crowdgppl.md, "Sparse personal data"), so
-    a much smaller tol trades calibration for bound. ``max_iter`` 1000: with the linearised likelihood
-    a crowd of 15 raters × 30 items (docs/crowdgppl.md, "The default route on a user's first crowd")
-    needs 255–345 iterations to meet tol (docs/crowdgppl-defaults.md), so 500 left little headroom.
-
-    ``likelihood``: ``"linearised"`` (the paper's Eq. 7–11) or ``"exact"``; by default the one that
-    :func:`default_likelihood` picks for the data.
-
-    ``learn_kernel``, ``kernel_lr``, ``rho_min``: as for GPPL's natgrad (module docstring); the
-    likelihood is then "exact" unless given. ``kernel_batch``: the labels of each batch whose gradient
-    moves the length-scales (:func:`default_kernel_batch`; by default the paper's 1000). Unset,
-    :func:`learns` decides (where the item side is sparse); ``False`` keeps the median heuristic, the
-    paper's kernel. The model's ``lengthscale_prior`` (items) and ``user_lengthscale_prior`` (users)
-    add log p(ℓ) to the length-scales' objective (type-II MAP).
-
-    ``distributed``: data-parallel over the ranks of a ``torchrun`` launch
-    (:mod:`crowdzoo.inference.distributed`), as for GPPL: each rank keeps a shard of the labels
-    (``data`` may itself be a shard, :meth:`~crowdzoo.PairwiseData.read_shard`); every factor's
-    statistics (Eq. 32–37), the likelihood's pull on q(s), the bound and, with ``learn_kernel``, the
-    length-scales' gradient are summed across ranks, so every rank takes the single-process step.
-
-    ``data`` a :class:`~crowdzoo.data.ChoiceData` (a user per row): the probit choice's
-    natural-gradient route (:func:`~crowdzoo.models.crowdgppl.natgrad_choices.fit_choices`, the exact
-    likelihood, fixed length-scales, one process); ``n_points``: the antithetic pairs of its rule over
-    rows of more than two items."""
-    if hasattr(data, "sets"):  # a ChoiceData: the probit choice's route (natgrad_choices)
-        from .natgrad_choices import fit_choices
-        return fit_choices(model, data, seed=seed, likelihood=likelihood, batch_size=batch_size, delay=delay,
-                           forgetting_rate=forgetting_rate, max_iter=max_iter, min_iter=min_iter, tol=tol,
-                           eval_every=eval_every, eval_size=eval_size, n_gh=n_gh, init_var=init_var,
-                           learn_kernel=learn_kernel, rho_min=rho_min, distributed=distributed,
-                           progress_bar=progress_bar, setup=setup, resume=resume, checkpoint=checkpoint,
-                           checkpoint_every=checkpoint_every, callback=callback, n_points=n_points)
-    held = getattr(data, "label_range", None)
-    batch_size = default_batch_size(batch_size, False, held[2] if held is not None else len(data.a))
-    given = setup is not None  # a caller's setup keeps its kernel
-    resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
-    sh = shard(data, distributed)
-    learn_kernel_given = learn_kernel
-    learn_kernel = learns(model, data, setup, learn_kernel, resume)
-    before = {}
-    if learn_kernel == POOLED and given:
-        if learn_kernel_given == POOLED:
-            raise DataError("learn_kernel: 'pooled' builds the setup at the length-scales it learns; drop "
-                            "setup= or pass {learn_kernel=True}", arg="learn_kernel",
-                            settings=("learn_kernel",))
-        learn_kernel = False
-    if learn_kernel == POOLED:
-        model, setup, before = pooled(model, data, setup, seed, sh, resume is not None)
-        learn_kernel = False
-    if likelihood is None:
-        likelihood = default_likelihood(learn_kernel, batch_size, data, setup)
-    if likelihood not in ("linearised", "exact"):
-        raise DataError(f"likelihood: expected 'linearised' or 'exact', got {likelihood!r}", arg="likelihood")
-    ties = data.has_ties if sh.world == 1 else bool(sh.sum(torch.tensor(float(data.has_ties))) > 0)
-    if ties and likelihood != "exact":
-        raise DataError("likelihood: the labels have ties (y = 0.5), which only the exact likelihood models "
-                        "(the ordinal probit); pass {likelihood='exact'} or leave it unset", arg="likelihood",
-                        settings=("likelihood",))
-    if init_var is None:  # a small start feels no pull on mini-batches: the components stay collapsed
-        init_var = 0.01 if likelihood == "exact" and batch_size >= (held[2] if held is not None
-                                                                    else len(data.a)) else 1.0
-    if not init_var > 0:
-        raise DataError(f"init_var: must be positive, got {init_var}", arg="init_var")
-    pri = {k: require_gamma(d, f"prior_{k}") for k, d in setup.priors.items()
-           if k != "t" or setup.consensus}
-    pri.setdefault("t", (1.0, 1.0))
-    a, b, y = label_tensors(data)
-    j = user_tensor(data)
-    a, b, j, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, j, y))  # this rank's labels
-    P = sh.n_labels
-    if forgetting_rate is None:
-        forgetting_rate = 0.0 if likelihood == "exact" and min(batch_size, P) == P else 0.9
-    space = CrowdKernels.of(model, data, setup, seed) if learn_kernel else None
-    E0 = {k: s / r for k, (s, r) in pri.items()}
-    # Q of Eq. 8 from the prior variance of z (independent items: 2/s per function, Eq. 6)
-    res_prior = (None if setup.residual_prior is None
-                 else require_gamma(setup.residual_prior, "shape_r0, rate_r0"))
-    prior_var_z = 2.0 * setup.C / (E0["v"] * E0["w"]) + (2.0 / E0["t"] if setup.consensus else 0.0)
-    if res_prior is not None:
-        prior_var_z += 2.0 * res_prior[1] / res_prior[0]
-    conditional = not setup.items.exact or (setup.users is not None and not setup.users.exact)
-    problem = Problem(a, b, j, y, sh, pri, E0, prior_var_z, _sides(setup, space is not None), conditional,
-                      likelihood, n_gh, init_var, space,
-                      None if space is None else space.log_prior(model, counted=sh.lead), kernel_lr,
-                      kernel_batch=default_kernel_batch(kernel_batch),
-                      tie_prior=model.prior_tau() if ties else None, residual=res_prior)
-    if space is None and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
-        problem = problem._replace(every=_labels(problem, torch.arange(a.shape[0]), problem.sides))
-    settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
-                             max_iter=max_iter, min_iter=min_iter, tol=tol, eval_every=eval_every,
-                             eval_size=eval_size,
-                             rho_min=rho_floor(rho_min, space is not None, batch_size >= P),
-                             progress_bar=progress_bar, checkpoint=checkpoint,
-                             checkpoint_every=checkpoint_every, callback=callback)
-    res = loop.run(loop.algorithm(init, step, bound, problem, P, state_gain(space is not None)), settings,
-                   shard=sh, seed=seed, what=f"natgrad crowdGPPL ({likelihood})",
-                   advice="a larger {delay} ε or {forgetting_rate} r (smaller steps), a larger {batch_size}, "
-                          "{likelihood='exact'}, or fewer components ({n_components})",
-                   advice_settings=("delay", "forgetting_rate", "batch_size", "likelihood", "n_components"),
-                   resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
-    return _posterior(model, data, res, problem, dict(likelihood=likelihood, init_var=init_var,
-                                                       learn_kernel=POOLED if before else learn_kernel,
-                                                       ranks=sh.world, **before))
 
 
 def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) -> CrowdGPPLPosterior:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 import torch
 
 from ...data.tensors import choice_tensors
@@ -51,7 +50,6 @@ from ...gp import natural, residual
 from ...gp.choice import (
     block_natural_params,
     expected_row_log_lik,
-    gaussian_choice_probs,
     negative_part,
     normal_points,
 )
@@ -61,6 +59,7 @@ from ...inference import natgrad as loop
 from ...inference.distributed import Shard
 from ...inference.hyper import default_batch_size, rho_floor
 from . import natgrad as ng
+from .members import Rows, Sides, item_part, members, moments, rows_of, sides, user_part
 
 
 class ChoiceProblem(NamedTuple):
@@ -79,7 +78,7 @@ class ChoiceProblem(NamedTuple):
     shard: Shard
     pri: dict
     E0: dict
-    sides: ng.Sides
+    sides: Sides
     conditional: bool
     n_gh: int = 20
     init_var: float = 1.0
@@ -89,98 +88,9 @@ class ChoiceProblem(NamedTuple):
     tie_prior: None = None  # choices have no ties
 
 
-class Rows(NamedTuple):
-    """A batch of rows: the members' item rows A_J (R, K, M) (zero at padding) and conditional
-    variances c_J (R, K), the users' rows Aw (R, M_u) (None: independent users) and conditional
-    variances d (R,), with the rows' own fields."""
-
-    items: torch.Tensor
-    mask: torch.Tensor
-    best: torch.Tensor
-    worst: torch.Tensor | None
-    j: torch.Tensor
-    A_J: torch.Tensor
-    c_J: torch.Tensor
-    Aw: torch.Tensor | None
-    d: torch.Tensor
-    two: torch.Tensor
-
-
-def rows_of(sides: ng.Sides, c, items, mask, best, worst, j) -> Rows:
-    setup, item_side, user_side = sides
-    A_J = item_side.A[items] * mask[..., None]
-    if user_side is None:
-        Aw, d = None, torch.zeros(j.shape[0], dtype=DTYPE)
-    else:
-        Aw, d = user_side.A[j], setup.user_terms(j)[1]
-    return Rows(items, mask, best, worst, j, A_J, c[items] * mask, Aw, d, mask.sum(-1) == 2)
-
-
 def _rows(p: ChoiceProblem, idx) -> Rows:
     return rows_of(p.sides, p.c, p.items[idx], p.mask[idx], p.best[idx],
                    None if p.worst is None else p.worst[idx], p.j[idx])
-
-
-class Members(NamedTuple):
-    """Each block's share of the rows' members under q: t's mean o_t (R, K) and covariance V_t
-    (R, K, K) (None without a consensus), each component's o_v (R, K, C) and V_v (R, C, K, K), the
-    users' ŵ and ω (R, C) (q's variance only), the residual's mean and variance (R, K) (None: none)."""
-
-    o_t: torch.Tensor | None
-    V_t: torch.Tensor | None
-    o_v: torch.Tensor
-    V_v: torch.Tensor
-    w: torch.Tensor
-    w_q: torch.Tensor
-    r_m: torch.Tensor | None
-    r_S: torch.Tensor | None
-
-
-def _item_part(A_J, m, S):
-    return A_J @ m, A_J @ S @ A_J.mT
-
-
-def _user_part(blk, bt: Rows):
-    """(ŵ, ω) (R, C) of q(w) at the rows' users."""
-    if bt.Aw is None:
-        return blk.m[:, bt.j].T, blk.S[:, bt.j].T
-    return bt.Aw @ blk.m.T, ng._rowquad(bt.Aw, blk.S)
-
-
-def members(st: dict, bt: Rows) -> Members:
-    """The blocks' moments at the rows (``st``: blocks with ``m`` and ``S``, as the fit's state holds
-    them or a posterior's q)."""
-    o_t = V_t = r_m = r_S = None
-    if st["t"] is not None:
-        o_t, V_t = _item_part(bt.A_J, st["t"].m, st["t"].S)
-    v = st["v"]
-    o_v = torch.einsum("rkm,cm->rkc", bt.A_J, v.m)
-    V_v = torch.einsum("rkm,cmn,rln->rckl", bt.A_J, v.S, bt.A_J)
-    w, w_q = _user_part(st["w"], bt)
-    if st.get("r") is not None:
-        r_m, r_S = st["r"].q.m[bt.items] * bt.mask, st["r"].q.S[bt.items] * bt.mask
-    return Members(o_t, V_t, o_v, V_v, w, w_q, r_m, r_S)
-
-
-def moments(mem: Members, bt: Rows, Es: dict, conditional: bool):
-    """μ_r (R, K), Σ_r (R, K, K) and each member's extra noise variance σ² (R, K) (None where no side is
-    sparse) of the module docstring."""
-    e = mem.w * mem.w + mem.w_q  # E[w²] under q (R, C)
-    mu = torch.einsum("rkc,rc->rk", mem.o_v, mem.w)
-    cov = (torch.einsum("rckl,rc->rkl", mem.V_v, e)
-           + torch.einsum("rkc,rc,rlc->rkl", mem.o_v, mem.w_q, mem.o_v))
-    if mem.o_t is not None:
-        mu, cov = mu + mem.o_t, cov + mem.V_t
-    if mem.r_m is not None:
-        mu, cov = mu + mem.r_m, cov + torch.diag_embed(mem.r_S)
-    if not conditional:
-        return mu, cov, None
-    dw = bt.d[:, None] / Es["w"]  # (R, C)
-    Ev2 = mem.o_v * mem.o_v + torch.diagonal(mem.V_v, dim1=-2, dim2=-1).transpose(1, 2)  # (R, K, C)
-    var = bt.c_J * ((e + dw) / Es["v"]).sum(-1)[:, None] + (Ev2 * dw[:, None, :]).sum(-1)
-    if mem.o_t is not None:
-        var = var + bt.c_J / Es["t"]
-    return mu, cov, var * bt.mask
 
 
 class Anchor(NamedTuple):
@@ -257,7 +167,7 @@ def _sweep(st: dict, gam: dict, bt: Rows, p: ChoiceProblem, rho: float, pi: floa
         g, G, _ = current()
         Lam, eta = block_natural_params(bt.A_J, g, G, mem.o_t)
         st["t"] = natural.step(st["t"], Es["t"] * items.K_inv, pi * Lam, pi * eta, rho, "S_t⁻¹")
-        o_t, V_t = _item_part(bt.A_J, st["t"].m, st["t"].S)
+        o_t, V_t = item_part(bt.A_J, st["t"].m, st["t"].S)
         mem = mem._replace(o_t=o_t, V_t=V_t)
     if st.get("r") is not None:
         g, G, _ = current()
@@ -274,7 +184,7 @@ def _sweep(st: dict, gam: dict, bt: Rows, p: ChoiceProblem, rho: float, pi: floa
         blk = natural.step(natural.Gaussian(Lam_v[c], eta_v[c], m_v[c], S_v[c]), Es["v"][c] * items.K_inv,
                            pi * Lam, pi * eta, rho, f"S_v⁻¹ (component {c})")
         Lam_v[c], eta_v[c], m_v[c], S_v[c] = blk
-        o_v[..., c], V_v[:, c] = _item_part(bt.A_J, blk.m, blk.S)
+        o_v[..., c], V_v[:, c] = item_part(bt.A_J, blk.m, blk.S)
         mem = mem._replace(o_v=o_v, V_v=V_v)
     st["v"] = natural.Gaussian(Lam_v, eta_v, m_v, S_v)
     w = st["w"]
@@ -290,7 +200,7 @@ def _sweep(st: dict, gam: dict, bt: Rows, p: ChoiceProblem, rho: float, pi: floa
             blk = ng._step(blk, Es["w"][c] * users.K_inv, bt.Aw, lam, nu, rho, pi,
                            what=f"Σ⁻¹ (component {c})")
         Lam_w[c], eta_w[c], m_w[c], S_w[c] = blk
-        w_m[:, c], w_q[:, c] = (x[:, 0] for x in _user_part(natural.Gaussian(None, None, blk.m[None],
+        w_m[:, c], w_q[:, c] = (x[:, 0] for x in user_part(natural.Gaussian(None, None, blk.m[None],
                                                                                 blk.S[None]), bt))
         mem = mem._replace(w=w_m, w_q=w_q)
     st["w"] = natural.Gaussian(Lam_w, eta_w, m_w, S_w)
@@ -377,7 +287,7 @@ def fit_choices(model, data, seed: int = 0, likelihood: str | None = None, batch
     c = (torch.zeros(setup.N, dtype=DTYPE) if setup.items.exact
          else setup.items.conditional_variance())
     problem = ChoiceProblem(items, mask, best, worst, j, c, Shard(0, 1, 0, R, R, 0), pri,
-                            {k: s / r for k, (s, r) in pri.items()}, ng._sides(setup, False), conditional,
+                            {k: s / r for k, (s, r) in pri.items()}, sides(setup, False), conditional,
                             n_gh, init_var, normal_points(K, n_points, seed) if K > 2 else None,
                             None if setup.residual_prior is None
                             else require_gamma(setup.residual_prior, "shape_r0, rate_r0"))
@@ -394,40 +304,3 @@ def fit_choices(model, data, seed: int = 0, likelihood: str | None = None, batch
                    resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
     return ng._posterior(model, data, res, problem, dict(likelihood="exact", init_var=init_var,
                                                           learn_kernel=False, ranks=1, n_points=n_points))
-
-
-def predict_choice(post, sets, users, worst: bool = False) -> np.ndarray:
-    """P(each member is chosen as best) (R, k_max) under a natgrad posterior's q: the members' joint
-    Gaussian of the module docstring at each set's user, integrated as GPPL's Gaussian posteriors do
-    (:func:`~crowdzoo.gp.choice.gaussian_choice_probs`: sets of two in closed form, larger ones by 256
-    antithetic pairs of points), the conditional variances as each member's noise."""
-    from ...core.ids import choice_positions
-
-    if users is None:
-        raise DataError("users: crowdGPPL's choices are personal: pass each row's user (users=...)",
-                        arg="users")
-    items, mask = choice_positions(sets, post.data.item_ids)
-    users = np.asarray(users).reshape(-1)
-    if users.shape[0] != items.shape[0]:
-        raise DataError(f"users: one user per set, got {users.shape[0]} for {items.shape[0]} sets",
-                        arg="users")
-    j = post._positions("users", users, True, post.setup.n_users, post.data.user_ids)
-    j = torch.as_tensor(j).long()
-    setup = post.setup
-    sides = ng._sides(setup, False)
-    c = torch.zeros(setup.N, dtype=DTYPE) if setup.items.exact else setup.items.conditional_variance()
-    bt = rows_of(sides, c, items, mask, torch.zeros(items.shape[0], dtype=torch.long), None, j)
-
-    def block(m, S):
-        return None if m is None else natural.Gaussian(None, None, m, S)
-
-    st = {"t": block(None if post.t_m is None else post.t_m[0], post.t_cov),
-          "v": block(post.v_m[0], post.v_cov), "w": block(post.w_m[0], post.w_cov),
-          "r": None if post.r_means is None else residual.Residual(
-              natural.Gaussian(None, None, post.r_means[0], post.r_vars[0]), None, None)}
-    Es = {"t": None if post.s_t is None else post.s_t[0], "v": post.s_v[0], "w": post.s_w[0]}
-    conditional = not setup.items.exact or (setup.users is not None and not setup.users.exact)
-    mu, cov, var = moments(members(st, bt), bt, Es, conditional)
-    var = torch.zeros_like(mu) if var is None else var
-    p = gaussian_choice_probs(-mu if worst else mu, cov, var, mask, normal_points(mask.shape[1], 256))
-    return np.where(mask.numpy(), p.numpy(), 0.0)

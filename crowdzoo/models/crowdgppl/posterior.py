@@ -563,10 +563,10 @@ class CrowdGPPLPosterior(Posterior):
     def predict_choice(self, sets, users=None, worst: bool = False, **kwargs):
         """:meth:`~crowdzoo.core.posterior.Posterior.predict_choice`; the natgrad posterior's q integrates
         each set's members' joint Gaussian, whose covariances the row's user's shared weights make
-        (:func:`crowdzoo.models.crowdgppl.natgrad_choices.predict_choice`)."""
+        (:func:`crowdzoo.models.crowdgppl.members.predict_choice`)."""
         if self.method != "natgrad" or self.v_cov is None or self.lengthscales is not None or kwargs:
             return super().predict_choice(sets, users, worst, **kwargs)
-        from .natgrad_choices import predict_choice
+        from .members import predict_choice
 
         return predict_choice(self, sets, users, worst)
 

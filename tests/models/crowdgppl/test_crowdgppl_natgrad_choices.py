@@ -14,7 +14,7 @@ from crowdzoo.data import ChoiceData
 from crowdzoo.gp import natural, residual
 from crowdzoo.gp.choice import best_log_probs, block_natural_params, expected_row_log_lik, negative_part
 from crowdzoo.models import GPPL, CrowdGPPL
-from crowdzoo.models.crowdgppl import natgrad as ng
+from crowdzoo.models.crowdgppl import members
 from crowdzoo.models.crowdgppl import natgrad_choices as nc
 from crowdzoo.models.crowdgppl.model import inducing_values
 
@@ -80,9 +80,9 @@ def test_the_expected_log_likelihood_at_a_point_is_the_svi_programs():
     point["r"] = residual.Residual(natural.Gaussian(None, None, r_m, torch.zeros(N, dtype=F64)), None, None)
     Es = {"t": sites["s_t"], "v": sites["s_v"], "w": sites["s_w"]}
     items, mask, b, w = nc.choice_tensors(data)
-    bt = nc.rows_of(ng._sides(setup, False), setup.items.conditional_variance(), items, mask, b, w,
+    bt = members.rows_of(members.sides(setup, False), setup.items.conditional_variance(), items, mask, b, w,
                     torch.from_numpy(data.users))
-    mu, cov, var = nc.moments(nc.members(point, bt), bt, Es, True)
+    mu, cov, var = members.moments(members.members(point, bt), bt, Es, True)
     assert var is not None and bool((var[mask] > 0).float().mean() > 0.5)  # most members carry some
     ell = expected_row_log_lik(mu, cov, mask, b, w, var, points=torch.zeros(2, mask.shape[1], dtype=F64))[0]
     assert torch.allclose(ell, svi, atol=1e-9, rtol=0), (ell - svi).abs().max()
@@ -135,8 +135,8 @@ def test_each_factors_natural_gradient_is_the_chain_rule_through_the_rows_moment
     data = _mixed_rows(30, N=10, U=6, user_features=True)
     setup = CrowdGPPL(n_components=2, n_inducing=5, n_inducing_users=3, item_residual=False).setup(data)
     items, mask, best, worst = nc.choice_tensors(data)
-    bt = nc.rows_of(ng._sides(setup, False), setup.items.conditional_variance(), items, mask, best, worst,
-                    torch.from_numpy(data.users))
+    bt = members.rows_of(members.sides(setup, False), setup.items.conditional_variance(), items, mask, best,
+                         worst, torch.from_numpy(data.users))
     assert bt.Aw is not None and bool((bt.d > 0).any()) and bool((bt.c_J > 0).any())
     gen = torch.Generator().manual_seed(0)
 
@@ -161,7 +161,7 @@ def test_each_factors_natural_gradient_is_the_chain_rule_through_the_rows_moment
         return {"t": natural.Gaussian(None, None, t_m, t_S), "v": natural.Gaussian(None, None, v_m, v_S),
                 "w": natural.Gaussian(None, None, w_m, w_S)}
 
-    mu, cov, var = nc.moments(nc.members(blocks(*leaves), bt), bt, Es, True)
+    mu, cov, var = members.moments(members.members(blocks(*leaves), bt), bt, Es, True)
     E = (g * mu).sum() + (G * cov).sum() + (g_var * var).sum()
     dt_m, dt_S, dv_m, dv_S, dw_m, dw_S = torch.autograd.grad(E, leaves)
 
@@ -173,7 +173,7 @@ def test_each_factors_natural_gradient_is_the_chain_rule_through_the_rows_moment
         for a, b in zip(got, want):
             assert torch.allclose(a, b, atol=1e-10, rtol=1e-10), (a - b).abs().max()
 
-    mem = nc.members(blocks(*(x.detach() for x in leaves)), bt)
+    mem = members.members(blocks(*(x.detach() for x in leaves)), bt)
     close(block_natural_params(bt.A_J, g, G, mem.o_t), expected(dt_m, dt_S, t_m))
     for c in range(C):
         w, e = mem.w[:, c], mem.w[:, c] ** 2 + mem.w_q[:, c]
