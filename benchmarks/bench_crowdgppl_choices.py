@@ -28,21 +28,12 @@ import warnings
 import numpy as np
 
 import crowdzoo as cz
-from crowdzoo.data import ChoiceData
+from crowdzoo.data import ChoiceData, simulate_crowd_choices
 from crowdzoo.models import GPPL, CrowdGPPL
 
 
 def crowd(n_items=15, n_users=6, n_rows=700, seed=5):
-    pairs, truth = cz.simulate_crowd(n_items=n_items, n_users=n_users, n_pairs=10, n_components=2,
-                                     n_user_features=0, s_t=2.0, seed=seed)
-    F = truth["F"]
-    rng = np.random.default_rng(1)
-    sets = np.argsort(rng.uniform(size=(n_rows, n_items)), axis=1)[:, :4]
-    users = rng.integers(0, n_users, n_rows)
-    noisy = F[sets, users[:, None]] + rng.normal(0.0, np.sqrt(0.5), sets.shape)
-    data = ChoiceData.from_arrays(sets, sets[np.arange(n_rows), noisy.argmax(1)], pairs.item_features,
-                                  users=users)
-    return data, F
+    return simulate_crowd_choices(n_items, n_users, n_rows, seed=seed)
 
 
 def log_loss(post, held, personal=True):

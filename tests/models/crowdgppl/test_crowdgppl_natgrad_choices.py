@@ -10,7 +10,7 @@ from pyro import poutine
 
 import crowdzoo as cz
 from crowdzoo.core.ids import choice_positions
-from crowdzoo.data import ChoiceData
+from crowdzoo.data import ChoiceData, simulate_crowd_choices
 from crowdzoo.gp import natural, residual
 from crowdzoo.gp.choice import best_log_probs, block_natural_params, expected_row_log_lik, negative_part
 from crowdzoo.models import GPPL, CrowdGPPL
@@ -234,18 +234,8 @@ def test_natgrad_on_choices_refuses_a_learned_kernel_and_the_linearised_likeliho
 
 
 def _crowd(n_items, n_users, n_rows, seed=5):
-    """Best-of-4 choices by a crowd with two components of taste (crowdGPPL's own simulation), each
-    row's user drawn uniformly, the best by the probit on that user's utilities F[:, user]."""
-    pairs, truth = cz.simulate_crowd(n_items=n_items, n_users=n_users, n_pairs=10, n_components=2,
-                                     n_user_features=0, s_t=2.0, seed=seed)
-    F = truth["F"]
-    rng = np.random.default_rng(1)
-    sets = np.argsort(rng.uniform(size=(n_rows, n_items)), axis=1)[:, :4]
-    users = rng.integers(0, n_users, n_rows)
-    noisy = F[sets, users[:, None]] + rng.normal(0.0, np.sqrt(0.5), sets.shape)
-    data = ChoiceData.from_arrays(sets, sets[np.arange(n_rows), noisy.argmax(1)], pairs.item_features,
-                                  users=users)
-    return data, F
+    """Best-of-4 choices by a crowd with two components of taste (crowdGPPL's own simulation)."""
+    return simulate_crowd_choices(n_items, n_users, n_rows, seed=seed)
 
 
 def _log_loss(post, held, personal=True):
