@@ -73,6 +73,10 @@ def held_out(folder: Path, model: str | None) -> dict:
             "oracle_acc": float((oracle > 0.5).mean()), "oracle_log_loss": float(-np.log(oracle).mean())}
 
 
+#: models that pool every user's labels (no --user-col): the baselines a crowd model is held against
+POOLED = ("gppl", "bradley-terry")
+
+
 def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None, extra=()) -> dict:
     exe = Path(sys.executable).with_name("crowdzoo")
     out = folder / f"run-{model}"
@@ -83,7 +87,7 @@ def run_cli(model: str, folder: Path, max_iter: int, outputs: str | None = None,
         cmd += ["--max-iter", str(max_iter)]
     if outputs:
         cmd += ["--outputs", outputs]
-    if model != "gppl":
+    if model not in POOLED:
         cmd += ["--user-col", "taster"]
     cmd += list(extra)
     # a fresh parent per command, so that its RUSAGE_CHILDREN peak is this command's alone
@@ -134,11 +138,12 @@ def render(info: dict, rows: list) -> str:
 HEAD_HELD_OUT = "<!-- bench_scale.py --held-out: this section is rewritten by it -->"
 
 
-def render_held_out(info: dict, rows: list, max_iter: int) -> str:
+def render_held_out(info: dict, rows: list, max_iter: int, models: str) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     limit = "each model's own stop rule" if not max_iter else f"`--max-iter {max_iter}`"
     lines = [HEAD_HELD_OUT, "", "## A large crowd through the command line: fitted, and scored", "",
-             f"Machine: {machine()}. `python benchmarks/bench_scale.py --held-out --max-iter {max_iter}` "
+             f"Machine: {machine()}. `python benchmarks/bench_scale.py --held-out --max-iter {max_iter} "
+             f"--models {models}` "
              f"({when}).", "",
              "The crowd of \"A large crowd through the command line\" "
              f"({info['n_train']:,} training labels), {limit}: `crowdzoo fit MODEL` with the "
@@ -186,7 +191,7 @@ def main(argv=None):
             rows.append({"model": "per-item win rate", **held_out(folder, None)})
             print(json.dumps(rows[-1]), flush=True)
     if args.held_out:
-        text = render_held_out(info, rows, args.max_iter)
+        text = render_held_out(info, rows, args.max_iter, args.models)
         print(text)
         if args.out:
             replace_section(args.out, HEAD_HELD_OUT, text)
