@@ -27,10 +27,7 @@ from torch.special import log_ndtr
 
 from ..errors import NumericalError
 from ..gp.linalg import DTYPE, cho_solve, cholesky, logdet_from_chol, solve_lower
-from ..gp.ordinal import log_interval, outcome_log_probs
-from ..gp.probit import fast_log_ndtr
-
-_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+from ..gp.ordinal import outcome_derivatives, outcome_log_probs
 
 
 def site_posterior(L, H, tau, nu, HL=None):
@@ -56,21 +53,9 @@ def ordinal_tilted_moments(m, v, sgn, threshold):
     row, ζ = sgn Δ − t, r = φ(ζ)/Φ(ζ): g = log Φ(ζ), g_Δ = sgn r, g_ΔΔ = −r(ζ + r). A tie, u = t − Δ,
     l = −t − Δ, D = Φ(u) − Φ(l) (a log-space difference, exact far in the tails), α = φ(u)/D,
     γ = φ(l)/D: g = log D, g_Δ = γ − α, g_ΔΔ = lγ − uα − g_Δ² (as
-    :func:`~crowdzoo.gp.ordinal.outcome_derivatives`). Both branches are finite on every row, so
-    they are computed for all rows and selected."""
+    :func:`~crowdzoo.gp.ordinal.outcome_derivatives`, which computes them)."""
     s = torch.sqrt(1.0 + v)
-    delta, t = m / s, threshold / s
-    zeta = sgn * delta - t
-    log_phi = fast_log_ndtr(zeta)
-    r = torch.exp(-0.5 * zeta * zeta - _LOG_SQRT_2PI - log_phi)
-    u, lo = t - delta, -t - delta
-    log_d = log_interval(u, lo, fast_log_ndtr)
-    alpha = torch.exp(-0.5 * u * u - _LOG_SQRT_2PI - log_d)
-    gamma = torch.exp(-0.5 * lo * lo - _LOG_SQRT_2PI - log_d)
-    tie = sgn == 0
-    g = torch.where(tie, log_d, log_phi)
-    g_d = torch.where(tie, gamma - alpha, sgn * r)
-    g_dd = torch.where(tie, lo * gamma - u * alpha - (gamma - alpha) ** 2, -r * (zeta + r))
+    g, g_d, g_dd, _, _ = outcome_derivatives((sgn + 1.0) / 2.0, m / s, threshold / s)
     return g, m + v * g_d / s, v + v * v * g_dd / (s * s)
 
 

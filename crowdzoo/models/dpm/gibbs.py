@@ -303,6 +303,11 @@ def _escobar_west(rng, lam, k, n, a, b):
     return float(rng.gamma(shape, 1.0 / rate))
 
 
+def _log_p(prior, tau: float) -> float:
+    """log p(θ) of θ = log τ under τ's prior: log p(τ) + log τ."""
+    return float(prior.log_prob(torch.tensor(tau, dtype=DTYPE))) + math.log(tau)
+
+
 def _tie_step(rule, z, tau: np.ndarray, step: np.ndarray, prior, rng):
     """One random-walk Metropolis step on θ = log τ against log p(τ) + θ + Σ_c log Z_EP(D_c; τ)
     (module docstring); the rule's sites and communities are those of the τ it returns."""
@@ -312,10 +317,7 @@ def _tie_step(rule, z, tau: np.ndarray, step: np.ndarray, prior, rng):
     rule.set_tie_threshold(proposal)
     there = rule.log_evidence(z)
 
-    def log_p(t):  # the density of θ = log τ
-        return float(prior.log_prob(torch.tensor(t, dtype=DTYPE))) + math.log(t)
-
-    if math.log(rng.random()) < there - here + log_p(proposal) - log_p(tau):
+    if math.log(rng.random()) < there - here + _log_p(prior, proposal) - _log_p(prior, tau):
         rule.start(z)  # every community at the new thresholds (the sites already fitted there)
         return proposal, True
     rule.set_tie_threshold(tau)
@@ -330,9 +332,6 @@ def _tie_steps_per_user(rule, z, tau: np.ndarray, step: np.ndarray, prior, rng):
     groups = rule.groups(z)
     accepted = np.zeros(tau.shape[0], bool)
 
-    def log_p(t):  # the density of θ = log τ_u
-        return float(prior.log_prob(torch.tensor(t, dtype=DTYPE))) + math.log(t)
-
     for u in rng.permutation(tau.shape[0]).tolist():
         idx = groups[int(z[u])]
         saved = rule.tau[idx].clone(), rule.nu[idx].clone()
@@ -341,7 +340,7 @@ def _tie_steps_per_user(rule, z, tau: np.ndarray, step: np.ndarray, prior, rng):
         proposal[u] = tau[u] * math.exp(step[u] * rng.standard_normal())
         rule.set_tie_threshold(proposal)
         there = rule.ep_fit(idx)[2]
-        if math.log(rng.random()) < there - here + log_p(proposal[u]) - log_p(tau[u]):
+        if math.log(rng.random()) < there - here + _log_p(prior, proposal[u]) - _log_p(prior, tau[u]):
             tau, accepted[u] = proposal, True
         else:
             rule.set_tie_threshold(tau)

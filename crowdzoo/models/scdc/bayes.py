@@ -38,6 +38,7 @@ from torch import nn
 from ...errors import DataError
 from ...gp.natural import convex
 from .model import SCDCSetup, check_architecture, mlp, observation_dist, observation_setup, paper_model
+from .model import link_messages as messages  # Eq. 14's relational term, shared with SCDC's q(z)
 
 F64 = torch.float64
 
@@ -289,16 +290,6 @@ def local_step(E: Expected, h, lam, li=None, lj=None, w=None, sweeps: int = 4, r
         log_phi = torch.log_softmax(logits, -1)
         phi = log_phi.exp()
     return Local(phi, log_phi, x, P_chol, ell)
-
-
-def messages(phi, li, lj, w, chunk: int = 65536):
-    """Σ_a E[w_a] φ_{n'} into each row n of the annotations a = (n, n') (Eq. 14's relational term), in
-    chunks of annotations so that the temporaries stay O(chunk · K) however many annotations there are."""
-    msg = torch.zeros_like(phi)
-    for lo in range(0, li.shape[0], chunk):
-        a, b, v = li[lo:lo + chunk], lj[lo:lo + chunk], w[lo:lo + chunk, None]
-        msg = msg.index_add(0, a, v * phi[b]).index_add(0, b, v * phi[a])
-    return msg
 
 
 def sample_x(loc: Local, generator=None, eps=None):

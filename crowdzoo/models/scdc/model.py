@@ -292,11 +292,16 @@ def link_weight(L, alpha_logit, beta_logit):
     return same - diff
 
 
-def link_messages(q, i, j, w_a):
+def link_messages(q, i, j, w_a, chunk: int = 65536):
     """Σ_{a ∋ n} w_a q(z_{n'}) into each item n of ``q`` (N, K) from the annotations a = (i, j) with
-    weights ``w_a``: the annotations' part of the coordinate update of q(z_n)."""
-    v = w_a[:, None] * q.new_ones(())
-    return torch.zeros_like(q).index_add(0, i, v * q[j]).index_add(0, j, v * q[i])
+    weights ``w_a``: the annotations' part of the coordinate update of q(z_n) (BayesSCDC's Eq. 14
+    relational term with E[w_a]), in chunks of annotations so that the temporaries stay O(chunk · K)
+    however many annotations there are."""
+    msg = torch.zeros_like(q)
+    for lo in range(0, i.shape[0], chunk):
+        a, b, v = i[lo:lo + chunk], j[lo:lo + chunk], w_a[lo:lo + chunk, None]
+        msg = msg.index_add(0, a, v * q[b]).index_add(0, b, v * q[a])
+    return msg
 
 
 def link_q(log_q_enc, msg):
