@@ -70,7 +70,28 @@ def held_out(folder: Path, model: str | None) -> dict:
     p = np.clip(p, 1e-12, 1 - 1e-12)
     oracle = np.clip(test["p_winner"].to_numpy(), 1e-12, 1 - 1e-12)
     return {"acc": float((p > 0.5).mean()), "log_loss": float(-np.log(p).mean()),
-            "oracle_acc": float((oracle > 0.5).mean()), "oracle_log_loss": float(-np.log(oracle).mean())}
+            "oracle_acc": float((oracle > 0.5).mean()), "oracle_log_loss": float(-np.log(oracle).mean()),
+            "_loss": -np.log(p), "_hit": (p > 0.5).astype(float)}
+
+
+def paired(rows: list, base: str = "bradley-terry") -> None:
+    """Each scored row's held-out log loss and accuracy minus ``base``'s, paired over the held-out pairs
+    (mean and its standard error), where ``base`` was scored."""
+    import numpy as np
+
+    ref = next((r for r in rows if r["model"] == base and "_loss" in r), None)
+    if ref is None:
+        return
+    for r in rows:
+        if "_loss" in r and r is not ref:
+            for key, name in (("_loss", "d_log_loss"), ("_hit", "d_acc")):
+                d = r[key] - ref[key]
+                r[name] = (float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)))
+
+
+def public(row: dict) -> dict:
+    """The row without its per-pair arrays (what is printed as JSON)."""
+    return {k: v for k, v in row.items() if not k.startswith("_")}
 
 
 #: models that pool every user's labels (no --user-col): the baselines a crowd model is held against
@@ -151,16 +172,22 @@ def render_held_out(info: dict, rows: list, max_iter: int, models: str) -> str:
              f"The oracle (the simulation's own probabilities) scores accuracy "
              f"{rows[0].get('oracle_acc', float('nan')):.3f} and log loss "
              f"{rows[0].get('oracle_log_loss', float('nan')):.3f}.", "",
+             "*− BT*: the difference from per-item Bradley–Terry's, paired over the held-out pairs "
+             "(mean ± standard error).", "",
              "| model | command s | fit s | iterations | converged | peak MiB | held-out accuracy | "
-             "held-out log loss |",
-             "|---|---:|---:|---:|---|---:|---:|---:|"]
+             "− BT | held-out log loss | − BT |",
+             "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
     def f(r, k, fmt):
         return format(r[k], fmt) if r.get(k) is not None else "—"
+
+    def d(r, k):
+        return f"{r[k][0]:+.4f} ± {r[k][1]:.4f}" if k in r else "—"
 
     for r in rows:
         lines.append(f"| {r['model']} | {f(r, 'wall_s', '.0f')} | {f(r, 'fit_s', '.0f')} | "
                      f"{r.get('iterations', '—')} | {r.get('converged', '—')} | {f(r, 'peak_mib', '.0f')} | "
-                     f"{f(r, 'acc', '.3f')} | {f(r, 'log_loss', '.3f')} |")
+                     f"{f(r, 'acc', '.4f')} | {d(r, 'd_acc')} | {f(r, 'log_loss', '.4f')} | "
+                     f"{d(r, 'd_log_loss')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -186,11 +213,12 @@ def main(argv=None):
                     rows[-1]["model"] = f"{model} {args.extra}"
                 if args.held_out and rows[-1]["rc"] == 0:
                     rows[-1].update(held_out(folder, model))
-                print(json.dumps(rows[-1]), flush=True)
+                print(json.dumps(public(rows[-1])), flush=True)
         if args.held_out:
             rows.append({"model": "per-item win rate", **held_out(folder, None)})
-            print(json.dumps(rows[-1]), flush=True)
+            print(json.dumps(public(rows[-1])), flush=True)
     if args.held_out:
+        paired(rows)
         text = render_held_out(info, rows, args.max_iter, args.models)
         print(text)
         if args.out:
