@@ -41,8 +41,8 @@ WORKER = textwrap.dedent('''
     data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
     post = cz.fit(cz.GPPL(n_inducing=12), data, method="natgrad", likelihood=lik, distributed=True,
                   batch_size=150, max_iter=30, tol=0.0, progress_bar=False, callback=callback)
-    torch.save({"means": post.means, "covs": post.covs, "s": post.s, "ranks": post.settings["ranks"]},
-               f"{out}.{rank}.pt")
+    torch.save({"means": post.means, "covs": post.covs, "s": post.s, "ranks": post.settings["ranks"],
+                "r_means": post.r_means, "r_vars": post.r_vars}, f"{out}.{rank}.pt")
 ''')
 
 
@@ -77,6 +77,9 @@ def test_two_ranks_give_the_single_process_posterior(tmp_path, worker, likelihoo
         torch.testing.assert_close(got["means"], single.means, rtol=0, atol=1e-8)
         torch.testing.assert_close(got["covs"], single.covs, rtol=0, atol=1e-8)
         torch.testing.assert_close(got["s"], single.s, rtol=0, atol=1e-8)
+        # the item residual, swept over every rank's labels at the end of the mini-batches
+        torch.testing.assert_close(got["r_means"], single.r_means, rtol=0, atol=1e-8)
+        torch.testing.assert_close(got["r_vars"], single.r_vars, rtol=0, atol=1e-8)
 
 
 def test_a_failed_rank_ends_the_others_with_a_clear_error(tmp_path, worker):

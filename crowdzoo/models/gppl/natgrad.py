@@ -26,9 +26,10 @@ Newton steps there made τ, and the bound, chase each batch).
 
 The bound of Eq. 30 (its likelihood term by Gauss–Hermite quadrature in both cases) decides
 convergence (:class:`~crowdzoo.inference.natgrad.StopRule`). A fit on mini-batches of the exact
-likelihood then ends with a few full-batch steps (:func:`full_batch_steps`, beyond the paper): the last
-mini-batch iterate of a block that each batch sees through a few labels, such as an item's residual,
-is a noisy estimate of the full-batch optimum.
+likelihood then ends with full-batch sweeps of the item residual alone (:func:`sweep_residual`), or
+without the residual a few full-batch steps of every factor (:func:`full_batch_steps`; both beyond the
+paper, :func:`finish`): the last mini-batch iterate of a block that each batch sees through a few
+labels, such as an item's residual, is a noisy estimate of the full-batch optimum.
 
 The algorithm is module-level and pure (BlackJAX style): :func:`init` (q at the prior), :func:`step`
 (one iteration on a :class:`~crowdzoo.inference.natgrad.Batch`: a :class:`State` and an :class:`Info`)
