@@ -321,8 +321,8 @@ def sweep_residual(state: State, p: Problem, chunk: int, sweeps: int = 30,
     η_i = Σ_p ν_p, a Newton step of each item with the others held (a Jacobi sweep). The labels see only
     differences r_a − r_b, so the bound depends on a common shift of the means only through the prior
     term −½ E[s_r] Σ_i m_i², which is largest at mean zero: each sweep recentres the means there. That
-    shift is the one direction the sweeps alone would take hundreds of steps to settle (with hundreds of
-    labels per item the prior's pull on it is a hundredth of the likelihood's); the rest contracts by a
+    shift is the one direction the sweeps alone would take hundreds of steps to settle (only the prior
+    pulls on it: at 660 labels per item it shrank by under 1 % a sweep); the rest contracts by a
     constant factor per sweep (about .4 at 660 labels per item). Then q(s_r) by Eq. 15. ρ starts at 1
     and drops to :data:`~crowdzoo.gp.residual.RHO_MAX` if a sweep moves the means more than the last one
     did (items compared within a near-bipartite graph can make the undamped sweep oscillate). The
@@ -514,8 +514,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     per item each batch sees an item through a few labels, and the last mini-batch iterate of its
     residual strays from the full-batch posterior, by an error that averaging the last iterates does
     not remove. On 991,668 labels over 3,000 items (``bench_scale.py``'s crowd) the sweeps took
-    pooled GPPL's held-out log loss from .4563 to .4539, probit Bradley–Terry's, in 8 sweeps; full-batch
-    steps after them changed it by less than 10⁻⁵ at 40 s each (docs/gppl.md).
+    pooled GPPL's held-out log loss from .4563 to .4539, probit Bradley–Terry's (three full-batch
+    steps had given .4547); on its 300-item analogue three full-batch steps after the sweeps changed it
+    by under 10⁻⁴ (docs/gppl.md).
     ``data`` a :class:`~crowdzoo.data.ChoiceData`: the probit choice's natural-gradient route
     (:func:`~crowdzoo.models.gppl.natgrad_choices.fit_choices`, fixed length-scales, one process);
     ``n_points``: the antithetic pairs of its rule over rows of more than two items.
