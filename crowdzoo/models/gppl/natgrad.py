@@ -386,7 +386,8 @@ def polish_plan(polish: int | None, sweeps: int | None, likelihood: str, ties: b
                         settings=("likelihood", arg))
     if sweeps and not has_residual:
         raise DataError("residual_sweeps: the model has no item residual to sweep; pass {item_residual=True} "
-                        "or {residual_sweeps=0}", arg="residual_sweeps", settings=("item_residual",))
+                        "or {residual_sweeps=0}", arg="residual_sweeps",
+                        settings=("item_residual", "residual_sweeps"))
     on = exact and not full_batch
     if sweeps is None:
         sweeps = RESIDUAL_SWEEPS if on and has_residual else 0
