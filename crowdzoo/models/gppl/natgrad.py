@@ -385,9 +385,9 @@ def polish_plan(polish: int | None, sweeps: int | None, likelihood: str, ties: b
                         f"{{likelihood='exact'}} on labels without ties, or {{{arg}=0}}", arg=arg,
                         settings=("likelihood", arg))
     if sweeps and not has_residual:
-        raise DataError("residual_sweeps: the model has no item residual to sweep; pass {item_residual=True} "
-                        "or {residual_sweeps=0}", arg="residual_sweeps",
-                        settings=("item_residual", "residual_sweeps"))
+        raise DataError("residual_sweeps: the model has no item residual to sweep (it has one where its GP "
+                        "is sparse, unless told otherwise); pass {residual_sweeps=0}", arg="residual_sweeps",
+                        settings=("residual_sweeps",))
     on = exact and not full_batch
     if sweeps is None:
         sweeps = RESIDUAL_SWEEPS if on and has_residual else 0
