@@ -373,8 +373,8 @@ def polish_plan(polish: int | None, sweeps: int | None, likelihood: str, ties: b
     full-batch fit's iterate is the full-batch one already; the linearised likelihood re-linearises per
     batch and ties move τ, which neither does): with the item residual, :data:`RESIDUAL_SWEEPS` sweeps
     and no full-batch step — on the 10⁶-label crowd of ``bench_scale.py`` and its 300-item analogue the
-    sweeps alone reach the held-out log loss that further full-batch steps keep, at a tenth of their cost
-    (docs/gppl.md); without it :data:`POLISH_STEPS` full-batch steps."""
+    sweeps alone reach the held-out log loss that further full-batch steps keep, and at 10⁶ labels in
+    less time than one full-batch step (docs/gppl.md); without it :data:`POLISH_STEPS` full-batch steps."""
     polish = None if polish is None else _whole(polish, "full-batch steps after the mini-batches", "polish")
     sweeps = None if sweeps is None else _whole(sweeps, "sweeps of the item residual a round",
                                                 "residual_sweeps")
