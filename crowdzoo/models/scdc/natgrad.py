@@ -73,6 +73,7 @@ from .bayes import (
     worker_stats,
 )
 from .defaults import resolve
+from .gibbs import gibbs_workers, mixture_unaries
 from .model import DTYPE, Batch
 from .posterior import SCDCPosterior
 from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
@@ -83,6 +84,7 @@ ADVICE = ("a smaller {lr} (e.g. {lr=3e-4}), a larger {step_delay} (slower early 
 ADVICE_SETTINGS = ("lr", "step_delay")
 _CHUNK = 4096
 FINISH_ROUNDS = 3  # alternations of the workers' exact update and the whole graph's messages
+GIBBS_SWEEPS, GIBBS_BURN = 1000, 200  # the workers' Gibbs sampler: sweeps, of which the first are dropped
 
 
 class Part(NamedTuple):
@@ -655,7 +657,7 @@ def encode_all(nets, q: Conjugate, t, sweeps: int, device, sh=None):
 
 
 def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_workers: int, device, sh=None,
-                   rounds: int = FINISH_ROUNDS):
+                   rounds: int = FINISH_ROUNDS, workers: str = "gibbs"):
     """The workers' q(α_m), q(β_m) given the fitted networks and mixture, and every item's local optimum
     (:func:`encode_all`) under them: ``rounds`` alternations of the message passing on the whole
     annotation graph and the workers' update, whose messages read the updated workers. The update:
@@ -701,10 +703,17 @@ def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_worke
         _, _, alpha, beta = pair_counts(q)
         q = q._replace(alpha=alpha, beta=beta)
     loc, s, alpha, beta = pair_counts(q)
-    missing = missing_information(s, w, L, alpha[:, 0] / alpha.sum(-1), beta[:, 0] / beta.sum(-1), n_workers)
-    if distributed:
-        missing = sh.sum(missing)
-    alpha, beta = widen_workers(alpha, beta, missing, prior.alpha, prior.beta)
+    if workers == "louis":
+        missing = missing_information(s, w, L, alpha[:, 0] / alpha.sum(-1), beta[:, 0] / beta.sum(-1),
+                                      n_workers)
+        if distributed:
+            missing = sh.sum(missing)
+        alpha, beta = widen_workers(alpha, beta, missing, prior.alpha, prior.beta)
+    elif workers == "gibbs":
+        h, lam = potentials(nets, t.O.to(device))
+        alpha, beta, _ = gibbs_workers(mixture_unaries(h, lam, prior, q), i, j, w, L, prior.alpha, prior.beta,
+                                       loc.phi.argmax(-1), loc.phi.shape[1], GIBBS_SWEEPS, GIBBS_BURN,
+                                       reduce=sh.sum if distributed else None)
     return q._replace(alpha=alpha, beta=beta), loc
 
 
