@@ -136,6 +136,7 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate):
             out.append(log_pi + half_logdet - 0.5 * quad - 0.5 * d * math.log(2 * math.pi))
         return torch.cat(out)
 
+    draw.state = state  # the latest draw's μ (K, d) and C, Σ⁻¹'s Cholesky factor (K, d, d)
     return draw
 
 
