@@ -36,7 +36,8 @@ aside, which does not depend on the networks) and every statistic of Eq. 17 is a
 annotations, so one all-reduce per step of [the networks' gradients, J, the Eq. 17 statistics] gives
 every rank the single process's step: the same Adam step and the same natural-gradient step on the
 globals. The final pass over the whole graph (:func:`encode_all`) sums each sweep's messages into the
-items over the ranks.
+items over the ranks, and the workers' Gibbs sampler (:func:`finish_workers`) its counts and each
+colour's messages: every rank draws the same numbers and so runs the same chain.
 """
 from __future__ import annotations
 
