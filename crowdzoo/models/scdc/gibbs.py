@@ -41,22 +41,28 @@ _CHUNK = 4096
 def colour_items(li, lj, n_items: int, reduce=None):
     """A proper colouring of the annotation graph (no annotation joins two items of one colour), by
     Jones and Plassmann's parallel rule: each round, every uncoloured item none of whose uncoloured
-    neighbours has a higher random priority takes the round's colour. ``reduce`` sums the counts of such
-    neighbours over the ranks of a distributed fit (each holding a shard of the annotations; the
-    priorities, drawn from the same seed, agree). Returns each item's colour (n_items,)."""
+    neighbours has a higher random priority takes the smallest colour that none of its coloured
+    neighbours holds (items picked in one round are never neighbours). ``reduce`` sums, over the ranks
+    of a distributed fit (each holding a shard of the annotations; the priorities, drawn from the same
+    seed, agree), the counts of such neighbours and of the colours they hold. Returns each item's
+    colour (n_items,)."""
     dev = li.device
     prio = torch.rand(n_items, dtype=F64).to(dev)
     src, dst = torch.cat([li, lj]), torch.cat([lj, li])
     colour = torch.full((n_items,), -1, dtype=torch.long, device=dev)
-    c = 0
     while (colour < 0).any():
         free = colour < 0
         above = (free[src] & free[dst] & (prio[src] > prio[dst])).to(F64)
         n_above = torch.zeros(n_items, dtype=F64, device=dev).index_add(0, dst, above)
         if reduce is not None:
             n_above = reduce(n_above)
-        colour[free & (n_above == 0)] = c
-        c += 1
+        pick = free & (n_above == 0)
+        seen = pick[dst] & ~free[src]
+        taken = torch.zeros(n_items, int(colour.max()) + 2, dtype=F64, device=dev)
+        taken = taken.index_put((dst[seen], colour[src[seen]]), torch.ones(1, dtype=F64, device=dev))
+        if reduce is not None:
+            taken = reduce(taken)
+        colour[pick] = (taken[pick] == 0).to(torch.int8).argmax(-1)  # the first colour free
     return colour
 
 
@@ -77,7 +83,7 @@ def _groups(colour, li, lj):
 
 def _beta(ab):
     """Draws of Beta(ab[..., 0], ab[..., 1]) from two Gamma draws."""
-    g = torch.distributions.Gamma(ab, torch.ones_like(ab)).sample()
+    g = torch.distributions.Gamma(ab, torch.ones_like(ab), validate_args=False).sample()
     return g[..., 0] / g.sum(-1)
 
 
@@ -89,7 +95,7 @@ def _wishart_chol(S, nu):
     LV = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(S)))
     df = nu[:, None] - torch.arange(d, dtype=F64, device=S.device)
     B = torch.randn(K, d, d, dtype=F64, device=S.device).tril(-1)
-    B = B + torch.diag_embed(torch.distributions.Chi2(df).sample().sqrt())
+    B = B + torch.diag_embed(torch.distributions.Chi2(df, validate_args=False).sample().sqrt())
     return LV @ B
 
 
@@ -128,7 +134,8 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate):
         mu = m + torch.linalg.solve_triangular(C.transpose(-1, -2), eps / kappa.sqrt()[:, None, None],
                                                upper=True)[..., 0]
         state["C"], state["mu"] = C, mu
-        log_pi = torch.log(torch.distributions.Dirichlet(prior.a + n).sample().clamp_min(1e-300))
+        pi = torch.distributions.Dirichlet(prior.a + n, validate_args=False).sample()
+        log_pi = torch.log(pi.clamp_min(1e-300))
         half_logdet = torch.log(torch.diagonal(C, dim1=-2, dim2=-1)).sum(-1)
         out = []
         for lo in range(0, N, _CHUNK):
@@ -141,8 +148,8 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate):
     return draw
 
 
-def gibbs_workers(unaries, li, lj, w, L, prior_alpha, prior_beta, z0, n_clusters: int, n_sweeps: int = 1000,
-                  burn: int = 200, reduce=None):
+def gibbs_workers(unaries, li, lj, w, L, prior_alpha, prior_beta, z0, n_clusters: int, n_sweeps: int = 500,
+                  burn: int = 100, reduce=None):
     """The workers' posterior Beta(alpha), Beta(beta) (each (W, 2)) from the Gibbs sampler of the module
     docstring. ``unaries``: the items' own log terms of z's conditional, either a fixed tensor (N, K)
     (the mixture held fixed) or a function of z that draws them (:func:`mixture_unaries`);
@@ -181,12 +188,15 @@ def gibbs_workers(unaries, li, lj, w, L, prior_alpha, prior_beta, z0, n_clusters
         alpha, beta = _beta(A), _beta(B)
         la, l1a, lb, l1b = alpha.log(), (-alpha).log1p(), beta.log(), (-beta).log1p()
         wt = L * (la[w] - l1b[w]) + (1 - L) * (l1a[w] - lb[w])
-        log_u = unaries if fixed else unaries(z)
+        u = torch.rand(N, K, dtype=F64, device=dev).clamp(1e-300, 1.0)
+        noisy = (unaries if fixed else unaries(z)) - torch.log(-torch.log(u))  # Gumbel-max: a draw per item
         for rows, tgt, src, ann in groups:
-            msg = torch.zeros(rows.shape[0], K, dtype=F64, device=dev)
-            logits = log_u[rows] + total(msg.index_add(0, tgt, wt[ann, None] * eye[z[src]]))
-            u = torch.rand(logits.shape, dtype=F64, device=dev).clamp(1e-300, 1.0)
-            z[rows] = (logits - torch.log(-torch.log(u))).argmax(-1)  # Gumbel-max: a draw per item
+            if reduce is None:
+                logits = noisy[rows].index_add(0, tgt, wt[ann, None] * eye[z[src]])
+            else:
+                msg = torch.zeros(rows.shape[0], K, dtype=F64, device=dev)
+                logits = noisy[rows] + reduce(msg.index_add(0, tgt, wt[ann, None] * eye[z[src]]))
+            z[rows] = logits.argmax(-1)
     mean, var = m1 / kept, (m2 / kept) - (m1 / kept) ** 2
     conc = (mean * (1 - mean) / var.clamp_min(1e-300) - 1).clamp_min(1e-6)
     ab = torch.stack([mean * conc, (1 - mean) * conc], -1)  # (W, [α, β], Beta parameters)

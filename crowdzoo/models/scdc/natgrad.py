@@ -85,7 +85,7 @@ ADVICE = ("a smaller {lr} (e.g. {lr=3e-4}), a larger {step_delay} (slower early 
 ADVICE_SETTINGS = ("lr", "step_delay")
 _CHUNK = 4096
 FINISH_ROUNDS = 3  # alternations of the workers' exact update and the whole graph's messages
-GIBBS_SWEEPS, GIBBS_BURN = 1000, 200  # the workers' Gibbs sampler: sweeps, of which the first are dropped
+GIBBS_SWEEPS, GIBBS_BURN = 500, 100  # the workers' Gibbs sampler: sweeps, of which the first are dropped
 
 
 class Part(NamedTuple):
