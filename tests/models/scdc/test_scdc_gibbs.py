@@ -35,18 +35,17 @@ def test_colouring_is_proper():
 
 
 def _tiny_graph(seed: int):
-    """6 items, K = 3, ambiguous unaries, 3 workers (α = β = 0.85 about clusters drawn from the
-    unaries), 14 annotations on a graph with cycles and a repeated pair (where pair beliefs are not
-    exact)."""
+    """6 items, K = 3, ambiguous unaries; every one of the 15 pairs labelled once by each of 2 workers
+    (α = β = 0.85 about clusters drawn from the unaries): 30 annotations on a graph full of cycles, where
+    pair beliefs are not exact and items cannot be drawn all at once."""
     rng = np.random.default_rng(seed)
     N, K = 6, 3
     log_u = torch.as_tensor(0.8 * rng.standard_normal((N, K)))
-    z = torch.distributions.Categorical(logits=log_u).sample()
-    pairs = [(0, 1), (1, 2), (2, 0), (2, 3), (3, 4), (4, 5), (5, 3), (0, 4), (1, 5), (0, 1), (2, 4),
-             (3, 0), (5, 2), (1, 4)]
+    z = torch.as_tensor((np.cumsum(torch.softmax(log_u, -1).numpy(), 1) < rng.random((N, 1))).sum(1))
+    pairs = list(itertools.combinations(range(N), 2)) * 2
     i = torch.tensor([p[0] for p in pairs])
     j = torch.tensor([p[1] for p in pairs])
-    w = torch.as_tensor(rng.integers(3, size=len(pairs)))
+    w = torch.repeat_interleave(torch.arange(2), len(pairs) // 2)
     right = torch.as_tensor(rng.random(len(pairs)) < 0.85)
     L = ((z[i] == z[j]) == right).to(F64)
     return log_u, i, j, w, L
@@ -100,13 +99,16 @@ def _moments(P):
 
 
 def test_gibbs_matches_the_enumerated_posterior_of_a_small_graph():
-    """6 items, 3 clusters, 14 annotations by 3 workers on a graph with cycles: the sampler with the
+    """6 items, 3 clusters, 30 annotations by 2 workers on a graph full of cycles: the sampler with the
     unaries held fixed against the exact posterior of every α_m, β_m, all 3⁶ clusterings summed out.
-    Means within 0.02 and sds within 10 % (Monte Carlo error; measured: within 0.006 and 3 %); the
-    former update (pair beliefs, widened) is off by more than 0.03 on at least one worker's mean."""
-    W = 3
+    Means within 0.02 and sds within 12 % (the Monte Carlo error of 3,600 kept sweeps: over five chain
+    seeds up to 0.015 and 11 %; measured with this one: 0.003 and 2 %); a sampler that draws every item
+    at once, ignoring that neighbours' draws depend on each other, is off by 0.026 in α's mean. The
+    former update (pair beliefs, widened) is off by more than 0.03 (measured: 0.038, its sds up to
+    30 % narrow)."""
+    W = 2
     torch.manual_seed(0)
-    for seed in (0,):
+    for seed in (2,):
         log_u, i, j, w, L = _tiny_graph(seed)
         mean, sd = _enumerate(log_u, i, j, w, L, W)
         torch.manual_seed(seed)
@@ -123,7 +125,7 @@ def test_gibbs_matches_the_enumerated_posterior_of_a_small_graph():
               f"{lmb.numpy().round(3)} ± {lsb.numpy().round(3)}")
         got_mean, got_sd = torch.stack([ma, mb]), torch.stack([sa, sb])
         assert (got_mean - mean).abs().max() < 0.02
-        assert ((got_sd / sd) - 1).abs().max() < 0.1
+        assert ((got_sd / sd) - 1).abs().max() < 0.12
         assert (torch.stack([lma, lmb]) - mean).abs().max() > 0.03
 
 
