@@ -110,7 +110,6 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate):
     """
     N, d = h.shape
     K = prior.m.shape[0]
-    eye = torch.eye(K, dtype=F64, device=h.device)
     nu = torch.where(start.nu > d + 1, start.nu - d - 1, start.nu)
     Sigma = start.S / nu[:, None, None]
     state = {"C": torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(Sigma))), "mu": start.m}
@@ -122,11 +121,11 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate):
         mean = torch.cholesky_solve(((Lam @ mu[:, :, None])[..., 0][z] + h)[:, :, None], P)[..., 0]
         eps = torch.randn(N, d, 1, dtype=F64, device=h.device)
         x = mean + torch.linalg.solve_triangular(P.transpose(-1, -2), eps, upper=True)[..., 0]
-        one = eye[z]
-        n, sx = one.sum(0), one.T @ x
+        n = torch.bincount(z, minlength=K).to(F64)
+        sx = torch.zeros(K, d, dtype=F64, device=h.device).index_add(0, z, x)
+        sxx = torch.zeros(K, d, d, dtype=F64, device=h.device).index_add(0, z, x[:, :, None] * x[:, None, :])
         kappa = prior.kappa + n
         m = (prior.kappa[:, None] * prior.m + sx) / kappa[:, None]
-        sxx = torch.einsum("nk,na,nb->kab", one, x, x)
         S = (prior.S + prior.kappa[:, None, None] * prior.m[:, :, None] * prior.m[:, None, :] + sxx
              - kappa[:, None, None] * m[:, :, None] * m[:, None, :])
         C = _wishart_chol(0.5 * (S + S.transpose(-1, -2)), prior.nu + n)
@@ -137,10 +136,10 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate):
         pi = torch.distributions.Dirichlet(prior.a + n, validate_args=False).sample()
         log_pi = torch.log(pi.clamp_min(1e-300))
         half_logdet = torch.log(torch.diagonal(C, dim1=-2, dim2=-1)).sum(-1)
+        muC = mu[:, None, :] @ C  # (K, 1, d): ‖Cᵀ(x − μ)‖² = (x − μ)ᵀ Σ⁻¹ (x − μ)
         out = []
         for lo in range(0, N, _CHUNK):
-            r = x[lo:lo + _CHUNK, None, :] - mu[None]
-            quad = torch.einsum("nkd,kde->nke", r, C).pow(2).sum(-1)
+            quad = (torch.matmul(x[None, lo:lo + _CHUNK], C) - muC).pow(2).sum(-1).T
             out.append(log_pi + half_logdet - 0.5 * quad - 0.5 * d * math.log(2 * math.pi))
         return torch.cat(out)
 
