@@ -6,14 +6,11 @@ import itertools
 
 import numpy as np
 import torch
+from workers_reference import workers_fixed_point
 
 from crowdzoo.models.scdc.bayes import (
     F64,
     Conjugate,
-    Local,
-    missing_information,
-    pair_same,
-    widen_workers,
     worker_stats,
 )
 from crowdzoo.models.scdc.gibbs import _wishart_chol, colour_items, gibbs_workers, mixture_unaries
@@ -70,27 +67,12 @@ def _enumerate(log_u, i, j, w, L, W: int):
     return mean, (second - mean ** 2).sqrt()
 
 
-def _louis(log_u, i, j, w, L, W: int, rounds: int = 50):
+def _louis(log_u, i, j, w, L, W: int):
     """The former end-of-fit update (pair beliefs at the mean-field fixed point, widened by Louis's
     missing information) on the same graph and unaries."""
-    prior = torch.ones(W, 2, dtype=F64)
-    alpha = beta = torch.tensor([[10.0, 1.0]], dtype=F64).repeat(W, 1)
-    for _ in range(rounds):
-        la = torch.digamma(alpha) - torch.digamma(alpha.sum(-1, keepdim=True))
-        lb = torch.digamma(beta) - torch.digamma(beta.sum(-1, keepdim=True))
-        same, diff = L * la[w, 0] + (1 - L) * la[w, 1], L * lb[w, 1] + (1 - L) * lb[w, 0]
-        wt = same - diff
-        phi = torch.softmax(log_u, -1)
-        for _ in range(50):
-            msg = torch.zeros_like(phi).index_add(0, i, wt[:, None] * phi[j])
-            msg = msg.index_add(0, j, wt[:, None] * phi[i])
-            log_phi = torch.log_softmax(log_u + msg, -1)
-            phi = log_phi.exp()
-        s = pair_same(Local(phi, log_phi, None, None, None), i, j, wt, same, diff)
-        a, b = worker_stats(s, w, L, W, 1.0)
-        alpha, beta = prior + a, prior + b
-    miss = missing_information(s, w, L, alpha[:, 0] / alpha.sum(-1), beta[:, 0] / beta.sum(-1), W)
-    return widen_workers(alpha, beta, miss, prior, prior)
+    A, B = workers_fixed_point(log_u, i, j, L, w, counts="pair", widen=True, rounds=50, n_workers=W,
+                               posteriors=True)
+    return torch.as_tensor(A), torch.as_tensor(B)
 
 
 def _moments(P):
