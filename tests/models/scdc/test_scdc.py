@@ -50,11 +50,11 @@ def test_two_coin_maximiser_is_the_closed_form_count():
     data, truth = cz.simulate_links(n_arms=3, n_per_arm=30, n_annotated=60, n_workers=4, window=30,
                                     alpha=[0.95, 0.9, 0.8, 0.7], beta=[0.9, 0.6, 0.85, 0.75], seed=2)
     z = truth["labels"]
-    s = torch.as_tensor(z[data.i] == z[data.j], dtype=torch.float32)
-    L = torch.as_tensor(data.same, dtype=torch.float32)
+    s = torch.as_tensor(z[data.i] == z[data.j], dtype=torch.float64)
+    L = torch.as_tensor(data.same, dtype=torch.float64)
     w = torch.as_tensor(data.worker)
-    a = torch.zeros(4, requires_grad=True)
-    b = torch.zeros(4, requires_grad=True)
+    a = torch.zeros(4, dtype=torch.float64, requires_grad=True)  # float64: the maximiser to 1e-4
+    b = torch.zeros(4, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([a, b], max_iter=200, tolerance_grad=1e-9, line_search_fn="strong_wolfe")
 
     def closure():
