@@ -45,7 +45,8 @@ def _data(name: str, seed: int):
         s = scdc._settings("pinwheel", False)
         data, truth = cz.simulate_links(seed=seed)
         return data, truth["labels"], s.pop("n_clusters"), s, dict(n_epochs=s.pop("n_epochs"), pretrain=0)
-    data, K, _, _ = scdc_crowd.link_set({"overlapping-5000": "overlapping, 5,000 links"}.get(name, name), seed)
+    full = {"overlapping-5000": "overlapping, 5,000 links"}.get(name, name)
+    data, K, _, _ = scdc_crowd.link_set(full, seed)
     return data, data.labels, K, {}, {}
 
 
