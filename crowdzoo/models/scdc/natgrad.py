@@ -100,7 +100,6 @@ class Part(NamedTuple):
     n_rows: int
     uniform: slice
     weight: torch.Tensor | None = None
-    rows: torch.Tensor | None = None  # each batch row's position among the whole step's rows (its ε)
 
 
 class Records(NamedTuple):
@@ -144,7 +143,6 @@ def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int
     li, lj = inv[:b], inv[b:]
     w, L = rec.w, rec.L
     lo, hi = bounds(n, rank, world)
-    keep = torch.ones(ends.shape[0], dtype=torch.bool)
     if world > 1:
         keep = component_ranks(li, lj, ends.shape[0], world) == rank
         mine = keep[li]
@@ -155,8 +153,7 @@ def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int
     batch = Batch(O[rows].to(device), m, (m + li).to(device), (m + lj).to(device), w.to(device),
                   L.to(device, F64), N / n, A / b if b else 0.0)
     weight = None if degree is None else mixture_weights(degree, items[lo:hi], ends, n, A, b).to(device)
-    return Part(batch, n_rows, slice(lo, hi), weight,
-                torch.cat([torch.arange(lo, hi), n + keep.nonzero()[:, 0]]))
+    return Part(batch, n_rows, slice(lo, hi), weight)
 
 
 def mixture_weights(degree, uniform, ends, n: int, A: int, b: int) -> torch.Tensor:
@@ -261,28 +258,22 @@ def mixture_globals(phi, x, lam, prior: Conjugate, q: Conjugate, device) -> Conj
     return Conjugate(*(v.to(device) for v in new))._replace(alpha=q.alpha, beta=q.beta)
 
 
-def step_objective(batch: Batch, nets, E, sweeps: int, eps, weight=None):
+def step_objective(batch: Batch, nets, E, sweeps: int, eps):
     """J of one mini-batch (Eq. 16, without the globals' KL) and what the global step needs: the local
     optimum and each sampled annotation's P(same) (the mean-field Σ_k φ_ik φ_jk, as in J's annotation
     term). The loop's workers' statistics keep it: counted from the pair beliefs (:func:`~.bayes.pair_same`)
     instead, the pinwheel test's fit (K = 15, seeds 0 and 1) fell from 0.910 and 0.964 to 0.842 and 0.846
     accuracy, so only the fit's last step (:func:`finish_workers`) uses them. ``eps``: the standard
-    normal draws of x̂ for the rows (Algorithm 1's reparameterised x̂_n ~ q*(x_n)). J's item terms are
-    the rows' weighted by ``weight`` (:func:`mixture_weights`: the same estimate of the whole data's sum
-    as the global step's statistics), or, with None, the uniform rows' × N / n."""
+    normal draws of x̂ for the uniform rows (Algorithm 1's reparameterised x̂_n ~ q*(x_n))."""
     h, lam = nets.potentials(batch.O)
     w, same, diff = relational_weights(E, batch.w, batch.L)
     loc = local_step(E, h, lam, batch.li, batch.lj, w, sweeps)
-    if weight is None:
-        rows, scale = slice(0, batch.n_uniform), batch.item_scale
-    else:
-        rows = (weight > 0).nonzero()[:, 0]
-        scale = weight[rows]
-    terms = local_terms(E, loc)[rows]
-    if terms.shape[0]:  # a rank of a distributed fit may hold none of a step's rows
-        x_hat = sample_x(loc._replace(x=loc.x[rows], P_chol=loc.P_chol[rows]), eps=eps[rows])
-        terms = nets.obs_dist(x_hat.to(DTYPE)).log_prob(batch.O[rows]).to(F64) + terms
-    J = scale * terms.sum() if weight is None else (scale * terms).sum()
+    n = batch.n_uniform
+    terms = local_terms(E, loc)[:n]
+    if n:  # a rank of a distributed fit may hold none of a step's uniform rows
+        x_hat = sample_x(loc._replace(x=loc.x[:n], P_chol=loc.P_chol[:n]), eps=eps)
+        terms = nets.obs_dist(x_hat.to(DTYPE)).log_prob(batch.O[:n]).to(F64) + terms
+    J = batch.item_scale * terms.sum()
     s = (loc.phi[batch.li] * loc.phi[batch.lj]).sum(-1)
     if batch.L.shape[0]:
         J = J + batch.ann_scale * (s * same + (1 - s) * diff).sum()
@@ -296,9 +287,9 @@ def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, g
     ranks of ``sh`` in one all-reduce, then the Adam step (``shape``: the data's N items and W
     workers). Returns the whole step's J and statistics."""
     batch, (N, n_workers) = part.batch, shape
-    eps = torch.randn((part.n_rows, q.m.shape[-1]), generator=gen, dtype=F64)[part.rows]
+    eps = torch.randn((part.n_rows, q.m.shape[-1]), generator=gen, dtype=F64)[part.uniform]
     try:
-        J, loc, s = step_objective(batch, nets, expected(q), sweeps, eps, part.weight)
+        J, loc, s = step_objective(batch, nets, expected(q), sweeps, eps)
     except torch.linalg.LinAlgError as err:
         raise NumericalError(f"bayesscdc natgrad, epoch {epoch}: a local precision matrix is not positive "
                              f"definite ({err}). Try: {ADVICE}") from None
