@@ -219,7 +219,7 @@ def test_rank_shares_sum_to_the_whole_step_and_differ_from_it(mixture_step):
     sum): the shares' J, Eq. 17 statistics and network gradients sum to the whole step's to 1e-10
     (float64) / 1e-5 (float32 gradients), while each share alone is far from it — so a 2-rank fit that
     skipped the all-reduce of the statistics or of the gradients would not match one process. With the
-    links step the endpoints' rows, weighted, enter J and the statistics, each with its own ε."""
+    links step the endpoints' rows, weighted, enter the statistics."""
     data, _ = cz.simulate_links(**DATA)
     t = link_tensors(data)
     model = cz.BayesSCDC(**MODEL)
@@ -235,7 +235,7 @@ def test_rank_shares_sum_to_the_whole_step_and_differ_from_it(mixture_step):
     def share(rank, world):
         part = split_step(t.O, items, records(t, ann), t.i.shape[0], rank, world, "cpu", degree)
         eps = torch.randn((part.n_rows, 2), generator=torch.Generator().manual_seed(7), dtype=F64)
-        J, loc, s = step_objective(part.batch, nets, expected(q), model.sweeps, eps[part.rows], part.weight)
+        J, loc, s = step_objective(part.batch, nets, expected(q), model.sweeps, eps[part.uniform])
         nets.zero_grad()
         (-J / data.n_items).float().backward()
         B = part.batch
