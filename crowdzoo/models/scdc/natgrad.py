@@ -11,8 +11,11 @@ statistics (Eq. 17) come, as in Algorithm 1, from the annotated items' local opt
 (with the messages) and from the uniform rows' unannotated items, each weighted by one over its chance
 of entering the step (:func:`mixture_weights`); the workers' from the annotations (× A / annotations).
 ``mixture_step="uniform"`` takes the mixture's statistics from the uniform rows alone (× N / batch),
-encoded without messages. After training every item's q*(z) is the local optimum on the whole
-annotation graph.
+encoded without messages. The networks' objective J keeps its item terms on the uniform rows (× N /
+batch) under both: with the endpoints' weighted rows in J as well, a scratch run on the pinwheel left
+a cluster that no item takes holding 6.7 items' mass, and the digits were no better
+(docs/scdc.md). After training every item's q*(z) is the local optimum on the whole annotation
+graph.
 
 With ``pretrain=`` epochs, the networks are first pretrained as a VAE and the mixture starts from a
 Gaussian mixture on their latent points (VaDE's recipe, Jiang et al. 2017; :func:`pretrain_natgrad`).
