@@ -34,7 +34,9 @@ its rows of a file; given the whole data, a rank keeps its share, :meth:`~crowdz
 and every item's observations O, and draws the same mini-batches from the same seeded generator: the
 same uniform rows and the same annotation positions. The step's annotation records are completed by one
 all-reduce of an ``annotation_batch`` × 4 table that each rank fills where it holds the row
-(:func:`records`: O(batch) numbers, whatever the number of annotations). What is then split is the
+(:func:`records`: O(batch) numbers, whatever the number of annotations), and every item's number of
+annotations, which the statistics' weights read, is summed over the ranks once, at the start
+(:func:`annotation_degree`). What is then split is the
 step's compute: the uniform rows go to the ranks in R contiguous parts, the sampled annotations by
 connected component of the step's annotation graph (:func:`component_ranks`), so that each rank's
 message passing (Eq. 12, 14) is the single process's restricted to its components — exactly, since
