@@ -26,8 +26,16 @@ from scipy.sparse.csgraph import connected_components
 
 import crowdzoo as cz
 from crowdzoo.inference.distributed import replicated
-from crowdzoo.models.scdc.bayes import expected, item_stats, worker_stats
-from crowdzoo.models.scdc.natgrad import component_ranks, init_conjugate, records, split_step, step_objective
+from crowdzoo.models.scdc.bayes import expected, worker_stats
+from crowdzoo.models.scdc.natgrad import (
+    annotation_degree,
+    component_ranks,
+    init_conjugate,
+    mixture_stats,
+    records,
+    split_step,
+    step_objective,
+)
 from crowdzoo.models.scdc.svi import link_tensors
 
 pytest.importorskip("torch.distributed")
@@ -205,11 +213,13 @@ def test_components_split_the_annotations_once_and_share_no_item(world):
         assert counts.max() - b / world <= largest / 2 + 1, (counts, largest)
 
 
-def test_rank_shares_sum_to_the_whole_step_and_differ_from_it():
+@pytest.mark.parametrize("mixture_step", ["links", "uniform"])
+def test_rank_shares_sum_to_the_whole_step_and_differ_from_it(mixture_step):
     """One step computed whole and as two ranks' shares (in one process, the all-reduce replaced by a
     sum): the shares' J, Eq. 17 statistics and network gradients sum to the whole step's to 1e-10
     (float64) / 1e-5 (float32 gradients), while each share alone is far from it — so a 2-rank fit that
-    skipped the all-reduce of the statistics or of the gradients would not match one process."""
+    skipped the all-reduce of the statistics or of the gradients would not match one process. With the
+    links step the endpoints' rows, weighted, enter the statistics."""
     data, _ = cz.simulate_links(**DATA)
     t = link_tensors(data)
     model = cz.BayesSCDC(**MODEL)
@@ -220,15 +230,17 @@ def test_rank_shares_sum_to_the_whole_step_and_differ_from_it():
     items, ann = torch.randperm(data.n_items, generator=g)[:30], torch.randint(data.n_annotations, (40,),
                                                                                 generator=g)
 
+    degree = annotation_degree(t, data.n_items) if mixture_step == "links" else None
+
     def share(rank, world):
-        part = split_step(t.O, items, records(t, ann), t.i.shape[0], rank, world, "cpu")
+        part = split_step(t.O, items, records(t, ann), t.i.shape[0], rank, world, "cpu", degree)
         eps = torch.randn((part.n_rows, 2), generator=torch.Generator().manual_seed(7), dtype=F64)
         J, loc, s = step_objective(part.batch, nets, expected(q), model.sweeps, eps[part.uniform])
         nets.zero_grad()
         (-J / data.n_items).float().backward()
         B = part.batch
-        stats = [*item_stats(loc, slice(0, B.n_uniform), B.item_scale),
-                 *worker_stats(s.detach(), B.w, B.L, W, B.ann_scale)]
+        loc = loc._replace(**{k: v.detach() for k, v in loc._asdict().items()})
+        stats = [*mixture_stats(loc, part), *worker_stats(s.detach(), B.w, B.L, W, B.ann_scale)]
         grads = torch.cat([p.grad.reshape(-1) for p in nets.parameters() if p.grad is not None])
         return torch.cat([J.detach().reshape(1), *(v.detach().reshape(-1) for v in stats)]), grads
 

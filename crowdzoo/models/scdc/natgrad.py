@@ -6,9 +6,16 @@ conjugate globals (Eq. 17) and an Adam step on the networks along the reparamete
 A step takes a uniform mini-batch of ``batch_size`` items and, independently, ``annotation_batch``
 annotations drawn uniformly with replacement; the annotations' endpoints, each once, form the
 subgraph on which messages pass (the paper's stochastic approximation: "sample annotated data pairs
-uniformly ... form a subsample of the relational model, and do local message passing"). The uniform
-rows give the mixture's statistics (× N / batch), the annotations the workers' (× A / annotations).
-After training every item's q*(z) is the local optimum on the whole annotation graph.
+uniformly ... form a subsample of the relational model, and do local message passing"). The mixture's
+statistics (Eq. 17) come, as in Algorithm 1, from the annotated items' local optima on that subgraph
+(with the messages) and from the uniform rows' unannotated items, each weighted by one over its chance
+of entering the step (:func:`mixture_weights`); the workers' from the annotations (× A / annotations).
+``mixture_step="uniform"`` takes the mixture's statistics from the uniform rows alone (× N / batch),
+encoded without messages. The networks' objective J keeps its item terms on the uniform rows (× N /
+batch) under both: with the endpoints' weighted rows in J as well, a scratch run on the pinwheel left
+a cluster that no item takes holding 6.7 items' mass, and the digits were no better
+(docs/scdc.md). After training every item's q*(z) is the local optimum on the whole annotation
+graph.
 
 With ``pretrain=`` epochs, the networks are first pretrained as a VAE and the mixture starts from a
 Gaussian mixture on their latent points (VaDE's recipe, Jiang et al. 2017; :func:`pretrain_natgrad`).
@@ -27,7 +34,9 @@ its rows of a file; given the whole data, a rank keeps its share, :meth:`~crowdz
 and every item's observations O, and draws the same mini-batches from the same seeded generator: the
 same uniform rows and the same annotation positions. The step's annotation records are completed by one
 all-reduce of an ``annotation_batch`` × 4 table that each rank fills where it holds the row
-(:func:`records`: O(batch) numbers, whatever the number of annotations). What is then split is the
+(:func:`records`: O(batch) numbers, whatever the number of annotations), and every item's number of
+annotations, which the statistics' weights read, is summed over the ranks once, at the start
+(:func:`annotation_degree`). What is then split is the
 step's compute: the uniform rows go to the ranks in R contiguous parts, the sampled annotations by
 connected component of the step's annotation graph (:func:`component_ranks`), so that each rank's
 message passing (Eq. 12, 14) is the single process's restricted to its components — exactly, since
@@ -91,11 +100,14 @@ GIBBS_SWEEPS, GIBBS_BURN = 500, 100  # the workers' Gibbs sampler: sweeps, of wh
 class Part(NamedTuple):
     """This rank's share of one step: its rows and annotations as a :class:`~.model.Batch` (scales of
     the whole step), the number of rows of the whole step (ε is drawn for all of them on every rank, so
-    that the generator stays in step everywhere) and which of the step's uniform rows are this rank's."""
+    that the generator stays in step everywhere), which of the step's uniform rows are this rank's, and
+    each row's weight in the mixture's statistics (:func:`mixture_weights`; None: the uniform rows ×
+    N / n, the others not at all)."""
 
     batch: Batch
     n_rows: int
     uniform: slice
+    weight: torch.Tensor | None = None
 
 
 class Records(NamedTuple):
@@ -124,11 +136,14 @@ def records(t, ann, lo: int = 0, sh=None) -> Records:
     return Records(ijw[:, 0], ijw[:, 1], ijw[:, 2], table[:, 3].to(t.L.dtype))
 
 
-def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int, device) -> Part:
+def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int, device,
+               degree=None) -> Part:
     """Rank ``rank``'s share of the step with uniform rows ``items`` (of the observations ``O``) and
     annotations ``rec``: a contiguous 1/``world`` of ``items``, and the annotations (with their
     endpoints' rows) of the components that :func:`component_ranks` gives it. The scales stay the whole
-    step's: N / n and A / b (A = ``n_annotations``)."""
+    step's: N / n and A / b (A = ``n_annotations``). ``degree`` (N,), every item's number of
+    annotations: the rows' weights in the mixture's statistics (:func:`mixture_weights`); None, the
+    uniform rows' N / n alone."""
     N, A = O.shape[0], n_annotations
     n, b = items.shape[0], rec.i.shape[0]
     ends, inv = torch.unique(torch.cat([rec.i, rec.j]), return_inverse=True)
@@ -145,7 +160,53 @@ def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int
     rows = torch.cat([items[lo:hi], ends])
     batch = Batch(O[rows].to(device), m, (m + li).to(device), (m + lj).to(device), w.to(device),
                   L.to(device, F64), N / n, A / b if b else 0.0)
-    return Part(batch, n_rows, slice(lo, hi))
+    weight = None if degree is None else mixture_weights(degree, items[lo:hi], ends, n, A, b).to(device)
+    return Part(batch, n_rows, slice(lo, hi), weight)
+
+
+def mixture_weights(degree, uniform, ends, n: int, A: int, b: int) -> torch.Tensor:
+    """Each row's weight in a step's mixture statistics (Eq. 17): the rows are the step's ``uniform``
+    items (a share of its ``n`` uniform rows) and then the endpoints ``ends`` of its ``b`` annotations,
+    drawn uniformly with replacement from all ``A`` (``degree`` (N,): each item's number of annotations
+    d_n, :func:`annotation_degree`).
+
+    Algorithm 1 takes the global step from the annotated subsample's local optima, found with the
+    annotations' messages (Eq. 14), and from mini-batches of the unannotated items. So an item enters
+    the statistics by one route only, with the weight that makes each step's statistics unbiased for
+    the whole data's, Σ_n t_n (Horvitz–Thompson: one over its chance of entering the step):
+
+    - an unannotated item (d_n = 0) through the uniform rows, which hold it with probability n / N:
+      weight N / n, the former scale;
+    - an annotated item as an endpoint, which it is when one of the b draws is one of its d_n
+      annotations, with probability p_n = 1 − (1 − d_n / A)^b: weight 1 / p_n; its uniform row, if the
+      step has one, weighs 0.
+
+    Hence E[Σ_rows weight_r t_r] = Σ_n t_n: every item counts once, in expectation, in each step's
+    statistics (which, as Eq. 17 asks, are scaled to the whole data), and S times over an epoch's S
+    steps, as under the uniform rows' N / n. The t_n of an endpoint is its local optimum on the step's
+    subgraph (the messages of its sampled annotations), the paper's subsample approximation of the
+    whole graph's."""
+    N = degree.shape[0]
+    d = degree.to(F64)
+    u = torch.where(d[uniform] > 0, 0.0, N / n).to(F64)
+    p = -torch.expm1(b * torch.log1p(-d[ends] / A)) if A else torch.ones(0, dtype=F64)
+    return torch.cat([u, 1 / p])
+
+
+def annotation_degree(t, N: int, sh=None) -> torch.Tensor:
+    """Every item's number of annotations d_n (an item is an endpoint of each; a pair annotated twice
+    counts twice), summed over the ranks' shards of a distributed fit."""
+    d = (torch.bincount(t.i, minlength=N) + torch.bincount(t.j, minlength=N)).to(F64)
+    return d if sh is None or sh.world == 1 else sh.sum(d)
+
+
+def mixture_stats(loc, part: Part):
+    """(n_k, Σ φ x, Σ φ E[xxᵀ]) of Eq. 17 over this rank's rows of a step, scaled to the whole data: the
+    uniform rows × N / n, or each row by its weight in ``part`` (:func:`mixture_weights`)."""
+    B = part.batch
+    if part.weight is None:
+        return item_stats(loc, slice(0, B.n_uniform), B.item_scale)
+    return moments(loc.phi * part.weight[:, None], loc.x, torch.cholesky_inverse(loc.P_chol))
 
 
 def component_ranks(li, lj, n_nodes: int, world: int) -> torch.Tensor:
@@ -229,10 +290,10 @@ def step_objective(batch: Batch, nets, E, sweeps: int, eps):
 
 def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, gen, sh, epoch: int):
     """One step of Algorithm 1 on this rank's share ``part``: the local optimum and J (Eq. 16), the
-    networks' gradient of J and the statistics of Eq. 17 (n_k, Σ φx, Σ φ E[xxᵀ] over the uniform rows
-    × N / n; the workers' Beta counts over the annotations × A / b), summed over the ranks of ``sh`` in
-    one all-reduce, then the Adam step (``shape``: the data's N items and W workers). Returns the whole
-    step's J and statistics."""
+    networks' gradient of J and the statistics of Eq. 17 (n_k, Σ φx, Σ φ E[xxᵀ] over the rows, weighted
+    by :func:`mixture_stats`; the workers' Beta counts over the annotations × A / b), summed over the
+    ranks of ``sh`` in one all-reduce, then the Adam step (``shape``: the data's N items and W
+    workers). Returns the whole step's J and statistics."""
     batch, (N, n_workers) = part.batch, shape
     eps = torch.randn((part.n_rows, q.m.shape[-1]), generator=gen, dtype=F64)[part.uniform]
     try:
@@ -245,7 +306,7 @@ def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, g
         (-J / N).to(DTYPE).backward()
     with torch.no_grad():
         loc = loc._replace(**{k: v.detach() for k, v in loc._asdict().items()})
-        n_k, sx, sxx = item_stats(loc, slice(0, batch.n_uniform), batch.item_scale)
+        n_k, sx, sxx = mixture_stats(loc, part)
         a_st, b_st = worker_stats(s.detach(), batch.w, batch.L, n_workers, batch.ann_scale)
         J, *stats = sh.sum_grads(nets.parameters(), J.detach(), n_k, sx, sxx, a_st, b_st)
     check_finite(float(J), "the bound J", epoch, ADVICE, ADVICE_SETTINGS)
@@ -298,6 +359,7 @@ class Fixed(NamedTuple):
     lr: float
     work: Work
     seed: int = 0  # the initialisation's seed (the networks' and the k-means restart's)
+    degree: torch.Tensor | None = None  # every item's number of annotations (None: mixture_step="uniform")
 
 
 class Info(NamedTuple):
@@ -368,7 +430,7 @@ def step(state: State, batch: loop.Batch, fx: Fixed) -> tuple[State, Info]:
     A, b = fx.n_annotations, fx.annotation_batch
     ann = torch.randint(A, (b,), generator=gen) if A and b else torch.zeros(0, dtype=torch.long)
     items = perm[k * fx.batch_size:(k + 1) * fx.batch_size]
-    part = split_step(t.O, items, records(t, ann, fx.lo, sh), A, sh.rank, sh.world, fx.device)
+    part = split_step(t.O, items, records(t, ann, fx.lo, sh), A, sh.rank, sh.world, fx.device, fx.degree)
     J, stats = train_step(part, nets, opt, q, (N, fx.n_workers), fx.model.sweeps, gen, sh, epoch)
     if epoch >= fx.warmup:
         q = natgrad_step(q, conjugate_update(fx.prior, stats), rho_t)
@@ -393,7 +455,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
                 annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float | None = None,
                 forgetting_rate: float | None = None, warmup: int | None = None, init: str = "kmeans",
                 pretrain: int | None = None, n_init: int = 3, tol: float = 0.0, patience: int = 10,
-                device: str = "cpu", distributed: bool = False, progress_bar: bool | None = None, setup=None,
+                mixture_step: str = "links", device: str = "cpu", distributed: bool = False,
+                progress_bar: bool | None = None, setup=None,
                 resume=None, checkpoint=None, checkpoint_every: int = 0, callback=None) -> SCDCPosterior:
     """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items,
     on the shared natural-gradient loop (:mod:`crowdzoo.inference.natgrad`), whose iteration is one
@@ -415,7 +478,10 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
     accuracy 0.38; the paper's "bad initialisation"); t counts the steps after the warm-up;
     ``init`` "kmeans" (after the warm-up the
     mixture restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the
-    authors' random q throughout); ``device`` "cpu" or "cuda".
+    authors' random q throughout); ``mixture_step`` "links" (Algorithm 1: the mixture's statistics
+    from the annotated items' local optima with their messages and the unannotated items of the uniform
+    rows, :func:`mixture_weights`) or "uniform" (from the uniform rows alone, encoded without
+    messages); ``device`` "cpu" or "cuda".
 
     ``n_init`` initialisations (seeds :func:`~.starts.init_seeds`; each a whole fit, so the fit takes
     ``n_init`` times as long; the paper's runs take the best of 10) and the one with the best final
@@ -476,6 +542,9 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
     warmup = (0 if pretrain else n_epochs // 4) if warmup is None else warmup
     if init not in ("kmeans", "random"):
         raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}", arg="init")
+    if mixture_step not in ("links", "uniform"):
+        raise DataError(f"mixture_step: expected 'links' or 'uniform', got {mixture_step!r}",
+                        arg="mixture_step")
     if int(warmup) != warmup or not 0 <= warmup < n_epochs:
         raise DataError(f"warmup: expected an integer in [0, {{n_epochs}} = {n_epochs}), got {warmup!r}",
                         arg="warmup", settings=("n_epochs",))
@@ -490,10 +559,11 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
     if ckpt is not None and restarts is None:  # a posterior: its kept initialisation, continued
         n_init, seeds, restarts = 1, [int(ckpt["state"].seed)], {"index": 0, "bounds": [], "best": None}
     t = link_tensors(held, shard_ok=True)
+    degree = annotation_degree(t, N, sh) if mixture_step == "links" and A else None
     with isolated(seed):
         fx = Fixed(model, setup, t, model.prior(W, device), W, A, lo, sh, device, steps, batch_size,
                    annotation_batch, warmup, init == "kmeans" and not pretrain, pretrain, lr,
-                   Work(model.networks(setup, seed=seed).to(device), None))
+                   Work(model.networks(setup, seed=seed).to(device), None), degree=degree)
     settings = loop.Settings(batch_size=N, delay=step_delay, forgetting_rate=forgetting_rate,
                              max_iter=n_epochs * steps, min_iter=(warmup + 2) * steps, tol=tol,
                              eval_every=steps, eval_size=N, patience=patience, warmup=warmup * steps)
@@ -506,7 +576,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         with isolated(s), sh.quiet():
             _check_replicated(sh, t, (A, W, s, n_init, n_epochs, batch_size, annotation_batch, lr, pretrain,
                                       warmup, step_delay, forgetting_rate, init == "kmeans", tol, patience,
-                                      model.n_clusters, model.latent_dim, model.sweeps))
+                                      model.n_clusters, model.latent_dim, model.sweeps,
+                                      mixture_step == "links"))
             problem = loop.algorithm(*ALGORITHM, fx._replace(seed=s), N)
             res = loop.run(problem, settings, shard=sh, seed=s, what=name, advice=ADVICE,
                            advice_settings=ADVICE_SETTINGS, progress_bar=progress_bar, resume=again,
@@ -540,7 +611,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         model=model, setup=setup, data=data, method="natgrad", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, step_delay=step_delay, forgetting_rate=forgetting_rate, warmup=warmup,
-                      init=init, pretrain=pretrain, tol=tol, patience=patience, device=device,
+                      init=init, pretrain=pretrain, tol=tol, patience=patience, mixture_step=mixture_step,
+                      device=device,
                       distributed=distributed, ranks=sh.world, annotations=A, **looped,
                       **init_settings(n_init, kept, seeds), **clusters, **counts),
         cluster_probs=loc.phi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(), mu=q.m,
