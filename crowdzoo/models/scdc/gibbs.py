@@ -161,7 +161,8 @@ def gibbs_workers(unaries, li, lj, w, L, prior_alpha, prior_beta, z0, n_clusters
     colour's messages over the ranks; every rank draws the same numbers from the same seed and so
     holds the same chain."""
     if not 0 <= burn < n_sweeps:
-        raise DataError(f"burn: expected 0 ≤ burn < n_sweeps = {n_sweeps}, got {burn!r}", arg="burn")
+        raise DataError(f"burn: expected 0 ≤ burn < the number of sweeps ({n_sweeps}), got {burn!r}",
+                        arg="burn")
     N = z0.shape[0]
     W = prior_alpha.shape[0]
     dev = z0.device
