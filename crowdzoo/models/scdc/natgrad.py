@@ -74,7 +74,7 @@ from .bayes import (
     worker_stats,
 )
 from .defaults import resolve
-from .gibbs import gibbs_workers, mixture_unaries
+from .gibbs import gibbs_workers, kept_mixture, mixture_unaries
 from .model import DTYPE, Batch
 from .posterior import SCDCPosterior
 from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
@@ -393,6 +393,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
                 annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float | None = None,
                 forgetting_rate: float | None = None, warmup: int | None = None, init: str = "kmeans",
                 pretrain: int | None = None, n_init: int = 3, tol: float = 0.0, patience: int = 10,
+                clusters: str = "gibbs",
                 device: str = "cpu", distributed: bool = False, progress_bar: bool | None = None, setup=None,
                 resume=None, checkpoint=None, checkpoint_every: int = 0, callback=None) -> SCDCPosterior:
     """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items,
@@ -416,6 +417,13 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
     ``init`` "kmeans" (after the warm-up the
     mixture restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the
     authors' random q throughout); ``device`` "cpu" or "cuda".
+
+    ``clusters``: the items' cluster probabilities, "gibbs" (the default) each item's share of the
+    workers' Gibbs sampler's kept sweeps in each cluster, the mixture refit to the chain's clusters (so
+    that ``predict`` of new items uses the same labels), or "vi" the variational fixed point q*(z_n)
+    (Eq. 14) with the fitted mixture (:func:`finish_workers`); the posterior's ``vi_cluster_probs``
+    holds the latter either way. The sampler's links move its mixture where the fit's cuts across the
+    groups: on scdc-crowd's overlapping set, six fits with one initialisation, ACCURACY_PLACEHOLDER.
 
     ``n_init`` initialisations (seeds :func:`~.starts.init_seeds`; each a whole fit, so the fit takes
     ``n_init`` times as long; the paper's runs take the best of 10) and the one with the best final
@@ -474,6 +482,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         raise DataError(f"device: {device!r} requested but torch sees no GPU; use {{device='cpu'}}",
                         arg="device", settings=("device",))
     warmup = (0 if pretrain else n_epochs // 4) if warmup is None else warmup
+    if clusters not in ("gibbs", "vi"):
+        raise DataError(f"clusters: expected 'gibbs' or 'vi', got {clusters!r}", arg="clusters")
     if init not in ("kmeans", "random"):
         raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}", arg="init")
     if int(warmup) != warmup or not 0 <= warmup < n_epochs:
@@ -524,13 +534,14 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         nets, _ = working(fx, res.state)
         q = res.state.q
         with torch.no_grad():
-            q, loc = finish_workers(q, fx.prior, nets, t, model.sweeps, W, device, sh)
+            q, loc, phi_vi = finish_workers(q, fx.prior, nets, t, model.sweeps, W, device, sh,
+                                            clusters=clusters)
         counts = {}
         if sh.world > 1:  # every worker's annotations, over the ranks' shards (the posterior's table)
             n = torch.bincount(t.w, minlength=W).to(F64)
             counts["worker_annotations"] = sh.sum(n).round().long().tolist()
         trace = np.asarray(res.stop.bounds)
-        clusters = check_collapse(loc.phi, trace, what, "longer pretraining ({pretrain=N}, N of 100–200 "
+        collapse = check_collapse(loc.phi, trace, what, "longer pretraining ({pretrain=N}, N of 100–200 "
                                   "epochs), another seed, or a larger {n_init}", ("pretrain", "n_init"))
     q = Conjugate(*(x.cpu() for x in q))
     nets = nets.cpu()
@@ -540,10 +551,12 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         model=model, setup=setup, data=data, method="natgrad", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, step_delay=step_delay, forgetting_rate=forgetting_rate, warmup=warmup,
-                      init=init, pretrain=pretrain, tol=tol, patience=patience, device=device,
+                      init=init, pretrain=pretrain, tol=tol, patience=patience, clusters=clusters,
+                      device=device,
                       distributed=distributed, ranks=sh.world, annotations=A, **looped,
-                      **init_settings(n_init, kept, seeds), **clusters, **counts),
-        cluster_probs=loc.phi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(), mu=q.m,
+                      **init_settings(n_init, kept, seeds), **collapse, **counts),
+        cluster_probs=loc.phi.cpu(), vi_cluster_probs=phi_vi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(),
+        mu=q.m,
         cov=q.S / (q.nu + d + 1)[:, None, None],
         alpha=q.alpha[:, 0] / q.alpha.sum(-1), beta=q.beta[:, 0] / q.beta.sum(-1),
         alpha_post=q.alpha, beta_post=q.beta, conjugate=q._asdict(),
@@ -658,7 +671,7 @@ def encode_all(nets, q: Conjugate, t, sweeps: int, device, sh=None):
 
 
 def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_workers: int, device, sh=None,
-                   rounds: int = FINISH_ROUNDS, workers: str = "gibbs"):
+                   rounds: int = FINISH_ROUNDS, workers: str = "gibbs", clusters: str = "vi"):
     """The workers' q(α_m), q(β_m) given the fitted networks and mixture, and every item's local optimum
     (:func:`encode_all`) under them. First ``rounds`` alternations of the message passing on the whole
     annotation graph and the workers' expected counts, whose messages read the updated workers: prior +
@@ -687,9 +700,24 @@ def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_worke
     (t + step_delay)^(−forgetting_rate), the mixture's schedule, so they end as a weighted average of
     the start (the authors' Beta(10, 1): mean 0.91) and every step's noisy target, the start keeping a
     weight of step_delay / (t + step_delay) under the slow schedule that pretraining selects (100 / 280
-    after 180 steps)."""
+    after 180 steps).
+
+    The items' clusters returned are, by ``clusters``:
+
+    * "vi": the variational fixed point's q*(z_n) (Eq. 14), with the fitted mixture;
+    * "gibbs" (needs ``workers="gibbs"``; the same chain): each item's share of the chain's kept sweeps
+      in each cluster, and the mixture's q(π) q(μ, Σ) refit to the chain (:func:`~.gibbs.kept_mixture`:
+      Eq. 17's conjugate update with the kept sweeps' average statistics of the drawn x and z), so that
+      new items (:func:`encode_new`) take the same labels. The latent means stay the fixed point's.
+
+    Returns (q, the items' local optimum with those clusters, the fixed point's q*(z) (N, K))."""
     if workers not in ("gibbs", "louis", "counts"):
         raise DataError(f"workers: expected 'gibbs', 'louis' or 'counts', got {workers!r}", arg="workers")
+    if clusters not in ("gibbs", "vi"):
+        raise DataError(f"clusters: expected 'gibbs' or 'vi', got {clusters!r}", arg="clusters")
+    if clusters == "gibbs" and workers != "gibbs":
+        raise DataError(f"clusters: 'gibbs' reads the workers' Gibbs sampler, but workers is {workers!r}",
+                        arg="clusters")
     i, j, w, L = (x.to(device) for x in (t.i, t.j, t.w, t.L.to(F64)))
     distributed = sh is not None and sh.world > 1
 
@@ -714,10 +742,14 @@ def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_worke
         alpha, beta = widen_workers(alpha, beta, missing, prior.alpha, prior.beta)
     elif workers == "gibbs":
         h, lam = potentials(nets, t.O.to(device))
-        alpha, beta, _ = gibbs_workers(mixture_unaries(h, lam, prior, q), i, j, w, L, prior.alpha, prior.beta,
-                                       loc.phi.argmax(-1), loc.phi.shape[1], GIBBS_SWEEPS, GIBBS_BURN,
-                                       reduce=sh.sum if distributed else None)
-    return q._replace(alpha=alpha, beta=beta), loc
+        draw = mixture_unaries(h, lam, prior, q, burn=GIBBS_BURN)
+        alpha, beta, visits = gibbs_workers(draw, i, j, w, L, prior.alpha, prior.beta, loc.phi.argmax(-1),
+                                            loc.phi.shape[1], GIBBS_SWEEPS, GIBBS_BURN,
+                                            reduce=sh.sum if distributed else None)
+        if clusters == "gibbs":
+            q = kept_mixture(draw, prior, q._replace(alpha=alpha, beta=beta))
+            return q, loc._replace(phi=visits), loc.phi
+    return q._replace(alpha=alpha, beta=beta), loc, loc.phi
 
 
 def encode_new(model, post, O):
