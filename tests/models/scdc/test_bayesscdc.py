@@ -327,6 +327,7 @@ def test_gibbs_clusters_follow_the_links_where_the_features_are_ambiguous():
             post = cz.fit(cz.BayesSCDC(n_clusters=K), data, seed=seed, n_init=1, progress_bar=False)
         y, z = data.labels, post.predict().to_numpy()
         gibbs = hungarian_accuracy(y, z)
+        assert gibbs >= 0.9
         vi = hungarian_accuracy(y, post.vi_cluster_probs.argmax(1).numpy())
         new = post.predict(data.O).to_numpy()
         C = np.zeros((K, K), int)
@@ -334,7 +335,7 @@ def test_gibbs_clusters_follow_the_links_where_the_features_are_ambiguous():
         r, c = linear_sum_assignment(-C)
         print(f"seed {seed}: Gibbs clusters {gibbs:.3f}, VI {vi:.3f}; predict(O) = predict() on "
               f"{(new == z).mean():.3f} of the items (best relabelling {C[r, c].sum() / z.size:.3f})")
-        assert gibbs >= 0.9 and gibbs >= vi + 0.15
+        assert gibbs >= vi + 0.15
         assert (new == z).mean() >= 0.6 and (new == z).sum() == C[r, c].sum()
         assert post.settings["clusters"] == "gibbs"
         torch.testing.assert_close(post.cluster_probs.sum(1), torch.ones(data.n_items, dtype=F64))
