@@ -33,7 +33,7 @@ import math
 import torch
 
 from ...errors import DataError
-from .bayes import F64, Conjugate, Stats, conjugate_update, worker_stats
+from .bayes import F64, Conjugate, worker_stats
 
 _CHUNK = 4096
 
@@ -99,7 +99,7 @@ def _wishart_chol(S, nu):
     return LV @ B
 
 
-def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate, burn: int = 0):
+def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate):
     """A function of the clusters z that draws x and the mixture's globals given z and returns
     log π_k + log N(x_n; μ_k, Σ_k) (N, K), the items' own terms of z's conditional (module docstring):
 
@@ -107,17 +107,12 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate, burn: int = 0):
       previous sweep's μ, Σ (at first the means of ``start``'s q(μ_k, Σ_k), the fitted mixture);
     * Σ_k⁻¹ ~ Wishart(S_N⁻¹, ν_N), μ_k | Σ_k ~ N(m_N, Σ_k / κ_N), π ~ Dir(a₀ + n), the conjugate
       posteriors given the cluster's points (Bishop 2006, §2.3.6; :func:`~.bayes.conjugate_update`'s).
-
-    From its ``burn``-th call on (a call per sweep: the kept sweeps of :func:`gibbs_workers` with the
-    same ``burn``) it sums the clusters' statistics of the drawn (x, z), n_k, Σ x_n, Σ x_n x_nᵀ over
-    z_n = k; :func:`kept_mixture` turns their average into the mixture's q for the chain's clusters.
     """
     N, d = h.shape
     K = prior.m.shape[0]
     nu = torch.where(start.nu > d + 1, start.nu - d - 1, start.nu)
     Sigma = start.S / nu[:, None, None]
-    state = {"C": torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(Sigma))), "mu": start.m,
-             "calls": 0, "kept": 0, "n": 0.0, "sx": 0.0, "sxx": 0.0}
+    state = {"C": torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(Sigma))), "mu": start.m}
 
     def draw(z):
         C, mu = state["C"], state["mu"]
@@ -129,10 +124,6 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate, burn: int = 0):
         n = torch.bincount(z, minlength=K).to(F64)
         sx = torch.zeros(K, d, dtype=F64, device=h.device).index_add(0, z, x)
         sxx = torch.zeros(K, d, d, dtype=F64, device=h.device).index_add(0, z, x[:, :, None] * x[:, None, :])
-        if state["calls"] >= burn:
-            state["kept"] += 1
-            state["n"], state["sx"], state["sxx"] = state["n"] + n, state["sx"] + sx, state["sxx"] + sxx
-        state["calls"] += 1
         kappa = prior.kappa + n
         m = (prior.kappa[:, None] * prior.m + sx) / kappa[:, None]
         S = (prior.S + prior.kappa[:, None, None] * prior.m[:, :, None] * prior.m[:, None, :] + sxx
@@ -152,23 +143,8 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate, burn: int = 0):
             out.append(log_pi + half_logdet - 0.5 * quad - 0.5 * d * math.log(2 * math.pi))
         return torch.cat(out)
 
-    draw.state = state  # the latest draw's μ (K, d) and C, Σ⁻¹'s Cholesky factor (K, d, d); the kept sums
+    draw.state = state  # the latest draw's μ (K, d) and C, Σ⁻¹'s Cholesky factor (K, d, d)
     return draw
-
-
-def kept_mixture(draw, prior: Conjugate, q: Conjugate) -> Conjugate:
-    """The mixture's q(π) q(μ, Σ) given the chain's clusters: the conjugate update (Eq. 17's, at step
-    size 1) of ``prior`` with the kept sweeps' average statistics of the drawn (x, z) — n̄_k, the mean
-    of Σ_{z_n = k} x_n and of Σ_{z_n = k} x_n x_nᵀ — from ``draw``, a :func:`mixture_unaries` that a
-    chain has run. The same cluster labels as the chain's shares of sweeps (the statistics are counted
-    under them), so new items and the training items share the labels. ``q``'s workers are kept."""
-    s = draw.state
-    if not s["kept"]:
-        raise DataError("draw: no kept sweeps to average (run the chain past its burn-in first)", arg="draw")
-    k = float(s["kept"])
-    zero = torch.zeros_like(q.alpha)
-    new = conjugate_update(prior, Stats(s["n"] / k, s["sx"] / k, s["sxx"] / k, zero, zero))
-    return new._replace(alpha=q.alpha, beta=q.beta)
 
 
 def gibbs_workers(unaries, li, lj, w, L, prior_alpha, prior_beta, z0, n_clusters: int, n_sweeps: int = 500,

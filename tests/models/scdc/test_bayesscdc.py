@@ -190,19 +190,24 @@ def pinwheel():
 def test_pinwheel_is_clustered_and_spare_clusters_are_switched_off(pinwheel):
     """The paper's pinwheel (500 points, 100 annotated, 20 workers × 49 pairs, α = β = 0.9), initial
     K = 15, small networks (fast mode): Hungarian accuracy ≥ 0.9 (paper: 96.6 %), fewer than 15 clusters
-    in use, and every cluster that is no item's most probable one holds less than one item's mass
-    under q(π) (a_k − a₀ < 1)."""
+    holding 1 % of the items' mass, and every other cluster holds less than 1 % of the items under q(π)
+    (a_k − a₀ < 0.01 N): the Gibbs chain's clusters (the default) visit the spare clusters now and then
+    (measured: 1–3.4 items' mass each, a handful of items most often in one), where the variational
+    fixed point's left them under one item's mass."""
+    from crowdzoo.models.scdc.starts import MIN_MASS
+
     data, truth, post = pinwheel
     acc = hungarian_accuracy(truth["labels"], post.predict().to_numpy())
-    used = post.clusters_in_use()
-    off = np.setdiff1d(np.arange(15), used.index.to_numpy())
+    mass = post.cluster_probs.mean(0).numpy()
+    off = mass < MIN_MASS
     wk = post.workers()
     spare = post.conjugate["a"][off].numpy() - 1.05
-    print(f"pinwheel accuracy {acc:.3f}, clusters in use {len(used)} of 15, the others' expected counts "
-          f"≤ {spare.max():.2f}; mean |α̂ − 0.9| {np.abs(wk['alpha'] - 0.9).mean():.3f}, "
+    print(f"pinwheel accuracy {acc:.3f}, clusters with ≥ 1 % of the items {int((~off).sum())} of 15, the "
+          f"others' expected counts ≤ {spare.max():.2f}; "
+          f"mean |α̂ − 0.9| {np.abs(wk['alpha'] - 0.9).mean():.3f}, "
           f"mean |β̂ − 0.9| {np.abs(wk['beta'] - 0.9).mean():.3f}")
     assert acc >= 0.9
-    assert len(used) < 15 and spare.max() < 1.0
+    assert off.sum() > 0 and spare.max() < MIN_MASS * data.n_items
     assert (wk["alpha_lo"] < wk["alpha"]).all() and (wk["alpha"] < wk["alpha_hi"]).all()
     assert np.abs(wk["beta"] - 0.9).mean() < 0.1
 
@@ -240,16 +245,19 @@ def test_pretraining_alone_finds_the_blobs_and_slows_the_global_steps(blob_links
 
 
 def test_posterior_api_new_items_save_load_and_report(pinwheel, tmp_path):
-    """The zoo's default route for "bayesscdc" is natgrad; items without annotations get the same q(z)
-    from cluster_proba(O) (the encoder and the globals, no annotations) as from the fit, annotated
-    items' differ (their messages); save/load keeps everything; ArviZ and the report work."""
+    """The zoo's default route for "bayesscdc" is natgrad; items without annotations get nearly the
+    same q(z) from cluster_proba(O) (the encoder and the mixture refit to the Gibbs chain, no
+    annotations) as their share of the chain's sweeps (measured: the same most probable cluster for
+    0.978, mean absolute difference 0.005), annotated items' differ more (their links); save/load keeps
+    everything; ArviZ and the report work."""
     data, truth, post = pinwheel
     assert cz.zoo.entry("bayesscdc").default == "natgrad" and post.method == "natgrad"
     annotated = np.zeros(data.n_items, bool)
     annotated[data.i] = annotated[data.j] = True
     fresh = post.cluster_proba(data.O).to_numpy()
     fitted = post.cluster_proba().to_numpy()
-    np.testing.assert_allclose(fresh[~annotated], fitted[~annotated], atol=1e-6)
+    assert (fresh.argmax(1) == fitted.argmax(1))[~annotated].mean() >= 0.95
+    assert np.abs(fresh[~annotated] - fitted[~annotated]).mean() < 0.02
     assert np.abs(fresh[annotated] - fitted[annotated]).max() > 1e-3
     post.save(tmp_path / "b.pt")
     back = cz.load(tmp_path / "b.pt")

@@ -13,13 +13,7 @@ from crowdzoo.models.scdc.bayes import (
     Conjugate,
     worker_stats,
 )
-from crowdzoo.models.scdc.gibbs import (
-    _wishart_chol,
-    colour_items,
-    gibbs_workers,
-    kept_mixture,
-    mixture_unaries,
-)
+from crowdzoo.models.scdc.gibbs import _wishart_chol, colour_items, gibbs_workers, mixture_unaries
 
 
 def test_colouring_is_proper():
@@ -153,36 +147,3 @@ def test_mixture_draws_follow_the_conjugate_posterior():
     C = _wishart_chol(S0.expand(20000, 2, 2), torch.full((20000,), 5.0, dtype=F64))
     mean, want = (C @ C.transpose(-1, -2)).mean(0), 5.0 * torch.linalg.inv(S0[0])
     assert (mean - want).abs().max() < 0.03 * want.abs().max()
-
-
-def test_kept_mixture_is_the_conjugate_posterior_of_the_kept_clusters():
-    """With exact latent points (λ huge) and the clusters fixed after the burn-in, the mixture refit to
-    the chain (:func:`kept_mixture`) is each cluster's conjugate posterior given its points — the
-    Dirichlet a₀ + n, the NIW (m_N, κ_N, S_N, ν_N) computed here from the one-hot assignment — with the
-    workers' q passed through; the burn-in's calls, under other clusters, leave no trace."""
-    torch.manual_seed(1)
-    d, K, N, burn = 2, 3, 30, 4
-    x = torch.randn(N, d, dtype=F64) + 4.0 * torch.eye(K, d, dtype=F64)[torch.arange(N) % K]
-    z = torch.arange(N) % K
-    lam = torch.full((N, d), 1e10, dtype=F64)
-    prior = Conjugate(torch.full((K,), 1.05, dtype=F64), torch.full((K,), 0.5, dtype=F64),
-                      torch.zeros(K, d, dtype=F64), 2.5 * torch.eye(d, dtype=F64).expand(K, d, d).clone(),
-                      torch.full((K,), 2.5, dtype=F64), torch.ones(2, 2, dtype=F64),
-                      torch.ones(2, 2, dtype=F64))
-    workers = torch.tensor([[3.0, 1.0], [2.0, 5.0]], dtype=F64)
-    draw = mixture_unaries(x * lam, lam, prior, prior, burn=burn)
-    for t in range(burn + 6):
-        draw(torch.zeros(N, dtype=torch.long) if t < burn else z)
-    q = kept_mixture(draw, prior, prior._replace(alpha=workers, beta=2 * workers))
-    one = torch.eye(K, dtype=F64)[z]
-    n = one.sum(0)
-    kappa = prior.kappa + n
-    m = (one.T @ x) / kappa[:, None]
-    S = (prior.S + torch.einsum("nk,na,nb->kab", one, x, x)
-         - kappa[:, None, None] * m[:, :, None] * m[:, None, :])
-    torch.testing.assert_close(q.a, prior.a + n)
-    torch.testing.assert_close(q.kappa, kappa)
-    torch.testing.assert_close(q.nu, prior.nu + n)
-    torch.testing.assert_close(q.m, m, atol=1e-4, rtol=0)
-    torch.testing.assert_close(q.S, S, atol=1e-3, rtol=0)
-    assert torch.equal(q.alpha, workers) and torch.equal(q.beta, 2 * workers)
