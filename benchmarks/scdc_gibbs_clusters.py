@@ -11,6 +11,8 @@ reported per fit:
   mixture refit to the chain's clusters), and "same labels": the share of items whose ``predict(O)``
   equals their own cluster label, beside the best that a relabelling of the clusters reaches — equal
   when the posterior's mixture and its training labels share the labels (no permutation);
+* "from": "gibbs", or "vi" where the chain emptied a cluster that the fixed point holds and the fit
+  kept the fixed point's clusters (:func:`crowdzoo.models.scdc.natgrad.finish_workers`);
 * "unsure": the share of items whose most visited cluster holds under half the kept sweeps (the chain
   switching labels within a run would raise it towards 1).
 
@@ -56,12 +58,13 @@ def one(job) -> dict:
     import crowdzoo as cz
     from crowdzoo.cluster_metrics import hungarian_accuracy
 
-    if name == "digits":
+    if name.startswith("digits"):
         from crowdzoo.comparisons.scdc import DIGITS_ALPHA, _settings
 
         s = _settings("digits", False)
         epochs, pretrain = s.pop("n_epochs"), s.pop("pretrain")
-        data, truth = cz.digits_links(annotated="all", alpha=DIGITS_ALPHA, seed=seed)
+        annotated = 100 if name == "digits, 100 annotated" else "all"
+        data, truth = cz.digits_links(annotated=annotated, alpha=DIGITS_ALPHA, seed=seed)
         labels, model, kw = truth["labels"], cz.BayesSCDC(**s), dict(n_epochs=epochs, pretrain=pretrain)
     else:
         from crowdzoo.comparisons.scdc_crowd import link_set
@@ -81,7 +84,8 @@ def one(job) -> dict:
             "gibbs": hungarian_accuracy(labels, gibbs), "vi": hungarian_accuracy(labels, vi),
             "new": hungarian_accuracy(labels, new), "same labels": float((new == gibbs).mean()),
             "best relabelling": _match(gibbs, new, K), "gibbs = vi": float((gibbs == vi).mean()),
-            "unsure": float((post.cluster_probs.max(1).values < 0.5).double().mean())}
+            "unsure": float((post.cluster_probs.max(1).values < 0.5).double().mean()),
+            "from": post.settings["clusters_from"]}
 
 
 def table(rows: list[dict]) -> str:
@@ -105,7 +109,8 @@ def table(rows: list[dict]) -> str:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sets", nargs="+", default=["overlapping"],
-                   help="scdc-crowd link sets (crowdzoo.comparisons.scdc_crowd.SETS) or 'digits'")
+                   help="scdc-crowd link sets (crowdzoo.comparisons.scdc_crowd.SETS), 'digits' (every "
+                   "image annotated) or 'digits, 100 annotated'")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4, 5])
     p.add_argument("--jobs", type=int, default=1, help="fits in parallel (processes, one thread each)")
     p.add_argument("--out", help="also write the rows as JSON here")

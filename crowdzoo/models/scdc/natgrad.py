@@ -77,7 +77,7 @@ from .defaults import resolve
 from .gibbs import gibbs_workers, mixture_unaries
 from .model import DTYPE, Batch
 from .posterior import SCDCPosterior
-from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings
+from .starts import best_of, check_collapse, check_n_init, init_seeds, init_settings, occupancy
 from .svi import _warn_unconverged, link_tensors
 
 ADVICE = ("a smaller {lr} (e.g. {lr=3e-4}), a larger {step_delay} (slower early natural-gradient steps), "
@@ -539,7 +539,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         with torch.no_grad():
             q, loc, phi_vi = finish_workers(q, fx.prior, nets, t, model.sweeps, W, device, sh,
                                             clusters=clusters)
-        counts = {}
+        counts = {"clusters_from": "vi" if loc.phi is phi_vi else "gibbs"}
         if sh.world > 1:  # every worker's annotations, over the ranks' shards (the posterior's table)
             n = torch.bincount(t.w, minlength=W).to(F64)
             counts["worker_annotations"] = sh.sum(n).round().long().tolist()
@@ -711,6 +711,12 @@ def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_worke
     * "gibbs" (needs ``workers="gibbs"``; the same chain): each item's share of the chain's kept sweeps
       in each cluster, and the mixture's q(π) q(μ, Σ) refit to them (:func:`chain_mixture`), so that
       new items (:func:`encode_new`) take the same labels. The latent points stay the fixed point's.
+      Unless the chain emptied a cluster that the fixed point holds (fewer clusters that are the most
+      probable one of ≥ 1 % of the items, :func:`~.starts.occupancy`): then the fixed point's clusters
+      and mixture, as for "vi". Where the links are few or none the chain can drift: without
+      annotations, on three overlapping 4-D groups (``test_overlapping_low_dimensional_groups_keep_every_
+      cluster``), every item's most visited cluster was one and the same, the recognition potentials too
+      weak to hold the sampled mixture apart.
 
     Returns (q, the items' local optimum with those clusters, the fixed point's q*(z) (N, K))."""
     if workers not in ("gibbs", "louis", "counts"):
@@ -748,7 +754,8 @@ def finish_workers(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, n_worke
         alpha, beta, visits = gibbs_workers(mixture_unaries(h, lam, prior, q), i, j, w, L, prior.alpha,
                                             prior.beta, loc.phi.argmax(-1), loc.phi.shape[1], GIBBS_SWEEPS,
                                             GIBBS_BURN, reduce=sh.sum if distributed else None)
-        if clusters == "gibbs":
+        hard = lambda p: occupancy(torch.nn.functional.one_hot(p.argmax(-1), p.shape[1]).to(F64))[0]  # noqa: E731
+        if clusters == "gibbs" and hard(visits) >= hard(phi_vi):
             loc = loc._replace(phi=visits)
             return chain_mixture(loc, prior, q._replace(alpha=alpha, beta=beta)), loc, phi_vi
     return q._replace(alpha=alpha, beta=beta), loc, phi_vi

@@ -312,6 +312,7 @@ def test_overlapping_low_dimensional_groups_keep_every_cluster():
         post = cz.fit(cz.BayesSCDC(n_clusters=3), data, seed=0, n_init=1, pretrain=100, n_epochs=50,
                       progress_bar=False)
     pred = post.predict().to_numpy()
+    assert post.settings["clusters_from"] == "vi"  # the Gibbs chain, without links, put all in one cluster
     assert np.bincount(pred, minlength=3).min() >= 0.15 * len(y)
     assert hungarian_accuracy(y, pred) >= 0.6
 
@@ -345,7 +346,7 @@ def test_gibbs_clusters_follow_the_links_where_the_features_are_ambiguous():
               f"{(new == z).mean():.3f} of the items (best relabelling {C[r, c].sum() / z.size:.3f})")
         assert gibbs >= vi + 0.15
         assert (new == z).mean() >= 0.6 and (new == z).sum() == C[r, c].sum()
-        assert post.settings["clusters"] == "gibbs"
+        assert post.settings["clusters"] == "gibbs" and post.settings["clusters_from"] == "gibbs"
         torch.testing.assert_close(post.cluster_probs.sum(1), torch.ones(data.n_items, dtype=F64))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
