@@ -65,7 +65,7 @@ def _louis_workers(post):
     model, W = post.model, post.data.n_workers
     nets = model.networks(post.setup, state=post.net_state)
     with torch.no_grad():
-        q, _ = finish_workers(Conjugate(**post.conjugate), model.prior(W), nets, link_tensors(post.data),
+        q, *_ = finish_workers(Conjugate(**post.conjugate), model.prior(W), nets, link_tensors(post.data),
                               model.sweeps, W, "cpu", workers="louis")
     return q.alpha.numpy(), q.beta.numpy()
 

@@ -6,7 +6,9 @@ For SCDC (``method="svi"``) π, μ_k, Σ_k (diagonal), α_m, β_m are point esti
 probabilities are the amortised q(z_n | o_n). For BayesSCDC (``method="natgrad"``) they are the
 posterior means of q(π) q(μ, Σ) q(α) q(β), ``alpha_post``/``beta_post`` (W, 2) hold the Beta
 parameters of q(α_m), q(β_m), and the cluster probabilities are the local optimum q*(z_n) of the
-message passing (Eq. 14), which includes the annotations' messages.
+message passing (Eq. 14), which includes the annotations' messages, or (``clusters="gibbs"``, the
+default) each item's share of the end-of-fit Gibbs sampler's kept sweeps in each cluster, with the
+mixture refit to the sampler's clusters.
 """
 from __future__ import annotations
 
@@ -46,7 +48,9 @@ class SCDCPosterior(Posterior):
     ``x_mean`` (N, d), ``pi`` (K,), ``mu`` (K, d), ``cov`` (K, d, d), ``alpha``, ``beta`` (W,),
     ``alpha_post``, ``beta_post`` (W, 2) Beta parameters or None, ``net_state`` the networks'
     weights, ``conjugate`` BayesSCDC's q(π) q(μ, Σ) q(α) q(β) (the fields of
-    :class:`~crowdzoo.models.scdc.bayes.Conjugate`) or None. For BayesSCDC ``cov`` is the mode of
+    :class:`~crowdzoo.models.scdc.bayes.Conjugate`) or None, ``vi_cluster_probs`` (N, K) BayesSCDC's
+    variational fixed point q*(z_n) (Eq. 14), whether or not ``cluster_probs`` are the Gibbs
+    sampler's (the fit's ``clusters`` setting), or None. For BayesSCDC ``cov`` is the mode of
     q(Σ_k), S_k / (ν_k + d + 1) (its mean is undefined for clusters left at the prior's ν₀ < d + 1)."""
 
     cluster_probs: torch.Tensor
@@ -60,6 +64,7 @@ class SCDCPosterior(Posterior):
     alpha_post: torch.Tensor | None = None
     beta_post: torch.Tensor | None = None
     conjugate: dict | None = None
+    vi_cluster_probs: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ clusters
     def _index(self):
