@@ -490,10 +490,11 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
     emptied a cluster that the fixed point holds); the posterior's ``vi_cluster_probs`` holds the fixed
     point's either way. "gibbs" is not the default: it lost up to 1.8 points on single digits fits,
     and the chain visits the spare clusters that the fixed point switches off. Where the features are
-    ambiguous the links move the sampler's mixture off a fit that cuts across the groups: on scdc-crowd's overlapping set (six fits, one initialisation each) the chain's
-    clusters scored 0.826 against the fixed point's 0.774 (0.816 against 0.562 on the seed that cut
-    across the groups); on scikit-learn's digits, all annotated, 0.788 against 0.782 (five fits;
-    docs/scdc.md, ``benchmarks/scdc_gibbs_clusters.py``).
+    ambiguous the links move the sampler's mixture off a fit that cuts across the groups: on
+    scdc-crowd's overlapping set (six fits, one initialisation each, the former mixture step) the
+    chain's clusters scored 0.826 against the fixed point's 0.774 (0.816 against 0.562 on the seed
+    that cut across the groups); on scikit-learn's digits, all annotated, 0.788 against 0.782 (five
+    fits; docs/scdc.md, ``benchmarks/scdc_gibbs_clusters.py``).
 
     ``n_init`` initialisations (seeds :func:`~.starts.init_seeds`; each a whole fit, so the fit takes
     ``n_init`` times as long; the paper's runs take the best of 10) and the one with the best final
