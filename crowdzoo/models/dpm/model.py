@@ -84,7 +84,7 @@ from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_log_probs
 from ...gp.priors import check_priors
 from ..gppl.model import GPPL
-from .setup import DPMSetup, LengthscaleSpace, check_data, user_labels
+from .setup import DPMSetup, LengthscaleSpace, check_data, user_labels, with_item_residual
 
 #: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
 #: which the constructor also takes by name and the model reads back by name (``model.kernel``)
@@ -149,12 +149,13 @@ class DPMCommunities:
     item_gp: GPPL = field(default_factory=lambda: GPPL(item_residual=False))
     tie_prior: object = None
     tie_threshold: str = "crowd"
+    item_residual: bool = False
 
     def __init__(self, concentration: float = 1.0, concentration_prior=None, n_inducing=ITEM_GPS,
                  kernel=ITEM_GPS, lengthscale=ITEM_GPS, scaled_lengthscale=ITEM_GPS, shape_s0=ITEM_GPS,
                  rate_s0=ITEM_GPS, s_prior=ITEM_GPS, probit_scale: float = 1.0, jitter=ITEM_GPS,
                  truncation: int = 10, lengthscale_prior=ITEM_GPS, item_gp: GPPL | None = None,
-                 tie_prior=None, tie_threshold: str = "crowd"):
+                 tie_prior=None, tie_threshold: str = "crowd", item_residual: bool = False):
         given = dict(n_inducing=n_inducing, kernel=kernel, lengthscale=lengthscale,
                      scaled_lengthscale=scaled_lengthscale, shape_s0=shape_s0, rate_s0=rate_s0,
                      s_prior=s_prior, jitter=jitter, lengthscale_prior=lengthscale_prior)
@@ -169,6 +170,7 @@ class DPMCommunities:
         self.concentration, self.concentration_prior = concentration, concentration_prior
         self.probit_scale, self.truncation, self.item_gp = probit_scale, truncation, item_gp
         self.tie_prior, self.tie_threshold = tie_prior, tie_threshold
+        self.item_residual = item_residual
         self.__post_init__()
 
     n_inducing = _item_gp_setting("n_inducing")
@@ -187,6 +189,9 @@ class DPMCommunities:
                             "its own; pass a GPPL with item_residual=False and no tie_prior (the tie "
                             "threshold's prior is DPMCommunities(tie_prior=...))", arg="item_gp")
         check_priors(self, positive_priors={"tie_prior": "tie thresholds"})
+        if not isinstance(self.item_residual, bool):
+            raise DataError(f"item_residual: expected True or False, got {self.item_residual!r}",
+                            arg="item_residual")
         if self.tie_threshold not in ("crowd", "per_user"):
             raise DataError(f"tie_threshold: expected 'crowd' or 'per_user', got {self.tie_threshold!r}",
                             arg="tie_threshold")
@@ -206,6 +211,13 @@ class DPMCommunities:
         """The prior of the tie threshold τ (``tie_prior`` or the default)."""
         return default_tie_prior() if self.tie_prior is None else self.tie_prior
 
+    @property
+    def residual_variance(self) -> float:
+        """σ_r² of each community's item residual: 1/E[s_r] under GPPL's residual prior
+        Gamma(α_r, β_r) of ``item_gp`` (``shape_r0``, ``rate_r0``; ¼ by default), s_r fixed at its prior
+        mean as s is."""
+        return float(self.item_gp.rate_r0) / float(self.item_gp.shape_r0)
+
     def setup(self, data, seed: int = 0) -> DPMSetup:
         """The item GP (GPPL's), s fixed at its prior mean, α, the EP direction of every label, and τ's
         prior for data with ties (else None)."""
@@ -213,6 +225,8 @@ class DPMCommunities:
         s = float(gp.s_prior.mean)
         if not s > 0 or s == float("inf"):
             raise DataError(f"s_prior: the Gibbs route fixes s at the prior mean, which is {s}")
+        if self.item_residual:
+            gp = with_item_residual(gp, s * self.residual_variance)
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
         alpha = float(self.probit_scale)
@@ -257,6 +271,10 @@ class DPMCommunities:
         from ...gp.learn import ARDGP, lengthscale_prior_of
 
         what = "lengthscale_prior" if prior else "learn_kernel"
+        if self.item_residual:
+            raise DataError(f"{what}: the length-scales are fixed with the item residual (its kernel "
+                            "K/s + σ_r² I is built once); pass item_residual=False to infer them",
+                            arg="item_residual")
 
         if getattr(setup.gp.kernel, "name", None) == "identity":  # items without features
             raise DataError(f"{what}: the items have no features, so there are no length-scales to "
