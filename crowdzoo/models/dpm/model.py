@@ -61,6 +61,18 @@ predictions of a training user use that user's τ_u, those of a new user (and ``
 of the users' τ_u per draw. The Gibbs route takes one Metropolis step on each log τ_u per sweep,
 against the EP evidence of u's community.
 
+Item residual (``item_residual=True``; every route): each community's utility is a GP over the
+features plus an item effect of its own, f^c ~ GP(0, K_x / s + σ_r² I) — r^c_i ~ N(0, σ_r²) independent
+across items and communities — so that a community can hold the utilities of items that the features do
+not explain (on the calibration battery's many-per-item crowd, item effects of sd 1 that no feature
+carries). σ_r² = 1/E[s_r] under GPPL's residual prior Gamma(α_r, β_r) (``item_gp.shape_r0``,
+``rate_r0``: ¼ by default), fixed as s is. The algebra is exact where every item is inducing: K_mm
+gains σ_r² s on its diagonal and every route's whitened directions, EP and posterior follow from its
+Cholesky factor; a new item has the cross-covariance k(x, X)/s of the features alone and its own
+variance k(x, x)/s + σ_r² (:class:`~crowdzoo.models.dpm.setup.ResidualKernel`). A sparse item side is
+refused (its conditional would need the residual of items outside the inducing set), as are inferred
+length-scales (the kernel with the residual is built once).
+
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
 (site "lengthscale"), shared by every community's GP, and builds K_mm, L_mm and G from them inside the
@@ -140,6 +152,10 @@ class DPMCommunities:
         ``tie_prior`` independently (users who call more pairs even get a larger τ_u; a user with few
         labels keeps near the prior's). Predictions of a new user (and ``users=None``)
         then use the median of the users' τ_u.
+    item_residual : False (default) or True: each community's utility gets an item residual,
+        f^c ~ GP(0, K_x / s + σ_r² I) — an effect of each item of its own, which the features need not
+        explain (module docstring, "Item residual"). Needs an exact item side (every item inducing);
+        the length-scales stay fixed (no ``lengthscale_prior``, no ``learn_kernel``).
     """
 
     concentration: float = 1.0

@@ -56,11 +56,14 @@ def test_setup_adds_the_residual_variance_to_the_exact_item_kernel():
     torch.testing.assert_close(c / st.s, want)
 
 
-def test_residual_separates_twins_the_features_cannot():
+def test_residual_separates_twins_the_features_cannot(tmp_path):
     data, f = _twins()
     ids = data.item_ids
     better, worse = ids[1::2], ids[0::2]
-    p_res = _fit(data, True).predict_proba(better, worse)
+    post = _fit(data, True)
+    p_res = post.predict_proba(better, worse)
+    post.save(tmp_path / "dpm.pt")
+    np.testing.assert_array_equal(cz.load(tmp_path / "dpm.pt").predict_proba(better, worse), p_res)
     p_plain = _fit(data, False).predict_proba(better, worse)
     print("P(2k+1 ≻ 2k): residual", np.round(p_res, 3), "no residual", np.round(p_plain, 3))
     assert np.all(np.abs(p_plain - 0.5) < 0.05)  # one utility per feature vector
@@ -76,3 +79,22 @@ def test_residual_is_refused_on_a_sparse_item_side_and_with_learned_lengthscales
     model = cz.DPMCommunities(kernel="se", item_residual=True)
     with pytest.raises(DataError, match="item_residual"):
         model.program(model.setup(data), data, learn_kernel=True)
+
+
+def test_gibbs_and_nuts_fit_one_community_with_the_residual_alike():
+    """One community of every user (λ tiny for Gibbs, T = 1 for NUTS) on the twins: the Gibbs route's
+    EP posterior mean of the items' utilities against NUTS on the same kernel K/s + σ_r² I."""
+    data, _ = _twins(n_twins=4, n_users=3, per_user=20)
+    kw = dict(kernel="se", lengthscale=[0.5, 0.5], item_residual=True)
+    g = cz.fit(cz.DPMCommunities(concentration=1e-8, **kw), data, method="gibbs", n_sweeps=2, burn_in=1,
+               n_chains=1, progress_bar=False, check_confidence=False)
+    assert g.counts.tolist() == [[3]]
+    A, _ = g.setup.gp.item_terms()
+    ep = g.means[0, 0] @ A.T
+    nuts = cz.fit(cz.DPMCommunities(truncation=1, **kw), data, method="nuts", num_samples=600,
+                  warmup_steps=300, num_chains=1, seed=0)
+    f = nuts.means[:, 0] @ A.T
+    gap = float(((ep - f.mean(0)).abs() / f.std(0)).max())
+    twin_gap = float((f[:, 1::2] - f[:, 0::2]).mean())
+    print(f"largest |EP − NUTS| / NUTS sd {gap:.3f}; NUTS's mean f_2k+1 − f_2k {twin_gap:.2f}")
+    assert gap < 0.2 and twin_gap > 0.5
