@@ -9,7 +9,8 @@ should not hurt.
 
 Each fit's scores are kept in ``--cache`` (a CSV, one row per crowd, seed and model), which later runs
 reuse instead of refitting, so the slow many-per-item fits (minutes each on two shared cores) can be run
-in pieces (``--variants``); the table is drawn from the cache.
+in pieces (``--variants``); the table is drawn from the cache (``--render-only``: without fitting what it
+lacks, each crowd at the seeds where every model was scored).
 """
 from __future__ import annotations
 
@@ -49,30 +50,33 @@ def render(df: pd.DataFrame, seeds, crowds) -> str:
              "(σ_r² = ¼ on each community's exact item kernel). Held-out log loss and accuracy, mean over "
              "seeds; differences paired by seed (mean ± standard error; negative log loss and positive "
              "accuracy differences favour the first).", "",
-             "| crowd | model | log loss | accuracy | log loss − BT | accuracy − BT "
+             "| crowd | seeds | model | log loss | accuracy | log loss − BT | accuracy − BT "
              "| seeds better than BT (log loss) | seconds |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
 
     def pm(x):
         return f"{x.mean():+.4f} ± {x.std(ddof=1) / np.sqrt(x.notna().sum()):.4f}"
 
     for crowd in crowds:
         d = df[(df["crowd"] == crowd) & df["seed"].isin(seeds)]
-        ll = d.pivot(index="seed", columns="model", values="log loss")
-        acc = d.pivot(index="seed", columns="model", values="accuracy")
-        sec = d.pivot(index="seed", columns="model", values="seconds")
+        ll = d.pivot(index="seed", columns="model", values="log loss").dropna()
+        acc = d.pivot(index="seed", columns="model", values="accuracy").dropna()
+        sec = d.pivot(index="seed", columns="model", values="seconds").dropna()
+        if ll.empty:
+            continue
+        at = ", ".join(map(str, ll.index))
         for m in [*VARIANTS, "bradley-terry"]:
             if m not in ll:
                 continue
             bt = m == "bradley-terry"
             d_ll, d_acc = ll[m] - ll["bradley-terry"], acc[m] - acc["bradley-terry"]
-            lines.append(f"| {crowd} | {m} | {ll[m].mean():.4f} | {acc[m].mean():.4f} | "
+            lines.append(f"| {crowd} | {at} | {m} | {ll[m].mean():.4f} | {acc[m].mean():.4f} | "
                          + ("–" if bt else pm(d_ll)) + " | " + ("–" if bt else pm(d_acc)) + " | "
                          + ("–" if bt else f"{int((d_ll < 0).sum())} of {d_ll.notna().sum()}")
                          + f" | {sec[m].mean():.0f} |")
         if "dpm" in ll and "dpm + residual" in ll:
             diff = ll["dpm + residual"] - ll["dpm"]
-            lines.append(f"| {crowd} | residual − none | | | {pm(diff)} | "
+            lines.append(f"| {crowd} | {at} | residual − none | | | {pm(diff)} | "
                          f"{pm(acc['dpm + residual'] - acc['dpm'])} | {int((diff < 0).sum())} of "
                          f"{diff.notna().sum()} | |")
     return "\n".join(lines) + "\n"
@@ -85,10 +89,13 @@ def main(argv=None):
     ap.add_argument("--variants", default=",".join([*VARIANTS, "bradley-terry"]))
     ap.add_argument("--cache", default="benchmarks/results/dpm_residual.csv")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--render-only", action="store_true",
+                    help="draw the table from the cache without fitting what it lacks (a crowd's table "
+                         "then holds the seeds at which every model was scored)")
     args = ap.parse_args(argv)
     crowds = args.crowds.split(",")
     cache = pd.read_csv(args.cache) if os.path.exists(args.cache) else pd.DataFrame(columns=KEYS)
-    for crowd in crowds:
+    for crowd in [] if args.render_only else crowds:
         for seed in args.seeds:
             for name in args.variants.split(","):
                 done = (cache["crowd"] == crowd) & (cache["seed"] == seed) & (cache["model"] == name)
