@@ -49,7 +49,8 @@ def render(df: pd.DataFrame, seeds, crowds) -> str:
              "Calibration-battery crowds; the DPM's default (Gibbs) without and with the item residual "
              "(σ_r² = ¼ on each community's exact item kernel). Held-out log loss and accuracy, mean over "
              "seeds; differences paired by seed (mean ± standard error; negative log loss and positive "
-             "accuracy differences favour the first).", "",
+             "accuracy differences favour the first; the *residual − none* rows hold the residual's paired "
+             "difference from the default in the two difference columns).", "",
              "| crowd | seeds | model | log loss | accuracy | log loss − BT | accuracy − BT "
              "| seeds better than BT (log loss) | seconds |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|"]
