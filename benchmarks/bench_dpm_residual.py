@@ -63,7 +63,7 @@ def render(df: pd.DataFrame, seeds, crowds) -> str:
         ll = d.pivot(index="seed", columns="model", values="log loss").dropna()
         acc = d.pivot(index="seed", columns="model", values="accuracy").dropna()
         sec = d.pivot(index="seed", columns="model", values="seconds").dropna()
-        if ll.empty:
+        if ll.empty or "bradley-terry" not in ll:
             continue
         at = ", ".join(map(str, ll.index))
         for m in [*VARIANTS, "bradley-terry"]:
