@@ -61,6 +61,18 @@ predictions of a training user use that user's τ_u, those of a new user (and ``
 of the users' τ_u per draw. The Gibbs route takes one Metropolis step on each log τ_u per sweep,
 against the EP evidence of u's community.
 
+Item residual (``item_residual=True``; every route): each community's utility is a GP over the
+features plus an item effect of its own, f^c ~ GP(0, K_x / s + σ_r² I) — r^c_i ~ N(0, σ_r²) independent
+across items and communities — so that a community can hold the utilities of items that the features do
+not explain (on the calibration battery's many-per-item crowd, item effects of sd 1 that no feature
+carries). σ_r² = 1/E[s_r] under GPPL's residual prior Gamma(α_r, β_r) (``item_gp.shape_r0``,
+``rate_r0``: ¼ by default), fixed as s is. The algebra is exact where every item is inducing: K_mm
+gains σ_r² s on its diagonal and every route's whitened directions, EP and posterior follow from its
+Cholesky factor; a new item has the cross-covariance k(x, X)/s of the features alone and its own
+variance k(x, x)/s + σ_r² (:class:`~crowdzoo.models.dpm.setup.ResidualKernel`). A sparse item side is
+refused (its conditional would need the residual of items outside the inducing set), as are inferred
+length-scales (the kernel with the residual is built once).
+
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
 (site "lengthscale"), shared by every community's GP, and builds K_mm, L_mm and G from them inside the
@@ -84,7 +96,7 @@ from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_log_probs
 from ...gp.priors import check_priors
 from ..gppl.model import GPPL
-from .setup import DPMSetup, LengthscaleSpace, check_data, user_labels
+from .setup import DPMSetup, LengthscaleSpace, check_data, user_labels, with_item_residual
 
 #: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
 #: which the constructor also takes by name and the model reads back by name (``model.kernel``)
@@ -140,6 +152,10 @@ class DPMCommunities:
         ``tie_prior`` independently (users who call more pairs even get a larger τ_u; a user with few
         labels keeps near the prior's). Predictions of a new user (and ``users=None``)
         then use the median of the users' τ_u.
+    item_residual : False (default) or True: each community's utility gets an item residual,
+        f^c ~ GP(0, K_x / s + σ_r² I) — an effect of each item of its own, which the features need not
+        explain (module docstring, "Item residual"). Needs an exact item side (every item inducing);
+        the length-scales stay fixed (no ``lengthscale_prior``, no ``learn_kernel``).
     """
 
     concentration: float = 1.0
@@ -149,12 +165,13 @@ class DPMCommunities:
     item_gp: GPPL = field(default_factory=lambda: GPPL(item_residual=False))
     tie_prior: object = None
     tie_threshold: str = "crowd"
+    item_residual: bool = False
 
     def __init__(self, concentration: float = 1.0, concentration_prior=None, n_inducing=ITEM_GPS,
                  kernel=ITEM_GPS, lengthscale=ITEM_GPS, scaled_lengthscale=ITEM_GPS, shape_s0=ITEM_GPS,
                  rate_s0=ITEM_GPS, s_prior=ITEM_GPS, probit_scale: float = 1.0, jitter=ITEM_GPS,
                  truncation: int = 10, lengthscale_prior=ITEM_GPS, item_gp: GPPL | None = None,
-                 tie_prior=None, tie_threshold: str = "crowd"):
+                 tie_prior=None, tie_threshold: str = "crowd", item_residual: bool = False):
         given = dict(n_inducing=n_inducing, kernel=kernel, lengthscale=lengthscale,
                      scaled_lengthscale=scaled_lengthscale, shape_s0=shape_s0, rate_s0=rate_s0,
                      s_prior=s_prior, jitter=jitter, lengthscale_prior=lengthscale_prior)
@@ -169,6 +186,7 @@ class DPMCommunities:
         self.concentration, self.concentration_prior = concentration, concentration_prior
         self.probit_scale, self.truncation, self.item_gp = probit_scale, truncation, item_gp
         self.tie_prior, self.tie_threshold = tie_prior, tie_threshold
+        self.item_residual = item_residual
         self.__post_init__()
 
     n_inducing = _item_gp_setting("n_inducing")
@@ -187,6 +205,9 @@ class DPMCommunities:
                             "its own; pass a GPPL with item_residual=False and no tie_prior (the tie "
                             "threshold's prior is DPMCommunities(tie_prior=...))", arg="item_gp")
         check_priors(self, positive_priors={"tie_prior": "tie thresholds"})
+        if not isinstance(self.item_residual, bool):
+            raise DataError(f"item_residual: expected True or False, got {self.item_residual!r}",
+                            arg="item_residual")
         if self.tie_threshold not in ("crowd", "per_user"):
             raise DataError(f"tie_threshold: expected 'crowd' or 'per_user', got {self.tie_threshold!r}",
                             arg="tie_threshold")
@@ -206,6 +227,13 @@ class DPMCommunities:
         """The prior of the tie threshold τ (``tie_prior`` or the default)."""
         return default_tie_prior() if self.tie_prior is None else self.tie_prior
 
+    @property
+    def residual_variance(self) -> float:
+        """σ_r² of each community's item residual: 1/E[s_r] under GPPL's residual prior
+        Gamma(α_r, β_r) of ``item_gp`` (``shape_r0``, ``rate_r0``; ¼ by default), s_r fixed at its prior
+        mean as s is."""
+        return float(self.item_gp.rate_r0) / float(self.item_gp.shape_r0)
+
     def setup(self, data, seed: int = 0) -> DPMSetup:
         """The item GP (GPPL's), s fixed at its prior mean, α, the EP direction of every label, and τ's
         prior for data with ties (else None)."""
@@ -213,6 +241,8 @@ class DPMCommunities:
         s = float(gp.s_prior.mean)
         if not s > 0 or s == float("inf"):
             raise DataError(f"s_prior: the Gibbs route fixes s at the prior mean, which is {s}")
+        if self.item_residual:
+            gp = with_item_residual(gp, s * self.residual_variance)
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
         alpha = float(self.probit_scale)
@@ -257,6 +287,10 @@ class DPMCommunities:
         from ...gp.learn import ARDGP, lengthscale_prior_of
 
         what = "lengthscale_prior" if prior else "learn_kernel"
+        if self.item_residual:
+            raise DataError(f"{what}: the length-scales are fixed with the item residual (its kernel "
+                            "K/s + σ_r² I is built once); pass item_residual=False to infer them",
+                            arg="item_residual")
 
         if getattr(setup.gp.kernel, "name", None) == "identity":  # items without features
             raise DataError(f"{what}: the items have no features, so there are no length-scales to "

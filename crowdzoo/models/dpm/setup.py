@@ -4,13 +4,15 @@ function of its length-scales for the svi and nuts program (:class:`LengthscaleS
 of the story (:func:`check_data`) and each user's labels as a padded table (:func:`user_labels`)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ...errors import DataError, _show
-from ...gp.linalg import DTYPE
+from ...gp.kernels import KernelBase
+from ...gp.linalg import DTYPE, cholesky
 from ..gppl.model import GPPLSetup
 
 
@@ -27,6 +29,47 @@ def check_data(model, data):
     if empty.size:
         raise DataError(f"users: user id {_show(data.user_ids[empty[0]])} has no labels ({empty.size} such "
                         "user(s)); drop them (predict_proba treats unseen users by the CRP prior predictive)")
+
+
+@dataclass(frozen=True)
+class ResidualKernel(KernelBase):
+    """k(x, x') + v·[same item]: the item kernel with each item's own variance v added (an item
+    residual r_i ~ N(0, v) independent across items). Distinct items share no residual, so the cross
+    kernel ``k(X1, X2)`` and ``pairs`` (pairs of distinct items) are the base kernel's; only ``diag``
+    (an item with itself) adds v. The training items' K_mm carries v on its diagonal
+    (:func:`with_item_residual`)."""
+
+    base: object
+    variance: float
+
+    @property
+    def lengthscale(self):
+        return self.base.lengthscale
+
+    def __call__(self, x1, x2):
+        return self.base(x1, x2)
+
+    def pairs(self, xa, xb):
+        return self.base.pairs(xa, xb)
+
+    def diag(self, x):
+        return self.base.diag(x) + self.variance
+
+
+def with_item_residual(gp: GPPLSetup, variance: float) -> GPPLSetup:
+    """The exact item GP with an item residual of variance ``variance`` (in the kernel's units, × s):
+    K_mm + v I over the training items (every item inducing), its Cholesky factor, B = L_mm⁻¹ K_mm, and
+    a :class:`ResidualKernel` for new items (cross-covariance k, own variance k(x, x) + v). A sparse
+    side is refused: its conditional would need the residual outside the inducing items."""
+    if not gp.exact:
+        raise DataError(f"item_residual: the DPM's item residual needs every item inducing (an exact item "
+                        f"GP); this one has {gp.M} inducing items for {gp.X.shape[0]} items — pass "
+                        "n_inducing=None, or item_residual=False", arg="item_residual")
+    K_mm = gp.K_mm + variance * torch.eye(gp.M, dtype=gp.K_mm.dtype)
+    L_mm = cholesky(K_mm, jitter=gp.jitter, what="K_mm + v I (item kernel with the residual)")
+    B = torch.linalg.solve_triangular(L_mm, K_mm, upper=False)
+    return dataclasses.replace(gp, kernel=ResidualKernel(gp.kernel, float(variance)), K_mm=K_mm,
+                               L_mm=L_mm, B=B)
 
 
 def user_labels(users, n_users: int):
@@ -90,4 +133,5 @@ class DPMSetup:
         return self.gp.K_mm / self.s
 
 
-__all__ = ["LengthscaleSpace", "DPMSetup", "check_data", "user_labels"]
+__all__ = ["LengthscaleSpace", "DPMSetup", "ResidualKernel", "check_data", "user_labels",
+           "with_item_residual"]

@@ -1,0 +1,100 @@
+"""The DPM's item residual: each community's item kernel K/s + σ_r² I, so that items whose features are
+identical (which the kernel alone must give one utility) can still differ, and a new item keeps its own
+residual variance σ_r² in the predictive."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import crowdzoo as cz
+from crowdzoo.errors import DataError
+
+
+def _twins(seed=0, n_twins=6, n_users=4, per_user=60):
+    """Items 2k and 2k+1 lie 0.02 apart in the features (ℓ = 0.5: a kernel correlation of 0.9996, so the
+    kernel alone gives them all but one utility); 2k+1 is the better one by 1.5 probit units, and items
+    of different twins differ smoothly in the features."""
+    rng = np.random.default_rng(seed)
+    X = np.repeat(rng.uniform(-1, 1, size=(n_twins, 2)), 2, axis=0)
+    X[1::2, 0] += 0.02
+    f = np.sin(2 * X[:, 0]) + np.tile([-0.75, 0.75], n_twins)
+    n = n_users * per_user
+    a = rng.integers(0, 2 * n_twins, n)
+    b = np.where(rng.random(n) < 0.5, a ^ 1, rng.integers(0, 2 * n_twins, n))  # half the labels within a twin
+    keep = a != b
+    a, b = a[keep], b[keep]
+    y = (rng.standard_normal(a.size) < f[a] - f[b]).astype(float)  # probit labels, P(a ≻ b) = Φ(f_a − f_b)
+    data = cz.PairwiseData.from_arrays(a, b, y, X, users=np.arange(a.size) % n_users)
+    return data, f
+
+
+def _fit(data, item_residual):
+    model = cz.DPMCommunities(concentration=1e-8, kernel="se", lengthscale=[0.5, 0.5],
+                              item_residual=item_residual)
+    return cz.fit(model, data, method="gibbs", n_sweeps=3, burn_in=1, n_chains=1, seed=0,
+                  progress_bar=False, check_confidence=False)
+
+
+def test_setup_adds_the_residual_variance_to_the_exact_item_kernel():
+    data, _ = _twins()
+    plain = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5]).setup(data)
+    model = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5], item_residual=True)
+    st = model.setup(data)
+    assert model.residual_variance == 0.25  # 1 / E[s_r] under GPPL's Gamma(2, 0.5)
+    torch.testing.assert_close(st.K, plain.K + 0.25 * torch.eye(plain.M, dtype=plain.K.dtype))
+    # training items: B = L⁻¹ K_mm reproduces K_mm (= Bᵀ B), so f = A f_m is the identity at them
+    torch.testing.assert_close(st.gp.B.T @ st.gp.B, st.gp.K_mm)
+    # a new item: cross-covariance k(x, X)/s without a residual (distinct items), own variance
+    # k(x, x)/s + σ_r², so its conditional variance is k/s + σ_r² − k_xmᵀ (K/s + σ_r² I)⁻¹ k_xm
+    Xn = torch.tensor([[0.1, -0.2], [0.7, 0.3]], dtype=st.K.dtype)
+    _, c = st.gp.item_terms(Xn)
+    k_xm = plain.gp.kernel(Xn, plain.gp.X) / plain.s
+    k_xx = plain.gp.kernel.diag(Xn) / plain.s
+    want = k_xx + 0.25 - (k_xm @ torch.linalg.solve(plain.K + 0.25 * torch.eye(plain.M, dtype=st.K.dtype),
+                                                      k_xm.T)).diagonal()
+    torch.testing.assert_close(c / st.s, want)
+
+
+def test_residual_separates_twins_the_features_cannot(tmp_path):
+    data, f = _twins()
+    ids = data.item_ids
+    better, worse = ids[1::2], ids[0::2]
+    post = _fit(data, True)
+    p_res = post.predict_proba(better, worse)
+    post.save(tmp_path / "dpm.pt")
+    np.testing.assert_array_equal(cz.load(tmp_path / "dpm.pt").predict_proba(better, worse), p_res)
+    p_plain = _fit(data, False).predict_proba(better, worse)
+    print("P(2k+1 ≻ 2k): residual", np.round(p_res, 3), "no residual", np.round(p_plain, 3))
+    assert np.all(np.abs(p_plain - 0.5) < 0.05)  # one utility per feature vector
+    assert np.all(p_res > 0.8)  # the true probability is Φ(1.5) ≈ 0.93
+
+
+def test_residual_is_refused_on_a_sparse_item_side_and_with_learned_lengthscales():
+    data, _ = _twins()
+    with pytest.raises(DataError, match="item_residual"):
+        cz.DPMCommunities(n_inducing=4, item_residual=True).setup(data)
+    with pytest.raises(DataError, match="item_residual"):
+        cz.DPMCommunities(item_residual="yes")
+    model = cz.DPMCommunities(kernel="se", item_residual=True)
+    with pytest.raises(DataError, match="item_residual"):
+        model.program(model.setup(data), data, learn_kernel=True)
+
+
+def test_gibbs_and_nuts_fit_one_community_with_the_residual_alike():
+    """One community of every user (λ tiny for Gibbs, T = 1 for NUTS) on the twins: the Gibbs route's
+    EP posterior mean of the items' utilities against NUTS on the same kernel K/s + σ_r² I."""
+    data, _ = _twins(n_twins=4, n_users=3, per_user=20)
+    kw = dict(kernel="se", lengthscale=[0.5, 0.5], item_residual=True)
+    g = cz.fit(cz.DPMCommunities(concentration=1e-8, **kw), data, method="gibbs", n_sweeps=2, burn_in=1,
+               n_chains=1, progress_bar=False, check_confidence=False)
+    assert g.counts.tolist() == [[3]]
+    A, _ = g.setup.gp.item_terms()
+    ep = g.means[0, 0] @ A.T
+    nuts = cz.fit(cz.DPMCommunities(truncation=1, **kw), data, method="nuts", num_samples=600,
+                  warmup_steps=300, num_chains=1, seed=0)
+    f = nuts.means[:, 0] @ A.T
+    gap = float(((ep - f.mean(0)).abs() / f.std(0)).max())
+    twin_gap = float((f[:, 1::2] - f[:, 0::2]).mean())
+    print(f"largest |EP − NUTS| / NUTS sd {gap:.3f}; NUTS's mean f_2k+1 − f_2k {twin_gap:.2f}")
+    assert gap < 0.2 and twin_gap > 0.5
