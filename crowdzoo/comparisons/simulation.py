@@ -39,7 +39,7 @@ def _methods(C=20, M=25):
     prior = dict(shape_s0=1.0, rate_s0=100.0)
     crowd = cz.CrowdGPPL(n_components=C, n_inducing=M, shape_t0=1, rate_t0=100, shape_v0=1, rate_v0=100,
                          shape_w0=1, rate_w0=100, item_residual=False)
-    return {"crowdGPPL": (crowd, {"likelihood": "linearised"}),  # the paper's, whatever the default picks
+    return {"crowdGPPL": (crowd, {"likelihood": "linearised", "learn_kernel": False}),  # the paper's
             "GPPL": (cz.GPPL(n_inducing=M, item_residual=False, **prior), {"likelihood": "exact",
                                                                            "learn_kernel": False}),
             "GPPL-per-user": (cz.GPPLPerUser(n_inducing=M, **prior), {})}

@@ -58,13 +58,13 @@ def methods(personal: bool, quick: bool):
 
     st = _settings(quick)
     ng = dict(batch_size=200, delay=10.0, forgetting_rate=0.9, max_iter=st["max_iter"],
-              likelihood="linearised")  # the paper's
+              likelihood="linearised", learn_kernel=False)  # the paper's (its scaled median heuristic)
     crowd = dict(n_components=st["C"], n_inducing=st["M"], user_features=False, scaled_lengthscale=True,
                  item_residual=False,
                  shape_t0=2, rate_t0=200, shape_v0=2, rate_v0=200, shape_w0=1, rate_w0=10)
     out = {"GPPL": (cz.GPPL(n_inducing=st["M"], shape_s0=2.0, rate_s0=200.0, scaled_lengthscale=True,
                             item_residual=False),
-                    "natgrad", {**ng, "learn_kernel": False}),  # the paper's kernel, as crowdGPPL's
+                    "natgrad", ng),
            "crowdGPPL": (cz.CrowdGPPL(**crowd), "natgrad", ng)}
     if personal:
         out["crowdGPPL\\t"] = (cz.CrowdGPPL(**{**crowd, "consensus": False}), "natgrad", ng)
