@@ -26,7 +26,7 @@ PKG = Path(cz.__file__).parent
 
 #: quick settings of the generic engines (a model's example gives those of its own routes)
 QUICK = {zoo.SVI: dict(num_steps=15, n_draws=12), zoo.MAP: dict(max_iter=50),
-         zoo.NUTS: dict(num_samples=8, warmup_steps=8, num_chains=1, jit_compile=False)}
+         zoo.NUTS: dict(num_samples=8, warmup_steps=8, num_chains=1, jit_compile=False, max_tree_depth=5)}
 ROUTES = [(e.name, m) for e in zoo.ZOO for m in e.routes]
 CHOICE_ROUTES = [(e.name, m) for e in zoo.ZOO for m in e.choices]
 
