@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import machine, replace_section  # noqa: E402
 
 HEAD = "<!-- bench_dpm_residual.py: this section is rewritten by it -->"
-VARIANTS = {"dpm": {}, "dpm + residual": {"item_residual": True}}
+VARIANTS = {"dpm": {"item_residual": False}, "dpm + residual": {"item_residual": True}}
 KEYS = ["crowd", "seed", "model"]
 
 
@@ -37,7 +37,7 @@ def score(crowd: str, seed: int, name: str) -> pd.DataFrame:
     if name == "bradley-terry":
         spec = ("bradley-terry", None, {})
     else:
-        spec = ("dpm", cz.DPMCommunities(**VARIANTS[name]) if VARIANTS[name] else None, {})
+        spec = ("dpm", cz.DPMCommunities(**VARIANTS[name]), {})
     return score_models({name: spec}, [crowd], seed)
 
 

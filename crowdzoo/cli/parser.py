@@ -73,8 +73,9 @@ def make_parser() -> argparse.ArgumentParser:
                      help="crowdgppl: M_u inducing users, 'all' (every user) or 'auto' (default: the "
                           "model's)")
     fit.add_argument("--item-residual", type=_residual, default=None, metavar="auto|on|off",
-                     help="gppl, crowdgppl: an item-level residual beside the GP, each item's own utility "
-                          "(default: the model's, 'auto': where the GP is sparse)")
+                     help="gppl, crowdgppl, dpm: an item-level residual beside the GP, each item's own "
+                          "utility (default: the model's; 'auto': gppl and crowdgppl where the GP is sparse, "
+                          "dpm where every item is inducing over item features)")
     _csv_options(fit)
     add_fit_options(fit)
     _fit_options(fit)

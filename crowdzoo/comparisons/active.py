@@ -118,8 +118,9 @@ def problems(seed: int, quick: bool = False) -> list[Problem]:
                                      lengthscale=0.3, kernel="se", deviation=1.0, seed=seed)
         Fd = tr["f"][tr["communities"]].T  # (N, U) each user's community utility
         prob = (lambda F: lambda a, b, u: ndtr(torch.as_tensor(F[a, u] - F[b, u])).numpy())(Fd)
-        out.append(Problem("DPM", cz.DPMCommunities(), {"n_sweeps": 60, "burn_in": 30, "n_chains": 1,
-                                                         "progress_bar": False},
+        # the paper's model: the simulated communities have no item effects beside their GPs
+        out.append(Problem("DPM", cz.DPMCommunities(item_residual=False),
+                           {"n_sweeps": 60, "burn_in": 30, "n_chains": 1, "progress_bar": False},
                            pairwise(np.asarray(d.item_features), d.item_ids, d.user_ids), oracle(prob), prob,
                            30, 12, 36, rounds, 15, Fd))
     # SCDC

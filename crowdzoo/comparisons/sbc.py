@@ -228,7 +228,7 @@ _COLLAB_GROUPS = dict.fromkeys(["g[user 0, pair 0]", "g[user 1, pair 0]", "g[use
 def _dpm_model(problem: Problem):
     from ..models.dpm.model import DPMCommunities
 
-    return DPMCommunities(n_inducing=None)
+    return DPMCommunities(n_inducing=None, item_residual=False)  # the paper's model
 
 
 def _dpm_simulate(model, data, seed: int):

@@ -5,9 +5,10 @@ Protocols (``--data-dir`` holds Kamishima's files; see :mod:`crowdzoo.data.sushi
 * ``sushi-a-small``: Set A (10 items), 100 random users, 5 training + 25 test pairs each;
 * ``sushi-a``: Set A, 100 random users, 20 + 25 pairs each;
 * ``sushi-b``: Set B (100 items), all users, 10 + 1 pairs each;
-* ``dpm-sushi-a``: the ``sushi-a`` protocol with a DPM communities row (``DPMCommunities()``
-  defaults, Gibbs, 300 sweeps with 100 burn-in × 2 chains; quick 100 / 50) beside crowdGPPL (both
-  natgrads), GPPL, GPPL-per-user and collabGP; the DPM is not in the paper, so its row has no paper value.
+* ``dpm-sushi-a``: the ``sushi-a`` protocol with a DPM communities row (the paper's
+  model, ``DPMCommunities(item_residual=False)``, otherwise defaults, Gibbs, 300 sweeps with 100
+  burn-in × 2 chains; quick 100 / 50) beside crowdGPPL (both natgrads), GPPL, GPPL-per-user and
+  collabGP; the DPM is not in the paper, so its row has no paper value.
 
 Methods as in Table 2: crowdGPPL (C = 20, the paper's linearised natgrad, and our exact-likelihood
 natgrad as an extra row) and its variants ``\\inducing``, ``\\u``, ``\\u\\x``, ``\\u\\t``, GPPL
@@ -68,7 +69,7 @@ def methods(batch_size: int, n_inducing: int = 25, quick: bool = False):
         "GPPL-per-user": (cz.GPPLPerUser(**gppl), {"max_iter": ng["max_iter"]}),
         "collabGP": (collab, {"method": "ep"}),
         "collabGP\\u": (collab.variant("\\u"), {"method": "ep"}),
-        "DPM (gibbs)": (cz.DPMCommunities(),  # dpm-sushi-a only
+        "DPM (gibbs)": (cz.DPMCommunities(item_residual=False),  # dpm-sushi-a only; the paper's model
                         {"method": "gibbs", "n_chains": 2, "n_sweeps": 100 if quick else 300,
                          "burn_in": 50 if quick else 100}),
     }

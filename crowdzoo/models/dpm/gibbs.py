@@ -477,7 +477,7 @@ def _posterior(model, setup, data, kept, n_chains, L, trace, settings):
         lam[i] = la
         for c, (m, Sigma, n) in enumerate(fits):
             m_w[i, c], S_w[i, c], counts[i, c] = m, Sigma, n
-    return DPMPosterior(model=model, setup=setup, data=data, method="gibbs",
+    return DPMPosterior(model=model.resolved(setup), setup=setup, data=data, method="gibbs",
                         weights=torch.full((S,), 1.0 / S, dtype=DTYPE), n_chains=n_chains, trace=trace,
                         settings=settings, z=z, means=m_w @ L.T, covs=L @ S_w @ L.T, counts=counts,
                         concentration=lam, tau=torch.tensor(np.stack([k[3] for k in kept]), dtype=DTYPE)

@@ -69,9 +69,20 @@ carries). σ_r² = 1/E[s_r] under GPPL's residual prior Gamma(α_r, β_r) (``ite
 ``rate_r0``: ¼ by default), fixed as s is. The algebra is exact where every item is inducing: K_mm
 gains σ_r² s on its diagonal and every route's whitened directions, EP and posterior follow from its
 Cholesky factor; a new item has the cross-covariance k(x, X)/s of the features alone and its own
-variance k(x, x)/s + σ_r² (:class:`~crowdzoo.models.dpm.setup.ResidualKernel`). A sparse item side is
-refused (its conditional would need the residual of items outside the inducing set), as are inferred
-length-scales (the kernel with the residual is built once).
+variance k(x, x)/s + σ_r² (:class:`~crowdzoo.models.dpm.setup.ResidualKernel`). ``item_residual=True``
+refuses a sparse item side (its conditional would need the residual of items outside the inducing set)
+and inferred length-scales (the kernel with the residual is built once). ``item_residual="auto"`` (the
+command line's ``--item-residual auto``) has the residual where it applies and leaves it out, silently,
+elsewhere (:meth:`DPMCommunities.uses_residual`): on with an exact item side over item features and
+fixed length-scales; off on a sparse item side, under ``lengthscale_prior``, with svi's
+``learn_kernel=True`` (its program rebuilds the kernel from ℓ without the residual, and so does the
+posterior), and for items without features — there the kernel is already the identity, one independent
+utility per item, and K/s + σ_r² I would only rescale that prior's variance (what ``shape_s0`` and
+``rate_s0`` set), not add an item effect the kernel lacks. The posterior's model records which it used
+(``post.model.item_residual`` True or False). The default is False, the paper's model: on the
+calibration battery the residual is ahead where items carry effects of their own (many-per-item) but
+behind, by less than .01 nats at most seeds, on crowds whose utilities the features explain with a
+weak signal or irrelevant features (docs/dpm.md, "Item residual").
 
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
@@ -96,7 +107,7 @@ from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_log_probs
 from ...gp.priors import check_priors
 from ..gppl.model import GPPL
-from .setup import DPMSetup, LengthscaleSpace, check_data, user_labels, with_item_residual
+from .setup import DPMSetup, LengthscaleSpace, ResidualKernel, check_data, user_labels, with_item_residual
 
 #: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
 #: which the constructor also takes by name and the model reads back by name (``model.kernel``)
@@ -152,10 +163,13 @@ class DPMCommunities:
         ``tie_prior`` independently (users who call more pairs even get a larger τ_u; a user with few
         labels keeps near the prior's). Predictions of a new user (and ``users=None``)
         then use the median of the users' τ_u.
-    item_residual : False (default) or True: each community's utility gets an item residual,
-        f^c ~ GP(0, K_x / s + σ_r² I) — an effect of each item of its own, which the features need not
-        explain (module docstring, "Item residual"). Needs an exact item side (every item inducing);
-        the length-scales stay fixed (no ``lengthscale_prior``, no ``learn_kernel``).
+    item_residual : False (default: the paper's model, without it), True or "auto". True: each
+        community's utility gets an item residual, f^c ~ GP(0, K_x / s + σ_r² I) — an effect of each
+        item of its own, which the features need not explain (module docstring, "Item residual");
+        needs an exact item side (every item inducing) and fixed length-scales (no
+        ``lengthscale_prior``, no ``learn_kernel``), refused otherwise. "auto": True where it applies
+        — an exact item side over item features with fixed length-scales — and False elsewhere
+        (:meth:`uses_residual`).
     """
 
     concentration: float = 1.0
@@ -165,13 +179,13 @@ class DPMCommunities:
     item_gp: GPPL = field(default_factory=lambda: GPPL(item_residual=False))
     tie_prior: object = None
     tie_threshold: str = "crowd"
-    item_residual: bool = False
+    item_residual: bool | str = False
 
     def __init__(self, concentration: float = 1.0, concentration_prior=None, n_inducing=ITEM_GPS,
                  kernel=ITEM_GPS, lengthscale=ITEM_GPS, scaled_lengthscale=ITEM_GPS, shape_s0=ITEM_GPS,
                  rate_s0=ITEM_GPS, s_prior=ITEM_GPS, probit_scale: float = 1.0, jitter=ITEM_GPS,
                  truncation: int = 10, lengthscale_prior=ITEM_GPS, item_gp: GPPL | None = None,
-                 tie_prior=None, tie_threshold: str = "crowd", item_residual: bool = False):
+                 tie_prior=None, tie_threshold: str = "crowd", item_residual: bool | str = False):
         given = dict(n_inducing=n_inducing, kernel=kernel, lengthscale=lengthscale,
                      scaled_lengthscale=scaled_lengthscale, shape_s0=shape_s0, rate_s0=rate_s0,
                      s_prior=s_prior, jitter=jitter, lengthscale_prior=lengthscale_prior)
@@ -205,8 +219,9 @@ class DPMCommunities:
                             "its own; pass a GPPL with item_residual=False and no tie_prior (the tie "
                             "threshold's prior is DPMCommunities(tie_prior=...))", arg="item_gp")
         check_priors(self, positive_priors={"tie_prior": "tie thresholds"})
-        if not isinstance(self.item_residual, bool):
-            raise DataError(f"item_residual: expected True or False, got {self.item_residual!r}",
+        if not (isinstance(self.item_residual, bool) or isinstance(self.item_residual, str)
+                and self.item_residual == "auto"):
+            raise DataError(f"item_residual: expected 'auto', True or False, got {self.item_residual!r}",
                             arg="item_residual")
         if self.tie_threshold not in ("crowd", "per_user"):
             raise DataError(f"tie_threshold: expected 'crowd' or 'per_user', got {self.tie_threshold!r}",
@@ -234,6 +249,22 @@ class DPMCommunities:
         mean as s is."""
         return float(self.item_gp.rate_r0) / float(self.item_gp.shape_r0)
 
+    def uses_residual(self, gp) -> bool:
+        """Whether the communities' kernel has the item residual on item GP ``gp`` (GPPL's setup, before
+        the residual): ``item_residual`` when it is True or False; under "auto", where the residual
+        applies — every item inducing, items with features (not the identity kernel) and length-scales
+        fixed (no ``lengthscale_prior``; svi's ``learn_kernel`` drops it in :meth:`with_lengthscale`)."""
+        if isinstance(self.item_residual, bool):
+            return self.item_residual
+        return (bool(gp.exact) and getattr(gp.kernel, "name", None) != "identity"
+                and self.lengthscale_prior is None)
+
+    def resolved(self, setup: DPMSetup) -> DPMCommunities:
+        """The model with ``item_residual`` as ``setup`` has it (True or False): what a posterior keeps,
+        so that its model says which kernel it was fitted with."""
+        used = isinstance(setup.gp.kernel, ResidualKernel)
+        return self if self.item_residual is used else dataclasses.replace(self, item_residual=used)
+
     def setup(self, data, seed: int = 0) -> DPMSetup:
         """The item GP (GPPL's), s fixed at its prior mean, α, the EP direction of every label, and τ's
         prior for data with ties (else None)."""
@@ -241,7 +272,7 @@ class DPMCommunities:
         s = float(gp.s_prior.mean)
         if not s > 0 or s == float("inf"):
             raise DataError(f"s_prior: the Gibbs route fixes s at the prior mean, which is {s}")
-        if self.item_residual:
+        if self.uses_residual(gp):
             gp = with_item_residual(gp, s * self.residual_variance)
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
@@ -287,7 +318,7 @@ class DPMCommunities:
         from ...gp.learn import ARDGP, lengthscale_prior_of
 
         what = "lengthscale_prior" if prior else "learn_kernel"
-        if self.item_residual:
+        if self.item_residual is True:
             raise DataError(f"{what}: the length-scales are fixed with the item residual (its kernel "
                             "K/s + σ_r² I is built once); pass item_residual=False to infer them",
                             arg="item_residual")
@@ -303,7 +334,7 @@ class DPMCommunities:
         """(the model, its setup) with the item length-scales ``ell`` (D,)."""
         space = self.lengthscale_space(setup)
         gp = space.gp(ell)
-        return (dataclasses.replace(self, lengthscale=ell),
+        return (dataclasses.replace(self, lengthscale=ell, item_residual=False),
                 DPMSetup(gp=gp, s=setup.s, alpha=setup.alpha, H=probit_rows(gp, a, b, setup.s, setup.alpha),
                          tie_prior=setup.tie_prior, tie_per_user=setup.tie_per_user))
 

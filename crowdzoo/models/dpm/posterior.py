@@ -91,6 +91,7 @@ class DPMPosterior(Posterior):
                 model, setup = model.with_lengthscale(setup, ell, a, b)
             kw["settings"] = {**(kw.get("settings") or {}), "learned_lengthscale": ell.tolist(),
                               "start_lengthscale": start.tolist()}
+        model = model.resolved(setup)
         u = sites["u"].to(DTYPE)
         S, T, M = u.shape
         U = data.n_users

@@ -45,7 +45,7 @@ def tiny():
                                        user_ids=["u0", "u1", "u2", "u3"])
 
 
-MODEL = cz.DPMCommunities(concentration=1.0, lengthscale=[1.5, 1.5])
+MODEL = cz.DPMCommunities(concentration=1.0, lengthscale=[1.5, 1.5], item_residual=False)  # the paper's
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,8 @@ def test_recovers_four_simulated_communities():
 
     data, truth = _communities()
     # E[s] = shape / rate = 1/4: utilities with variance 4, as simulated (scale 2)
-    model = cz.DPMCommunities(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=4.0)
+    model = cz.DPMCommunities(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=4.0,
+                              item_residual=False)  # the simulated model: no item effects
     post = cz.fit(model, data, method="gibbs", n_sweeps=40, burn_in=20, n_chains=2, progress_bar=False)
     co, partition = post.memberships()
     assert co.shape == (60, 60) and list(partition.index) == list(data.user_ids)
@@ -186,7 +187,8 @@ def test_community_ep_matches_nuts_on_a_fixed_partition(n_inducing):
     posterior mean at the items against NUTS on the same GP (s fixed, the sparse conditional
     variance folded into the probit in both)."""
     data, _ = _communities(n_users=3, n_items=8, n_labels=8, n_comm=1, seed=2)
-    kw = dict(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=0.25, n_inducing=n_inducing)
+    kw = dict(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=0.25, n_inducing=n_inducing,
+              item_residual=False)  # the paper's model; test_dpm_residual has the residual's
     g = cz.fit(cz.DPMCommunities(concentration=1e-8, **kw), data, method="gibbs", n_sweeps=2, burn_in=1,
                n_chains=1, progress_bar=False)
     assert g.counts.tolist() == [[3]]  # one community of all three users
@@ -263,9 +265,10 @@ def test_point_partition_minimises_the_expected_binder_and_vi_losses():
 
 def test_new_items_by_features_match_the_training_items(tiny):
     """predict_proba/utilities at item_features equal to the training rows give the training items'
-    answers; an unknown item id names the row and suggests item_features."""
-    post = cz.fit(cz.DPMCommunities(lengthscale=[1.5, 1.5]), tiny, n_sweeps=20, burn_in=5, n_chains=1,
-                  progress_bar=False)
+    answers (without the item residual: with it a new item has a residual of its own, not a training
+    item's); an unknown item id names the row and suggests item_features."""
+    model = cz.DPMCommunities(lengthscale=[1.5, 1.5], item_residual=False)
+    post = cz.fit(model, tiny, n_sweeps=20, burn_in=5, n_chains=1, progress_bar=False)
     X = tiny.item_features
     a, b = np.array([0, 2, 5]), np.array([1, 3, 0])
     users = ["u0", "u2", "nobody"]

@@ -38,7 +38,7 @@ def _fit(data, item_residual):
 
 def test_setup_adds_the_residual_variance_to_the_exact_item_kernel():
     data, _ = _twins()
-    plain = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5]).setup(data)
+    plain = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5], item_residual=False).setup(data)
     model = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5], item_residual=True)
     st = model.setup(data)
     assert model.residual_variance == 0.25  # 1 / E[s_r] under GPPL's Gamma(2, 0.5)
@@ -98,3 +98,79 @@ def test_gibbs_and_nuts_fit_one_community_with_the_residual_alike():
     twin_gap = float((f[:, 1::2] - f[:, 0::2]).mean())
     print(f"largest |EP − NUTS| / NUTS sd {gap:.3f}; NUTS's mean f_2k+1 − f_2k {twin_gap:.2f}")
     assert gap < 0.2 and twin_gap > 0.5
+
+
+def test_auto_has_the_residual_exactly_where_it_applies():
+    """``item_residual="auto"``: on with every item inducing over item features and fixed length-scales;
+    off, without an error, on a sparse item side, under a length-scale prior, for learned length-scales
+    and for items without features (the identity kernel, which the residual would only rescale). The
+    default is the paper's model, without it."""
+    import pyro.distributions as dist
+
+    from crowdzoo.models.dpm.setup import ResidualKernel
+
+    data, _ = _twins()
+    assert cz.DPMCommunities().item_residual is False
+
+    def has(model, d=data):
+        return isinstance(model.setup(d).gp.kernel, ResidualKernel)
+
+    exact = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5], item_residual="auto")
+    assert has(exact) and has(cz.DPMCommunities(item_residual="auto")) and not has(cz.DPMCommunities())
+    st = exact.setup(data)
+    on = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5], item_residual=True)
+    torch.testing.assert_close(st.K, on.setup(data).K)
+    assert not has(cz.DPMCommunities(n_inducing=4, item_residual="auto"))
+    prior = dist.LogNormal(torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
+    assert not has(cz.DPMCommunities(kernel="se", lengthscale_prior=prior, item_residual="auto"))
+    featureless = cz.PairwiseData.from_arrays(data.a, data.b, data.y, np.zeros((data.n_items, 0)),
+                                              users=data.users)
+    assert not has(cz.DPMCommunities(item_residual="auto"), featureless)
+    # svi's learn_kernel: the program rebuilds the kernel from ℓ, and the learned model has no residual
+    fn, _ = exact.program(st, data, learn_kernel=True)
+    assert fn.__name__ == "dpm_lengthscale_model"
+    a, b = (torch.as_tensor(x) for x in (data.a, data.b))
+    learned, lst = exact.with_lengthscale(st, torch.tensor([0.4, 0.6], dtype=torch.float64), a, b)
+    assert learned.item_residual is False and not isinstance(lst.gp.kernel, ResidualKernel)
+    assert learned.resolved(lst) is learned
+
+
+def test_the_posterior_keeps_which_kernel_auto_used(tmp_path):
+    data, _ = _twins(n_twins=3, n_users=2, per_user=20)
+    kw = dict(n_sweeps=2, burn_in=1, n_chains=1, progress_bar=False, check_confidence=False)
+    on = cz.fit(cz.DPMCommunities(item_residual="auto"), data, method="gibbs", **kw)
+    off = cz.fit(cz.DPMCommunities(n_inducing=4, item_residual="auto"), data, method="gibbs", **kw)
+    assert on.model.item_residual is True and off.model.item_residual is False
+    svi = cz.fit(cz.DPMCommunities(truncation=2, item_residual="auto"), data, method="svi", num_steps=5,
+                 n_draws=4, progress_bar=False, check_confidence=False)
+    assert svi.model.item_residual is True
+    on.save(tmp_path / "on.pt")
+    back = cz.load(tmp_path / "on.pt")
+    assert back.model.item_residual is True and back.model == on.model
+    a, b = data.item_ids[1::2], data.item_ids[0::2]
+    np.testing.assert_array_equal(back.predict_proba(a, b), on.predict_proba(a, b))
+
+
+def test_the_command_line_and_the_api_build_the_same_model(tmp_path):
+    """``crowdzoo fit dpm`` without ``--item-residual`` is ``DPMCommunities()`` (no residual), and
+    ``--item-residual auto`` / ``on`` / ``off`` are ``item_residual="auto"`` / True / False: the same
+    resolved model and kernel as the API's fit."""
+    from crowdzoo.cli import main
+    from crowdzoo.cli.parser import model_defaults_help
+
+    assert "dpm: --item-residual off" in model_defaults_help()
+    data, _ = _twins(n_twins=3, n_users=2, per_user=20)
+    data.to_frame().to_csv(tmp_path / "pairs.csv", index=False)
+    data.items_frame().rename_axis("id").to_csv(tmp_path / "items.csv")
+    for flag, setting in (([], False), (["--item-residual", "auto"], "auto"),
+                          (["--item-residual", "on"], True)):
+        api = cz.fit(cz.DPMCommunities(item_residual=setting), data, method="gibbs", n_sweeps=2, burn_in=1,
+                     progress_bar=False, check_confidence=False)
+        out = tmp_path / f"run{setting}"
+        code = main(["fit", "dpm", "--pairs", str(tmp_path / "pairs.csv"), "--items",
+                     str(tmp_path / "items.csv"), "--n-sweeps", "2", "--burn-in", "1", "--out", str(out),
+                     "--no-progress", *flag])
+        assert code == 0
+        post = cz.load(out / "posterior.pt")
+        assert post.model == api.model and post.model.item_residual is (setting is not False)
+        torch.testing.assert_close(post.setup.K, api.setup.K)
