@@ -42,8 +42,15 @@ def _pair_r2(xa: torch.Tensor, xb: torch.Tensor, lengthscale: torch.Tensor) -> t
     return (((xa - xb) / lengthscale) ** 2).sum(-1)
 
 
+def _matern32_r2(r2: torch.Tensor) -> torch.Tensor:
+    """Matérn 3/2 of squared distances r² (the same 1e-30 under the root as :func:`matern32`, so that
+    the gradient in ℓ of a pair of items with equal features is 0, not 0 · ∞ = NaN)."""
+    sr = math.sqrt(3.0) * torch.sqrt(r2 + 1e-30)
+    return (1.0 + sr) * torch.exp(-sr)
+
+
 KERNELS = {
-    "matern32": (matern32, lambda r2: (1 + math.sqrt(3) * r2.sqrt()) * torch.exp(-math.sqrt(3) * r2.sqrt())),
+    "matern32": (matern32, _matern32_r2),
     "se": (squared_exponential, lambda r2: torch.exp(-0.5 * r2)),
 }
 KERNELS["squared_exponential"] = KERNELS["se"]
