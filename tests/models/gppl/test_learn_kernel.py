@@ -227,8 +227,11 @@ def test_natgrad_in_the_whitened_basis_is_the_same_fit():
     f-space fit's to round-off."""
     data, _ = _ard_problem(n_items=30, n_pairs=300)
     kw = dict(method="natgrad", likelihood="exact", rho_min=0.5, max_iter=40, tol=0.0, progress_bar=False)
-    whitened = cz.fit(cz.GPPL(kernel="se"), data, learn_kernel=True, kernel_lr=0.0, **kw)
-    plain = cz.fit(cz.GPPL(kernel="se"), data, learn_kernel=False, **kw)
+    from crowdzoo.gp.kernels import median_heuristic
+
+    model = cz.GPPL(kernel="se", lengthscale=median_heuristic(data.item_features))  # both start here
+    whitened = cz.fit(model, data, learn_kernel=True, kernel_lr=0.0, **kw)
+    plain = cz.fit(model, data, learn_kernel=False, **kw)
     assert whitened.settings["learned_lengthscale"] == whitened.settings["start_lengthscale"]
     torch.testing.assert_close(whitened.means, plain.means, rtol=1e-7, atol=1e-9)
     torch.testing.assert_close(whitened.covs, plain.covs, rtol=1e-7, atol=1e-9)
