@@ -42,8 +42,15 @@ def _pair_r2(xa: torch.Tensor, xb: torch.Tensor, lengthscale: torch.Tensor) -> t
     return (((xa - xb) / lengthscale) ** 2).sum(-1)
 
 
+def _matern32_r2(r2: torch.Tensor) -> torch.Tensor:
+    """Matérn 3/2 of squared distances r² (the same 1e-30 under the root as :func:`matern32`, so that
+    the gradient in ℓ of a pair of items with equal features is 0, not 0 · ∞ = NaN)."""
+    sr = math.sqrt(3.0) * torch.sqrt(r2 + 1e-30)
+    return (1.0 + sr) * torch.exp(-sr)
+
+
 KERNELS = {
-    "matern32": (matern32, lambda r2: (1 + math.sqrt(3) * r2.sqrt()) * torch.exp(-math.sqrt(3) * r2.sqrt())),
+    "matern32": (matern32, _matern32_r2),
     "se": (squared_exponential, lambda r2: torch.exp(-0.5 * r2)),
 }
 KERNELS["squared_exponential"] = KERNELS["se"]
@@ -228,3 +235,29 @@ def median_heuristic(X, scaled: bool = False, max_points: int = 2000, seed: int 
     if scaled:
         ell = ell * 20.0 * math.sqrt(X.shape[1])
     return torch.as_tensor(ell, dtype=DTYPE)
+
+
+def median_distance(X, lengthscale, n_pairs: int = 20000, seed: int = 0) -> float:
+    """The median of r = ‖(x − x')/ℓ‖ over ``n_pairs`` seeded random pairs of distinct rows of X (N, D)."""
+    X = np.asarray(X, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, X.shape[0], n_pairs)
+    j = (i + 1 + rng.integers(0, max(X.shape[0] - 1, 1), n_pairs)) % X.shape[0]
+    ell = np.asarray(lengthscale, dtype=np.float64)
+    return float(np.median(np.sqrt((((X[i] - X[j]) / ell) ** 2).sum(-1))))
+
+
+def learning_start(X, seed: int = 0) -> torch.Tensor:
+    """Where learned ARD length-scales start: the median heuristic ℓ_MH (Eq. 26) times the median
+    distance between two items under it, so that the median pair is at r = 1, where a stationary
+    kernel and its derivative in log ℓ are far from 0 (Matérn 3/2: k = .48 there; its derivative in
+    log ℓ, 3r² e^{−√3 r}, peaks at r = 1.15). Per dimension ℓ_MH puts each coordinate's
+    median difference at 1, so all D together put the median r near √D or beyond: on 64-D text
+    features r ≈ 12.5, where Matérn 3/2 is 10⁻⁸, the items are independent under the prior and the
+    bound's gradient in log ℓ vanishes (``benchmarks/diagnose_highd_start.py``). Never shorter than
+    ℓ_MH (the factor is at least 1); for D = 1 ℓ_MH itself. The fixed kernel (nothing learned) stays
+    the median heuristic."""
+    ell = median_heuristic(X)
+    if ell.shape[0] <= 1 or np.asarray(X).shape[0] < 2:
+        return ell
+    return ell * max(1.0, median_distance(X, ell, seed=seed))

@@ -49,6 +49,37 @@ def learns_by_default(model, features) -> bool:
             and features.ndim == 2 and features.shape[1] > 0)
 
 
+def starts_from_heuristic(model, features, lengthscale: str = "lengthscale") -> bool:
+    """Whether ``model``'s ``lengthscale`` field leaves ARD length-scales to the median heuristic: a
+    named kernel ("se", "matern32") without length-scales of its own, the field None, not the
+    high-dimensional variant (``scaled_lengthscale``), on items with two or more features."""
+    from .kernels import Kernel
+
+    kern = model.kernel if lengthscale == "lengthscale" else model.user_gp().kernel
+    if isinstance(kern, Kernel) and kern.lengthscale is None:
+        kern = kern.name
+    features = np.asarray(features) if features is not None else np.zeros((0, 0))
+    return (kern in ("se", "matern32") and getattr(model, lengthscale, None) is None
+            and not (lengthscale == "lengthscale" and getattr(model, "scaled_lengthscale", False))
+            and features.ndim == 2 and features.shape[1] > 1 and features.shape[0] > 1)
+
+
+def at_learning_start(model, features, user_features=None):
+    """``model`` with the length-scales it leaves to the median heuristic set where a route that learns
+    them starts (:func:`~crowdzoo.gp.kernels.learning_start`: the heuristic rescaled so the median pair
+    of items is at distance 1); the model itself where it sets them (or the paper's
+    ``scaled_lengthscale``). ``user_features``: the same for a two-sided model's ``user_lengthscale``."""
+    from .kernels import learning_start
+
+    changes = {}
+    if starts_from_heuristic(model, features):
+        changes["lengthscale"] = learning_start(features)
+    if user_features is not None and hasattr(model, "user_lengthscale") \
+            and starts_from_heuristic(model, user_features, "user_lengthscale"):
+        changes["user_lengthscale"] = learning_start(user_features)
+    return dataclasses.replace(model, **changes) if changes else model
+
+
 @dataclass
 class KernelSpace:
     """θ ↦ setup for ``model`` (a dataclass with ``lengthscale`` and ``setup_features``) on ``X``."""

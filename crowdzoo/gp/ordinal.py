@@ -26,7 +26,7 @@ import torch
 from torch.nn.functional import logsigmoid
 from torch.special import log_ndtr
 
-from .probit import fast_log_ndtr, gauss_hermite, predictive_prob
+from .probit import fast_log_ndtr, gauss_hermite, predictive_prob, safe_sqrt
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -205,6 +205,6 @@ def expected_log_outcome(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, t
     tau = torch.as_tensor(tau, dtype=mu.dtype)
     if tau.dim():  # a threshold per label (per user's labels)
         tau = tau[..., None]
-    delta = mu[..., None] + var.clamp_min(0.0).sqrt()[..., None] * x
+    delta = mu[..., None] + safe_sqrt(var)[..., None] * x
     g, g_d, g_dd, g_t, g_tt = outcome_derivatives(y.to(mu.dtype)[..., None], delta, tau)
     return g @ w, g_d @ w, 0.5 * (g_dd @ w), g_t @ w, g_tt @ w

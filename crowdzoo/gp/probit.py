@@ -101,6 +101,13 @@ def fast_log_ndtr(z: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def safe_sqrt(var: torch.Tensor) -> torch.Tensor:
+    """√max(v, 0) whose gradient is 0 where v ≤ 0, not ∞ · 0 = NaN: a pair of two items with equal
+    features in an exact GP has v = 0 for every ℓ, and one NaN would void the length-scales' whole step."""
+    pos = var > 0
+    return torch.where(pos, torch.where(pos, var, torch.ones_like(var)).sqrt(), torch.zeros_like(var))
+
+
 def expected_log_probit(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, n: int = 20):
     """E[log Φ(y'z)], its derivatives in μ and v, for z ~ N(μ, v), y' = 2y − 1.
 
@@ -114,7 +121,7 @@ def expected_log_probit(y: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, n:
     """
     x, w = gauss_hermite(n)
     sgn = 2.0 * y.to(mu.dtype) - 1.0
-    sd = var.clamp_min(0.0).sqrt()
+    sd = safe_sqrt(var)
     z = sgn[..., None] * (mu[..., None] + sd[..., None] * x)  # (..., n)
     logphi = fast_log_ndtr(z)
     # d/dz log Φ(z) = φ(z)/Φ(z) (inverse Mills ratio), computed in log space for the tails

@@ -70,3 +70,19 @@ def test_bad_kernel_arguments():
         Kernel("rbf2", [1.0])
     with pytest.raises(cz.DataError, match="lengthscale"):
         Kernel("se", [-1.0])
+
+
+@pytest.mark.parametrize("name", ["matern32", "se"])
+def test_pairs_gradient_in_lengthscale_is_finite_at_equal_inputs(name):
+    """k(x_a, x_b) row by row, differentiated in ℓ where some pairs are two items with equal features:
+    the gradient is finite and equals that of the kernel matrix's diagonal (at r = 0 the kernel is 1
+    whatever ℓ, so those pairs add nothing)."""
+    xa = torch.cat([X[:4], X[4:8]])
+    xb = torch.cat([X[:4], X[8:12]])  # the first four pairs are an item and its twin
+    ell = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64, requires_grad=True)
+    (g_pairs,) = torch.autograd.grad(Kernel(name, ell).pairs(xa, xb).sum(), ell)
+    (g_matrix,) = torch.autograd.grad(Kernel(name, ell)(xa, xb).diagonal().sum(), ell)
+    assert torch.isfinite(g_pairs).all()
+    torch.testing.assert_close(g_pairs, g_matrix)
+    (g_twins,) = torch.autograd.grad(Kernel(name, ell).pairs(X[:4], X[:4]).sum(), ell)
+    torch.testing.assert_close(g_twins, torch.zeros(3, dtype=torch.float64))

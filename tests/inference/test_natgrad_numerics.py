@@ -305,3 +305,19 @@ def test_learned_kernel_takes_the_full_batch_unless_told():
     assert fixed.settings["batch_size"] == 1000 and told.settings["batch_size"] == 500
     with pytest.raises(DataError, match="batch_size"):
         cz.fit(cz.GPPL(), data, method="natgrad", batch_size=0, progress_bar=False)
+
+
+def test_expected_log_probit_gradient_is_finite_at_zero_variance():
+    """A label between two items with equal features in an exact GP has v = 0 for every ℓ: autograd
+    through E[log Φ] then gives finite gradients (dμ the returned derivative), and for v > 0 autograd's
+    derivative in v equals the returned ½ E[g''] (the two computed independently)."""
+    from crowdzoo.gp.probit import expected_log_probit
+
+    y = torch.tensor([1.0, 0.0, 1.0, 1.0], dtype=torch.float64)
+    mu = torch.tensor([0.3, -0.2, 0.0, 1.5], dtype=torch.float64, requires_grad=True)
+    var = torch.tensor([0.0, 0.0, 0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    ell, d_mu, d_v = expected_log_probit(y, mu, var)
+    g_mu, g_v = torch.autograd.grad(ell.sum(), (mu, var))
+    assert torch.isfinite(g_mu).all() and torch.isfinite(g_v).all()
+    torch.testing.assert_close(g_mu, d_mu.detach(), rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(g_v[2:], d_v.detach()[2:], rtol=1e-4, atol=1e-8)  # quadrature of each

@@ -10,6 +10,7 @@ import torch
 from ...data.tensors import label_tensors, user_tensor
 from ...errors import DataError
 from ...gp.conjugate import require_gamma
+from ...gp.learn import at_learning_start
 from ...inference import natgrad as loop
 from ...inference.distributed import shard
 from ...inference.hyper import default_batch_size, rho_floor, state_gain
@@ -101,6 +102,11 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     if learn_kernel == ng.POOLED:
         model, setup, before = ng.pooled(model, data, setup, seed, sh, resume is not None)
         learn_kernel = False
+    if learn_kernel and not given and resume is None:  # learned from the median heuristic: median r = 1
+        start = at_learning_start(model, data.item_features,
+                                  data.user_features if setup.users is not None else None)
+        if start is not model:
+            setup = start.setup(data, seed=seed)
     if likelihood is None:
         likelihood = ng.default_likelihood(learn_kernel, batch_size, data, setup)
     if likelihood not in ("linearised", "exact"):

@@ -39,7 +39,7 @@ import torch
 from ...core.seeds import isolated
 from ...data.tensors import label_tensors
 from ...gp.conditional import probit_rows
-from ...gp.learn import check_learnable, log_prior_of_theta
+from ...gp.learn import at_learning_start, check_learnable, log_prior_of_theta
 from ...gp.linalg import DTYPE, cholesky
 from ...gp.ordinal import initial_tau
 from ...inference.ep import ep_fixed_s, ep_log_evidence
@@ -125,7 +125,8 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
     (module docstring); without ``learn_kernel`` ℓ stays the setup's and only (log s, log τ) move."""
     if learn_kernel:
         check_learnable(model, data.item_features)
-    base = setup or model.setup(data, seed=seed)
+    start = at_learning_start(model, data.item_features) if learn_kernel else model  # median r = 1
+    base = setup or start.setup(data, seed=seed)
     ell0 = base.kernel.lengthscale if learn_kernel else base.kernel.lengthscale[:0]
     prior = model.prior_s()
     ties = data.has_ties

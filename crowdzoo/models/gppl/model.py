@@ -67,7 +67,7 @@ from ...gp.choice import observe_choices
 from ...gp.conditional import SparseGP, identity_gp
 from ...gp.inducing import kmeanspp_inducing, resolve_inducing
 from ...gp.kernels import as_kernel, median_heuristic
-from ...gp.learn import ARDGP, lengthscale_prior_of
+from ...gp.learn import ARDGP, at_learning_start, lengthscale_prior_of
 from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.priors import check_priors
@@ -211,12 +211,23 @@ class GPPL:
         ard = ARDGP.of(self, setup, "lengthscale_prior" if prior else "learn_kernel")
         ell_prior = lengthscale_prior_of(self.lengthscale_prior, ard.D) if prior else None
         ell0 = setup.kernel.lengthscale.detach().clone()
+        if not prior:  # learned from the median heuristic: start where the median pair is at r = 1
+            ell0 = learning_start_of(self, setup).detach().clone()
         return LengthscaleSpace(ard, ell_prior, ell0, self.prior_s(), setup.tie_prior, setup.residual_prior)
 
     def ard(self, setup: GPPLSetup) -> ARDGP:
         """The sparse-GP algebra of this model's kernel as a function of ℓ, on ``setup``'s items and
         inducing inputs (what a posterior with per-draw length-scales predicts with)."""
         return ARDGP.of(self, setup)
+
+
+
+def learning_start_of(model, setup) -> torch.Tensor:
+    """Where ``model``'s learned length-scales start on ``setup``'s items: the rescaled median heuristic
+    (:func:`~crowdzoo.gp.learn.at_learning_start`) where the model leaves them to the heuristic, else the
+    setup's."""
+    start = at_learning_start(model, setup.X.numpy())
+    return setup.kernel.lengthscale if start is model else torch.as_tensor(start.lengthscale, dtype=DTYPE)
 
 
 @dataclass

@@ -42,8 +42,11 @@ as future work, §6; the default wherever the model leaves ℓ to the median heu
 features and each step takes every label, ``learn_kernel=False`` keeps the paper's kernel): after
 each natural-gradient step the log length-scales (ARD), and with ``learn_inducing=True`` the inducing
 inputs Z, take one Adam step up the same mini-batch bound with q held fixed
-(:mod:`crowdzoo.inference.hyper`; Hensman et al. 2013, Salimbeni et al. 2018). The median heuristic is
-the starting point; the learned values are in the posterior's model and settings.
+(:mod:`crowdzoo.inference.hyper`; Hensman et al. 2013, Salimbeni et al. 2018). They start at the median
+heuristic rescaled so that the median pair of items is at distance 1
+(:func:`~crowdzoo.gp.kernels.learning_start`; in many dimensions the heuristic itself puts items so far
+apart that the kernel and the bound's gradient in ℓ vanish); the learned values are in the posterior's
+model and settings.
 """
 from __future__ import annotations
 
@@ -59,7 +62,7 @@ from ...data.tensors import label_tensors
 from ...errors import DataError, NumericalError
 from ...gp import natural, residual
 from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
-from ...gp.learn import KernelSpace, learns_by_default, log_prior_of_theta
+from ...gp.learn import KernelSpace, at_learning_start, learns_by_default, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
 from ...gp.natural import Gaussian
 from ...gp.ordinal import expected_log_outcome, initial_tau, threshold_step
@@ -534,7 +537,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     ties = data.has_ties if sh.world == 1 else bool(sh.sum(torch.tensor(float(data.has_ties))) > 0)
     learn_kernel = _learns(model, data, learn_kernel, resume, sh.n_labels, batch_size)
     alpha0, beta0 = require_gamma(model.prior_s(), "s_prior")
-    resume, setup = loop.resume_setup(resume, setup, lambda: model.setup(data, seed=seed))
+    start = at_learning_start(model, data.item_features) if learn_kernel else model  # median r = 1
+    resume, setup = loop.resume_setup(resume, setup, lambda: start.setup(data, seed=seed))
     if likelihood is None:
         likelihood = default_likelihood(learn_kernel or learn_inducing, ties, setup)
     if likelihood not in ("linearised", "exact"):

@@ -82,7 +82,9 @@ class GPPLPosterior(Posterior):
             import dataclasses
 
             ell = params["lengthscale"].to(DTYPE)
-            start = setup.kernel.lengthscale
+            from .model import learning_start_of
+
+            start = learning_start_of(model, setup)
             setup = model.ard(setup).sparse_gp(ell, type(setup), s_prior=setup.s_prior,
                                                tie_prior=setup.tie_prior, residual_prior=setup.residual_prior)
             model = dataclasses.replace(model, lengthscale=ell)

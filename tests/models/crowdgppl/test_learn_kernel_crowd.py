@@ -52,7 +52,11 @@ def test_crowd_whitened_fit_equals_the_plain_fit_when_the_kernel_is_frozen():
     """With user features (so both sides are whitened) and kernel_lr = 0, the posterior over the
     inducing values equals the f-space fit's to round-off; the user length-scales are reported."""
     data, _ = cz.simulate_crowd(n_items=20, n_users=8, n_pairs=300, n_components=2, seed=2)
-    model = cz.CrowdGPPL(n_components=2, n_inducing=None, n_inducing_users=None)
+    from crowdzoo.gp.kernels import median_heuristic
+
+    model = cz.CrowdGPPL(n_components=2, n_inducing=None, n_inducing_users=None,  # both fits start here
+                         lengthscale=median_heuristic(data.item_features),
+                         user_lengthscale=median_heuristic(data.user_features))
     kw = dict(method="natgrad", likelihood="exact", max_iter=15, tol=0.0, rho_min=0.0, progress_bar=False)
     frozen = cz.fit(model, data, learn_kernel=True, kernel_lr=0.0, **kw)
     plain = cz.fit(model, data, **kw)
@@ -214,3 +218,23 @@ def test_a_sparse_side_takes_the_exact_likelihood_on_mini_batches():
         model = cz.CrowdGPPL(**sparse)
         assert default_likelihood(False, 1000, data, model.setup(data)) == "exact", sparse
     assert default_likelihood(False, P, data, every.setup(data)) == "exact"  # one batch: every label
+
+
+def test_crowd_learning_starts_where_the_median_pair_is_at_distance_one():
+    """Learned from the median heuristic, each side's length-scales start at the heuristic times the
+    median distance between two items (users) under it, so that the median pair (over every pair,
+    computed here) is at r = 1; a user-set length-scale is the start itself."""
+    data, _ = cz.simulate_crowd(n_items=30, n_users=12, n_pairs=200, n_components=2, n_features=6,
+                                n_user_features=4, seed=3)
+    kw = dict(method="natgrad", learn_kernel=True, max_iter=2, tol=0.0, progress_bar=False)
+    post = cz.fit(cz.CrowdGPPL(n_components=2, n_inducing=10, n_inducing_users=6), data, **kw)
+    for X, key in ((data.item_features, "start_lengthscale"), (data.user_features, "start_user_lengthscale")):
+        X = np.asarray(X)
+        i, k = np.triu_indices(X.shape[0], 1)
+        r = np.sqrt((((X[i] - X[k]) / np.array(post.settings[key])) ** 2).sum(-1))
+        print(f"{key}: median r {np.median(r):.3f}")
+        assert abs(np.median(r) - 1.0) < 0.05
+    ell = torch.full((6,), 0.7, dtype=torch.float64)
+    given = cz.fit(cz.CrowdGPPL(n_components=2, n_inducing=10, n_inducing_users=6, lengthscale=ell), data,
+                   **kw)
+    np.testing.assert_allclose(given.settings["start_lengthscale"], ell.numpy())
