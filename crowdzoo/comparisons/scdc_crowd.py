@@ -212,9 +212,9 @@ def summarise(df: pd.DataFrame) -> str:
     fitted = " and ".join(m for m in MODELS if m in set(df["method"]))
     note = (f"{n} repeat(s): each simulates its own link sets from its seed. {fitted} with "
             f"{'their' if ' and ' in fitted else 'its'} defaults (sizes from the data, the best of 3 "
-            "initialisations by the bound); PCKMeans (Basu, Banerjee & Mooney 2004) with the same links, weight 1 per link on "
-            "standardised features; a full-covariance Gaussian mixture (3 starts) and k-means (10 starts) "
-            "on the features alone.")
+            "initialisations by the bound); PCKMeans (Basu, Banerjee & Mooney 2004) with the same links, "
+            "weight 1 per link on standardised features; a full-covariance Gaussian mixture (3 starts) "
+            "and k-means (10 starts) on the features alone.")
     return "\n".join(lines + ["", note, "", "With links against without, and against PCKMeans (accuracy, "
                               "mean over repeats):", "", *[f"* {v}" for v in verdicts]])
 
