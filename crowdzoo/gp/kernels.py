@@ -247,17 +247,23 @@ def median_distance(X, lengthscale, n_pairs: int = 20000, seed: int = 0) -> floa
     return float(np.median(np.sqrt((((X[i] - X[j]) / ell) ** 2).sum(-1))))
 
 
+#: the median pair distance under ℓ_MH beyond which learning starts from the rescaled heuristic: at
+#: r = 4 the Matérn 3/2 derivative in log ℓ, 3r² e^{−√3 r}, is a tenth of its peak (0.54 at r = 1.15)
+FLAT_R = 4.0
+
+
 def learning_start(X, seed: int = 0) -> torch.Tensor:
-    """Where learned ARD length-scales start: the median heuristic ℓ_MH (Eq. 26) times the median
-    distance between two items under it, so that the median pair is at r = 1, where a stationary
-    kernel and its derivative in log ℓ are far from 0 (Matérn 3/2: k = .48 there; its derivative in
-    log ℓ, 3r² e^{−√3 r}, peaks at r = 1.15). Per dimension ℓ_MH puts each coordinate's
-    median difference at 1, so all D together put the median r near √D or beyond: on 64-D text
-    features r ≈ 12.5, where Matérn 3/2 is 10⁻⁸, the items are independent under the prior and the
-    bound's gradient in log ℓ vanishes (``benchmarks/diagnose_highd_start.py``). Never shorter than
-    ℓ_MH (the factor is at least 1); for D = 1 ℓ_MH itself. The fixed kernel (nothing learned) stays
-    the median heuristic."""
+    """Where learned ARD length-scales start. Per dimension ℓ_MH (Eq. 26) puts each coordinate's
+    median difference at 1, so all D together put the median pair of items near r = √D or beyond: on
+    64-D text features r ≈ 12.5, where Matérn 3/2 is 10⁻⁸, the items are independent under the prior
+    and the bound's gradient in log ℓ vanishes (``benchmarks/diagnose_highd_start.py``). Where the
+    median pair under ℓ_MH is beyond :data:`FLAT_R`, learning starts at ℓ_MH times that distance, so
+    that the median pair is at r = 1 (Matérn 3/2: k = .48, its derivative near its peak); nearer,
+    at ℓ_MH itself, whose neighbourhood the learned optimum of few dimensions is found from (on a
+    2-D problem, starting at r = 1 instead left natgrad's ℓ at half of EP's type-II optimum). The
+    fixed kernel (nothing learned) stays the median heuristic."""
     ell = median_heuristic(X)
     if ell.shape[0] <= 1 or np.asarray(X).shape[0] < 2:
         return ell
-    return ell * max(1.0, median_distance(X, ell, seed=seed))
+    r = median_distance(X, ell, seed=seed)
+    return ell * r if r > FLAT_R else ell

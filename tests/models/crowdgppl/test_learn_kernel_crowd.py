@@ -221,11 +221,12 @@ def test_a_sparse_side_takes_the_exact_likelihood_on_mini_batches():
 
 
 def test_crowd_learning_starts_where_the_median_pair_is_at_distance_one():
-    """Learned from the median heuristic, each side's length-scales start at the heuristic times the
-    median distance between two items (users) under it, so that the median pair (over every pair,
-    computed here) is at r = 1; a user-set length-scale is the start itself."""
-    data, _ = cz.simulate_crowd(n_items=30, n_users=12, n_pairs=200, n_components=2, n_features=6,
-                                n_user_features=4, seed=3)
+    """Learned from the median heuristic in many dimensions (the median pair beyond r = 4 under it),
+    each side's length-scales start at the heuristic times the median distance between two items
+    (users) under it, so that the median pair (over every pair, computed here) is at r = 1; a user-set
+    length-scale is the start itself."""
+    data, _ = cz.simulate_crowd(n_items=30, n_users=12, n_pairs=200, n_components=2, n_features=24,
+                                n_user_features=20, seed=3)
     kw = dict(method="natgrad", learn_kernel=True, max_iter=2, tol=0.0, progress_bar=False)
     post = cz.fit(cz.CrowdGPPL(n_components=2, n_inducing=10, n_inducing_users=6), data, **kw)
     for X, key in ((data.item_features, "start_lengthscale"), (data.user_features, "start_user_lengthscale")):
@@ -234,7 +235,7 @@ def test_crowd_learning_starts_where_the_median_pair_is_at_distance_one():
         r = np.sqrt((((X[i] - X[k]) / np.array(post.settings[key])) ** 2).sum(-1))
         print(f"{key}: median r {np.median(r):.3f}")
         assert abs(np.median(r) - 1.0) < 0.05
-    ell = torch.full((6,), 0.7, dtype=torch.float64)
+    ell = torch.full((24,), 0.7, dtype=torch.float64)
     given = cz.fit(cz.CrowdGPPL(n_components=2, n_inducing=10, n_inducing_users=6, lengthscale=ell), data,
                    **kw)
     np.testing.assert_allclose(given.settings["start_lengthscale"], ell.numpy())
