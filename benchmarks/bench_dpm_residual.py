@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import machine, replace_section  # noqa: E402
 
 HEAD = "<!-- bench_dpm_residual.py: this section is rewritten by it -->"
-VARIANTS = {"dpm": {"item_residual": False}, "dpm + residual": {"item_residual": True}}
+VARIANTS = {"dpm": {"item_residual": False}, "dpm + residual": {"item_residual": True},
+            "dpm + learned residual": {"item_residual": "learned"}}
 KEYS = ["crowd", "seed", "model"]
 
 
@@ -75,11 +76,12 @@ def render(df: pd.DataFrame, seeds, crowds) -> str:
                          + ("–" if bt else pm(d_ll)) + " | " + ("–" if bt else pm(d_acc)) + " | "
                          + ("–" if bt else f"{int((d_ll < 0).sum())} of {d_ll.notna().sum()}")
                          + f" | {sec[m].mean():.0f} |")
-        if "dpm" in ll and "dpm + residual" in ll:
-            diff = ll["dpm + residual"] - ll["dpm"]
-            lines.append(f"| {crowd} | {at} | residual − none | | | {pm(diff)} | "
-                         f"{pm(acc['dpm + residual'] - acc['dpm'])} | {int((diff < 0).sum())} of "
-                         f"{diff.notna().sum()} | |")
+        for m, what in (("dpm + residual", "residual − none"), ("dpm + learned residual", "learned − none")):
+            if "dpm" in ll and m in ll:
+                diff = ll[m] - ll["dpm"]
+                lines.append(f"| {crowd} | {at} | {what} | | | {pm(diff)} | "
+                             f"{pm(acc[m] - acc['dpm'])} | {int((diff < 0).sum())} of "
+                             f"{diff.notna().sum()} | |")
     return "\n".join(lines) + "\n"
 
 

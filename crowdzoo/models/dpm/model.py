@@ -107,7 +107,8 @@ from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_log_probs
 from ...gp.priors import check_priors
 from ..gppl.model import GPPL
-from .setup import DPMSetup, LengthscaleSpace, ResidualKernel, check_data, user_labels, with_item_residual
+from .setup import (DPMSetup, LengthscaleSpace, ResidualKernel, check_data, learn_residual_variance, user_labels,
+                    with_item_residual)
 
 #: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
 #: which the constructor also takes by name and the model reads back by name (``model.kernel``)
@@ -220,9 +221,9 @@ class DPMCommunities:
                             "threshold's prior is DPMCommunities(tie_prior=...))", arg="item_gp")
         check_priors(self, positive_priors={"tie_prior": "tie thresholds"})
         if not (isinstance(self.item_residual, bool) or isinstance(self.item_residual, str)
-                and self.item_residual == "auto"):
-            raise DataError(f"item_residual: expected 'auto', True or False, got {self.item_residual!r}",
-                            arg="item_residual")
+                and self.item_residual in ("auto", "learned")):
+            raise DataError(f"item_residual: expected 'auto', 'learned', True or False, got "
+                            f"{self.item_residual!r}", arg="item_residual")
         if self.tie_threshold not in ("crowd", "per_user"):
             raise DataError(f"tie_threshold: expected 'crowd' or 'per_user', got {self.tie_threshold!r}",
                             arg="tie_threshold")
@@ -253,16 +254,18 @@ class DPMCommunities:
         """Whether the communities' kernel has the item residual on item GP ``gp`` (GPPL's setup, before
         the residual): ``item_residual`` when it is True or False; under "auto", where the residual
         applies — every item inducing, items with features (not the identity kernel) and length-scales
-        fixed (no ``lengthscale_prior``; svi's ``learn_kernel`` drops it in :meth:`with_lengthscale`)."""
+        fixed (no ``lengthscale_prior``; svi's ``learn_kernel`` drops it in :meth:`with_lengthscale`);
+        "learned" applies where "auto" does."""
         if isinstance(self.item_residual, bool):
             return self.item_residual
         return (bool(gp.exact) and getattr(gp.kernel, "name", None) != "identity"
                 and self.lengthscale_prior is None)
 
     def resolved(self, setup: DPMSetup) -> DPMCommunities:
-        """The model with ``item_residual`` as ``setup`` has it (True or False): what a posterior keeps,
-        so that its model says which kernel it was fitted with."""
-        used = isinstance(setup.gp.kernel, ResidualKernel)
+        """The model with ``item_residual`` as ``setup`` has it (True or False; "learned" where σ_r² was
+        learned, ``setup.residual_variance`` its value, 0 when the evidence switched it off): what a
+        posterior keeps, so that its model says which kernel it was fitted with."""
+        used = "learned" if setup.residual_grid is not None else isinstance(setup.gp.kernel, ResidualKernel)
         return self if self.item_residual is used else dataclasses.replace(self, item_residual=used)
 
     def setup(self, data, seed: int = 0) -> DPMSetup:
@@ -272,14 +275,20 @@ class DPMCommunities:
         s = float(gp.s_prior.mean)
         if not s > 0 or s == float("inf"):
             raise DataError(f"s_prior: the Gibbs route fixes s at the prior mean, which is {s}")
+        alpha = float(self.probit_scale)
+        grid = log_z = None
         if self.uses_residual(gp):
-            gp = with_item_residual(gp, s * self.residual_variance)
+            v = self.residual_variance
+            if self.item_residual == "learned":
+                v, grid, log_z = learn_residual_variance(gp, data, s, alpha)
+            if v > 0:
+                gp = with_item_residual(gp, s * v)
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
-        alpha = float(self.probit_scale)
         return DPMSetup(gp=gp, s=s, alpha=alpha, H=probit_rows(gp, a, b, s, alpha),
                         tie_prior=self.prior_tau() if data.has_ties else None,
-                        tie_per_user=data.has_ties and self.tie_threshold == "per_user")
+                        tie_per_user=data.has_ties and self.tie_threshold == "per_user",
+                        residual_grid=grid, residual_log_evidence=log_z)
 
     def program(self, setup: DPMSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model :func:`dpm_model` and its arguments (module docstring): whitened directions
