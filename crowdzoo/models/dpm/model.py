@@ -107,8 +107,15 @@ from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_log_probs
 from ...gp.priors import check_priors
 from ..gppl.model import GPPL
-from .setup import (DPMSetup, LengthscaleSpace, ResidualKernel, check_data, learn_residual_variance, user_labels,
-                    with_item_residual)
+from .setup import (
+    DPMSetup,
+    LengthscaleSpace,
+    ResidualKernel,
+    check_data,
+    learn_residual_variance,
+    user_labels,
+    with_item_residual,
+)
 
 #: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
 #: which the constructor also takes by name and the model reads back by name (``model.kernel``)
