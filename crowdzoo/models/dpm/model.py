@@ -84,6 +84,18 @@ calibration battery the residual is ahead where items carry effects of their own
 behind, by less than .01 nats at most seeds, on crowds whose utilities the features explain with a
 weak signal or irrelevant features (docs/dpm.md, "Item residual").
 
+``item_residual="learned"`` (``--item-residual learned``) has the residual where "auto" does, with σ_r²
+learned instead of fixed at ¼: before inference, the type-II maximum over σ_r² ∈ {0, 2⁻⁸, 2⁻⁷, …, 4} of
+the EP evidence log Z_EP(y | σ_r²) of one GP with the residual over all the crowd's labels pooled
+(:func:`~crowdzoo.models.dpm.setup.learn_residual_variance`), then fixed as s is, for every route. 0 is
+on the grid, so a crowd whose items have no effects of their own switches the residual off (the fit is
+then the one without it). Pooled, because the communities do not exist before the sampler: an effect
+the crowd shares shows in the pooled labels, one that only a community has is averaged out. Fixed rather
+than sampled (a Metropolis step on log σ_r² against the communities' EP evidence, as τ's): σ_r² changes
+each community's prior Cholesky factor and the posterior's projection to new items, which the sampler's
+posterior holds once for all samples. The setup keeps the grid and its evidences
+(``residual_grid``, ``residual_log_evidence``), the posterior's model says ``item_residual="learned"``.
+
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
 (site "lengthscale"), shared by every community's GP, and builds K_mm, L_mm and G from them inside the
@@ -171,13 +183,15 @@ class DPMCommunities:
         ``tie_prior`` independently (users who call more pairs even get a larger τ_u; a user with few
         labels keeps near the prior's). Predictions of a new user (and ``users=None``)
         then use the median of the users' τ_u.
-    item_residual : False (default: the paper's model, without it), True or "auto". True: each
+    item_residual : False (default: the paper's model, without it), True, "auto" or "learned". True: each
         community's utility gets an item residual, f^c ~ GP(0, K_x / s + σ_r² I) — an effect of each
         item of its own, which the features need not explain (module docstring, "Item residual");
         needs an exact item side (every item inducing) and fixed length-scales (no
         ``lengthscale_prior``, no ``learn_kernel``), refused otherwise. "auto": True where it applies
         — an exact item side over item features with fixed length-scales — and False elsewhere
-        (:meth:`uses_residual`).
+        (:meth:`uses_residual`). "learned": where "auto" has the residual, with σ_r² the type-II maximum
+        of one pooled GP's EP evidence over a grid that includes 0 (module docstring; the setup's
+        ``residual_variance``), fixed before inference.
     """
 
     concentration: float = 1.0
