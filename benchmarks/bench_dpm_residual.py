@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import machine, replace_section  # noqa: E402
 
 HEAD = "<!-- bench_dpm_residual.py: this section is rewritten by it -->"
-VARIANTS = {"dpm": {"item_residual": False}, "dpm + residual": {"item_residual": True}}
+VARIANTS = {"dpm": {"item_residual": False}, "dpm + residual": {"item_residual": True},
+            "dpm + learned residual": {"item_residual": "learned"}}
 KEYS = ["crowd", "seed", "model"]
 
 
@@ -41,45 +42,57 @@ def score(crowd: str, seed: int, name: str) -> pd.DataFrame:
     return score_models({name: spec}, [crowd], seed)
 
 
+def _both(ll, m, ref):
+    """The seeds (index of ``ll``) at which models m and ref were both scored."""
+    return ll.index[ll[m].notna() & ll[ref].notna()]
+
+
 def render(df: pd.DataFrame, seeds, crowds) -> str:
     lines = [HEAD, "", "## The DPM's item residual", "",
              f"Machine: {machine()}. `python benchmarks/bench_dpm_residual.py --seeds "
              f"{' '.join(map(str, seeds))} --crowds {','.join(crowds)} --out docs/benchmarks.md` "
              f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}).", "",
              "Calibration-battery crowds; the DPM's default (Gibbs) without and with the item residual "
-             "(σ_r² = ¼ on each community's exact item kernel). Held-out log loss and accuracy, mean over "
-             "seeds; differences paired by seed (mean ± standard error; negative log loss and positive "
-             "accuracy differences favour the first; the *residual − none* rows hold the residual's paired "
-             "difference from the default in the two difference columns).", "",
+             "(σ_r² = ¼ on each community's exact item kernel; *learned*: σ_r² at the pooled EP evidence's "
+             "maximum). Each row at the seeds where it and its reference were both scored. Held-out log "
+             "loss and accuracy, mean over seeds; differences paired by seed (mean ± standard error; "
+             "negative log loss and positive "
+             "accuracy differences favour the first; the *residual − none* and *learned − none* rows hold "
+             "the residual's paired difference from the default in the two difference columns).", "",
              "| crowd | seeds | model | log loss | accuracy | log loss − BT | accuracy − BT "
              "| seeds better than BT (log loss) | seconds |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|"]
 
     def pm(x):
-        return f"{x.mean():+.4f} ± {x.std(ddof=1) / np.sqrt(x.notna().sum()):.4f}"
+        se = x.std(ddof=1) / np.sqrt(x.notna().sum()) if x.notna().sum() > 1 else float("nan")
+        return f"{x.mean():+.4f} ± {se:.4f}"
 
     for crowd in crowds:
         d = df[(df["crowd"] == crowd) & df["seed"].isin(seeds)]
-        ll = d.pivot(index="seed", columns="model", values="log loss").dropna()
-        acc = d.pivot(index="seed", columns="model", values="accuracy").dropna()
-        sec = d.pivot(index="seed", columns="model", values="seconds").dropna()
+        ll = d.pivot(index="seed", columns="model", values="log loss")
+        acc = d.pivot(index="seed", columns="model", values="accuracy")
+        sec = d.pivot(index="seed", columns="model", values="seconds")
         if ll.empty or "bradley-terry" not in ll:
             continue
-        at = ", ".join(map(str, ll.index))
+
         for m in [*VARIANTS, "bradley-terry"]:
             if m not in ll:
                 continue
             bt = m == "bradley-terry"
-            d_ll, d_acc = ll[m] - ll["bradley-terry"], acc[m] - acc["bradley-terry"]
-            lines.append(f"| {crowd} | {at} | {m} | {ll[m].mean():.4f} | {acc[m].mean():.4f} | "
+            at = ll.index[ll[m].notna()] if bt else _both(ll, m, "bradley-terry")
+            d_ll, d_acc = (ll[m] - ll["bradley-terry"])[at], (acc[m] - acc["bradley-terry"])[at]
+            lines.append(f"| {crowd} | {', '.join(map(str, at))} | {m} | {ll[m][at].mean():.4f} | "
+                         f"{acc[m][at].mean():.4f} | "
                          + ("–" if bt else pm(d_ll)) + " | " + ("–" if bt else pm(d_acc)) + " | "
                          + ("–" if bt else f"{int((d_ll < 0).sum())} of {d_ll.notna().sum()}")
-                         + f" | {sec[m].mean():.0f} |")
-        if "dpm" in ll and "dpm + residual" in ll:
-            diff = ll["dpm + residual"] - ll["dpm"]
-            lines.append(f"| {crowd} | {at} | residual − none | | | {pm(diff)} | "
-                         f"{pm(acc['dpm + residual'] - acc['dpm'])} | {int((diff < 0).sum())} of "
-                         f"{diff.notna().sum()} | |")
+                         + f" | {sec[m][at].mean():.0f} |")
+        for m, what in (("dpm + residual", "residual − none"), ("dpm + learned residual", "learned − none")):
+            if "dpm" in ll and m in ll:
+                at = _both(ll, m, "dpm")
+                diff = (ll[m] - ll["dpm"])[at]
+                lines.append(f"| {crowd} | {', '.join(map(str, at))} | {what} | | | {pm(diff)} | "
+                             f"{pm((acc[m] - acc['dpm'])[at])} | {int((diff < -1e-12).sum())} of "
+                             f"{diff.notna().sum()} | |")
     return "\n".join(lines) + "\n"
 
 

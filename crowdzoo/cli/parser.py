@@ -72,10 +72,11 @@ def make_parser() -> argparse.ArgumentParser:
     fit.add_argument("--n-inducing-users", type=_inducing, default=None, metavar="M|all|auto",
                      help="crowdgppl: M_u inducing users, 'all' (every user) or 'auto' (default: the "
                           "model's)")
-    fit.add_argument("--item-residual", type=_residual, default=None, metavar="auto|on|off",
+    fit.add_argument("--item-residual", type=_residual, default=None, metavar="auto|on|off|learned",
                      help="gppl, crowdgppl, dpm: an item-level residual beside the GP, each item's own "
                           "utility (default: the model's; 'auto': gppl and crowdgppl where the GP is sparse, "
-                          "dpm where every item is inducing over item features)")
+                          "dpm where every item is inducing over item features; 'learned', dpm only: "
+                          "where 'auto' has it, with its variance at the pooled EP evidence's maximum)")
     _csv_options(fit)
     add_fit_options(fit)
     _fit_options(fit)
@@ -194,10 +195,10 @@ def _shown(default) -> str:
 
 
 def _residual(value: str):
-    """``--item-residual``'s value: "auto", "on" (True) or "off" (False)."""
-    table = {"auto": "auto", "on": True, "off": False}
+    """``--item-residual``'s value: "auto", "on" (True), "off" (False) or "learned" (the DPM's)."""
+    table = {"auto": "auto", "on": True, "off": False, "learned": "learned"}
     if value not in table:
-        raise argparse.ArgumentTypeError(f"expected 'auto', 'on' or 'off', got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'on', 'off' or 'learned', got {value!r}")
     return table[value]
 
 

@@ -6,6 +6,9 @@ utilities (their community's draw; kept while draws × users × items ≤ 2²⁴
 when the item length-scales were inferred under a prior (shared by the communities, so label-invariant),
 and ``tau`` for a fit with ties (whose labels then have three outcomes);
 log-likelihood and replicated labels per label from its user's utilities, with the probit scale α.
+With ``item_residual="learned"`` the root attribute ``learned_residual_variance`` (σ_r², fixed before
+the sampler, so not a draw) and the group ``residual_evidence``: the pooled EP log evidence over the
+σ_r² tried.
 """
 from __future__ import annotations
 
@@ -55,4 +58,13 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     observed = d.y.copy() if "tau" in draws else d.y.astype(np.int64)  # y ∈ {0, ½, 1} with ties
     groups = {"posterior": posterior, "posterior_predictive": {"y": shape(y_rep)},
               "log_likelihood": {"y": shape(loglik)}, "observed_data": {"y": observed}}
-    return finish(post, groups, coords, dims, "pair", identified=identified)
+    dt = finish(post, groups, coords, dims, "pair", identified=identified)
+    st = post.setup
+    if getattr(st, "residual_grid", None) is not None:  # item_residual="learned": σ_r² and its evidence
+        import xarray as xr
+
+        dt.attrs["learned_residual_variance"] = st.residual_variance
+        dt["residual_evidence"] = xr.DataTree(xr.Dataset(
+            {"log_evidence": ("residual_variance", st.residual_log_evidence.numpy())},
+            coords={"residual_variance": st.residual_grid.numpy()}))
+    return dt

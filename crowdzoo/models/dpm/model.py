@@ -84,6 +84,18 @@ calibration battery the residual is ahead where items carry effects of their own
 behind, by less than .01 nats at most seeds, on crowds whose utilities the features explain with a
 weak signal or irrelevant features (docs/dpm.md, "Item residual").
 
+``item_residual="learned"`` (``--item-residual learned``) has the residual where "auto" does, with σ_r²
+learned instead of fixed at ¼: before inference, the type-II maximum over σ_r² ∈ {0, 2⁻⁸, 2⁻⁷, …, 4} of
+the EP evidence log Z_EP(y | σ_r²) of one GP with the residual over all the crowd's labels pooled
+(:func:`~crowdzoo.models.dpm.setup.learn_residual_variance`), then fixed as s is, for every route. 0 is
+on the grid, so a crowd whose items have no effects of their own switches the residual off (the fit is
+then the one without it). Pooled, because the communities do not exist before the sampler: an effect
+the crowd shares shows in the pooled labels, one that only a community has is averaged out. Fixed rather
+than sampled (a Metropolis step on log σ_r² against the communities' EP evidence, as τ's): σ_r² changes
+each community's prior Cholesky factor and the posterior's projection to new items, which the sampler's
+posterior holds once for all samples. The setup keeps the grid and its evidences
+(``residual_grid``, ``residual_log_evidence``), the posterior's model says ``item_residual="learned"``.
+
 Length-scales (the paper conditions on them): with ``lengthscale_prior=`` the program of the
 svi and nuts routes samples the item kernel's ARD length-scales first, ℓ_d ~ ``lengthscale_prior``
 (site "lengthscale"), shared by every community's GP, and builds K_mm, L_mm and G from them inside the
@@ -107,7 +119,15 @@ from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_log_probs
 from ...gp.priors import check_priors
 from ..gppl.model import GPPL
-from .setup import DPMSetup, LengthscaleSpace, ResidualKernel, check_data, user_labels, with_item_residual
+from .setup import (
+    DPMSetup,
+    LengthscaleSpace,
+    ResidualKernel,
+    check_data,
+    learn_residual_variance,
+    user_labels,
+    with_item_residual,
+)
 
 #: the settings of the communities' item GP, a :class:`~crowdzoo.models.gppl.model.GPPL` (``item_gp``),
 #: which the constructor also takes by name and the model reads back by name (``model.kernel``)
@@ -163,13 +183,15 @@ class DPMCommunities:
         ``tie_prior`` independently (users who call more pairs even get a larger τ_u; a user with few
         labels keeps near the prior's). Predictions of a new user (and ``users=None``)
         then use the median of the users' τ_u.
-    item_residual : False (default: the paper's model, without it), True or "auto". True: each
+    item_residual : False (default: the paper's model, without it), True, "auto" or "learned". True: each
         community's utility gets an item residual, f^c ~ GP(0, K_x / s + σ_r² I) — an effect of each
         item of its own, which the features need not explain (module docstring, "Item residual");
         needs an exact item side (every item inducing) and fixed length-scales (no
         ``lengthscale_prior``, no ``learn_kernel``), refused otherwise. "auto": True where it applies
         — an exact item side over item features with fixed length-scales — and False elsewhere
-        (:meth:`uses_residual`).
+        (:meth:`uses_residual`). "learned": where "auto" has the residual, with σ_r² the type-II maximum
+        of one pooled GP's EP evidence over a grid that includes 0 (module docstring; the setup's
+        ``residual_variance``), fixed before inference.
     """
 
     concentration: float = 1.0
@@ -220,9 +242,9 @@ class DPMCommunities:
                             "threshold's prior is DPMCommunities(tie_prior=...))", arg="item_gp")
         check_priors(self, positive_priors={"tie_prior": "tie thresholds"})
         if not (isinstance(self.item_residual, bool) or isinstance(self.item_residual, str)
-                and self.item_residual == "auto"):
-            raise DataError(f"item_residual: expected 'auto', True or False, got {self.item_residual!r}",
-                            arg="item_residual")
+                and self.item_residual in ("auto", "learned")):
+            raise DataError(f"item_residual: expected 'auto', 'learned', True or False, got "
+                            f"{self.item_residual!r}", arg="item_residual")
         if self.tie_threshold not in ("crowd", "per_user"):
             raise DataError(f"tie_threshold: expected 'crowd' or 'per_user', got {self.tie_threshold!r}",
                             arg="tie_threshold")
@@ -253,16 +275,18 @@ class DPMCommunities:
         """Whether the communities' kernel has the item residual on item GP ``gp`` (GPPL's setup, before
         the residual): ``item_residual`` when it is True or False; under "auto", where the residual
         applies — every item inducing, items with features (not the identity kernel) and length-scales
-        fixed (no ``lengthscale_prior``; svi's ``learn_kernel`` drops it in :meth:`with_lengthscale`)."""
+        fixed (no ``lengthscale_prior``; svi's ``learn_kernel`` drops it in :meth:`with_lengthscale`);
+        "learned" applies where "auto" does."""
         if isinstance(self.item_residual, bool):
             return self.item_residual
         return (bool(gp.exact) and getattr(gp.kernel, "name", None) != "identity"
                 and self.lengthscale_prior is None)
 
     def resolved(self, setup: DPMSetup) -> DPMCommunities:
-        """The model with ``item_residual`` as ``setup`` has it (True or False): what a posterior keeps,
-        so that its model says which kernel it was fitted with."""
-        used = isinstance(setup.gp.kernel, ResidualKernel)
+        """The model with ``item_residual`` as ``setup`` has it (True or False; "learned" where σ_r² was
+        learned, ``setup.residual_variance`` its value, 0 when the evidence switched it off): what a
+        posterior keeps, so that its model says which kernel it was fitted with."""
+        used = "learned" if setup.residual_grid is not None else isinstance(setup.gp.kernel, ResidualKernel)
         return self if self.item_residual is used else dataclasses.replace(self, item_residual=used)
 
     def setup(self, data, seed: int = 0) -> DPMSetup:
@@ -272,14 +296,20 @@ class DPMCommunities:
         s = float(gp.s_prior.mean)
         if not s > 0 or s == float("inf"):
             raise DataError(f"s_prior: the Gibbs route fixes s at the prior mean, which is {s}")
+        alpha = float(self.probit_scale)
+        grid = log_z = None
         if self.uses_residual(gp):
-            gp = with_item_residual(gp, s * self.residual_variance)
+            v = self.residual_variance
+            if self.item_residual == "learned":
+                v, grid, log_z = learn_residual_variance(gp, data, s, alpha)
+            if v > 0:
+                gp = with_item_residual(gp, s * v)
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
-        alpha = float(self.probit_scale)
         return DPMSetup(gp=gp, s=s, alpha=alpha, H=probit_rows(gp, a, b, s, alpha),
                         tie_prior=self.prior_tau() if data.has_ties else None,
-                        tie_per_user=data.has_ties and self.tie_threshold == "per_user")
+                        tie_per_user=data.has_ties and self.tie_threshold == "per_user",
+                        residual_grid=grid, residual_log_evidence=log_z)
 
     def program(self, setup: DPMSetup, data, subsample_size=None, learn_kernel: bool = False):
         """The Pyro model :func:`dpm_model` and its arguments (module docstring): whitened directions

@@ -72,6 +72,43 @@ def with_item_residual(gp: GPPLSetup, variance: float) -> GPPLSetup:
                                L_mm=L_mm, B=B)
 
 
+#: σ_r² tried by :func:`learn_residual_variance` (utility units): 0 (no residual) and 2⁻⁸ … 4 by factors
+#: of 2, from far below the probit's unit noise to four times the battery's item effects of variance 1
+RESIDUAL_GRID = (0.0,) + tuple(2.0 ** k for k in range(-8, 3))
+
+
+def learn_residual_variance(gp: GPPLSetup, data, s: float, alpha: float, grid=RESIDUAL_GRID,
+                            tol: float = 1e-5):
+    """Type-II maximum likelihood of the item residual's variance σ_r² over ``grid``: the EP evidence
+    log Z_EP(y | σ_r²) of one GP over every label pooled (the crowd's labels as one user's, f ~
+    GP(0, K_mm / s + σ_r² I), probit sites at scale α, a tie's threshold where a tie of equal items is
+    as common as ties are in the data) at each σ_r², warm-started from the last; returns (the σ_r² of
+    the largest evidence, the grid (G,), the log evidences (G,)). 0 on the grid lets a crowd whose
+    items have no effects of their own switch the residual off.
+
+    Pooled rather than per community: the communities do not exist before the sampler, and whatever
+    item effect the crowd shares shows in the pooled labels; a community's own effects, which the
+    pooled labels average out, are not seen. Needs an exact item side (:func:`with_item_residual`)."""
+    from ...gp.conditional import probit_rows
+    from ...gp.ordinal import initial_tau
+    from ...inference.ep import ep_fixed_s
+
+    a, b = (torch.as_tensor(x, dtype=torch.long) for x in (data.a, data.b))
+    sgn = 2.0 * torch.as_tensor(data.y, dtype=DTYPE) - 1.0
+    threshold = None
+    if data.has_ties:
+        threshold = torch.full_like(sgn, float(initial_tau(np.mean(data.y == 0.5))))
+    tau = nu = None
+    log_z = torch.empty(len(grid), dtype=DTYPE)
+    for i, v in enumerate(grid):
+        g = with_item_residual(gp, s * v) if v > 0 else gp
+        H = probit_rows(g, a, b, s, alpha)
+        L = g.L_mm / s ** 0.5
+        *_, tau, nu, log_z[i], _ = ep_fixed_s(None, H, sgn, tau, nu, L=L, threshold=threshold, tol=tol)
+    grid = torch.as_tensor(grid, dtype=DTYPE)
+    return float(grid[torch.argmax(log_z)]), grid, log_z
+
+
 def user_labels(users, n_users: int):
     """Each user's label indices, padded: (U, L) long and its (U, L) float mask (L: the most labels
     of any user)."""
@@ -114,7 +151,8 @@ class DPMSetup:
     """What is fixed before inference: the item GP (GPPL's setup), s, α, H (P, M): each training
     label's direction in the inducing utilities (see :func:`crowdzoo.gp.conditional.probit_rows`), and
     the prior of the tie threshold τ for data with ties (None: no ties), and whether τ is per user
-    (``tie_threshold="per_user"``)."""
+    (``tie_threshold="per_user"``); with ``item_residual="learned"`` the σ_r² tried and their pooled
+    EP log evidences (:func:`learn_residual_variance`; else None)."""
 
     gp: GPPLSetup
     s: float
@@ -122,6 +160,14 @@ class DPMSetup:
     H: torch.Tensor
     tie_prior: object = None
     tie_per_user: bool = False
+    residual_grid: torch.Tensor | None = None
+    residual_log_evidence: torch.Tensor | None = None
+
+    @property
+    def residual_variance(self) -> float:
+        """σ_r² of the communities' item residual in utility units (0: none)."""
+        k = self.gp.kernel
+        return float(k.variance) / self.s if isinstance(k, ResidualKernel) else 0.0
 
     @property
     def M(self) -> int:
@@ -133,5 +179,5 @@ class DPMSetup:
         return self.gp.K_mm / self.s
 
 
-__all__ = ["LengthscaleSpace", "DPMSetup", "ResidualKernel", "check_data", "user_labels",
-           "with_item_residual"]
+__all__ = ["LengthscaleSpace", "DPMSetup", "RESIDUAL_GRID", "ResidualKernel", "check_data",
+           "learn_residual_variance", "user_labels", "with_item_residual"]

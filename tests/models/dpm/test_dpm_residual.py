@@ -174,3 +174,100 @@ def test_the_command_line_and_the_api_build_the_same_model(tmp_path):
         post = cz.load(out / "posterior.pt")
         assert post.model == api.model and post.model.item_residual is (setting is not False)
         torch.testing.assert_close(post.setup.K, api.setup.K)
+
+
+# ---------------------------------------------------------------- the residual's variance learned
+def _item_effects_crowd(residual_sd, seed=0, n_items=40, n_users=8, n_labels=4000):
+    """Items on a line whose utilities are sin(2x) plus an effect of each item's own, N(0, residual_sd²),
+    that the features do not carry; probit labels P(a ≻ b) = Φ(f_a − f_b) from users who share them."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n_items, 1))
+    f = np.sin(2 * X[:, 0]) + residual_sd * rng.standard_normal(n_items)
+    a = rng.integers(0, n_items, n_labels)
+    b = (a + rng.integers(1, n_items, n_labels)) % n_items
+    y = (rng.standard_normal(n_labels) < f[a] - f[b]).astype(float)
+    return cz.PairwiseData.from_arrays(a, b, y, X, users=np.arange(n_labels) % n_users)
+
+
+def _learned(**kw):
+    return cz.DPMCommunities(concentration=1e-8, kernel="se", lengthscale=[0.5], item_residual="learned",
+                             **kw)
+
+
+def test_learned_residual_variance_finds_the_item_effects_scale_and_switches_off_without_them():
+    """Item effects of variance 1 that the features do not carry: σ_r² learned within a factor of 4 of
+    1; the same crowd without them: σ_r² at most 1/64 (0, the residual off, on the grid)."""
+    strong = _learned().setup(_item_effects_crowd(1.0))
+    none = _learned().setup(_item_effects_crowd(0.0))
+    print("σ_r² learned: item effects of variance 1", strong.residual_variance, "none",
+          none.residual_variance)
+    assert 0.25 <= strong.residual_variance <= 4.0
+    assert none.residual_variance <= 1 / 64
+    # the setup's kernel is the one learned: K/s + σ_r² I
+    plain = cz.DPMCommunities(kernel="se", lengthscale=[0.5]).setup(_item_effects_crowd(1.0))
+    torch.testing.assert_close(strong.K, plain.K + strong.residual_variance * torch.eye(plain.M,
+                                                                                         dtype=plain.K.dtype))
+
+
+def test_learned_residual_evidence_matches_a_quadrature_of_the_marginal_likelihood():
+    """Three items, the first two 0.05 apart in the features (one utility to the kernel alone) whose labels
+    disagree: the pooled EP log evidence at each σ_r² of the grid against log ∫ Π_p Φ(±(f_a − f_b))
+    N(f; 0, K/s + σ_r² I) df by a 2-D grid quadrature over the two utility differences, which are all
+    the labels see; the learned σ_r² is where the quadrature is largest, up to the grid's ties."""
+    X = np.array([[0.0], [0.05], [1.0]])
+    pairs = [(1, 0, 13, 3), (2, 0, 9, 6), (2, 1, 6, 8)]  # (a, b, a wins, b wins)
+    a, b, y = [], [], []
+    for i, j, wi, wj in pairs:
+        a += [i] * (wi + wj)
+        b += [j] * (wi + wj)
+        y += [1.0] * wi + [0.0] * wj
+    data = cz.PairwiseData.from_arrays(np.array(a), np.array(b), np.array(y), X, users=np.zeros(len(a), int))
+    st = _learned().setup(data)
+    K0 = cz.DPMCommunities(kernel="se", lengthscale=[0.5]).setup(data).K
+    D = torch.tensor([[-1.0, 1.0, 0.0], [-1.0, 0.0, 1.0]], dtype=K0.dtype)  # (f1 − f0, f2 − f0)
+    z = torch.linspace(-9, 9, 721, dtype=K0.dtype)
+    Z = torch.stack(torch.meshgrid(z, z, indexing="ij"), -1).reshape(-1, 2)
+    w = torch.exp(-0.5 * (Z ** 2).sum(-1)) / (2 * np.pi) * float(z[1] - z[0]) ** 2
+    row = {(1, 0): torch.tensor([1.0, 0.0]), (2, 0): torch.tensor([0.0, 1.0]),
+           (2, 1): torch.tensor([-1.0, 1.0])}
+    exact = []
+    for v in st.residual_grid.tolist():
+        C = torch.linalg.cholesky(D @ (K0 + v * torch.eye(3, dtype=K0.dtype)) @ D.T)
+        d = Z @ C.T  # the differences at the nodes
+        ll = torch.zeros(Z.shape[0], dtype=K0.dtype)
+        for i, j, wi, wj in pairs:
+            diff = d @ row[(i, j)].to(K0.dtype)
+            ll += wi * torch.special.log_ndtr(diff) + wj * torch.special.log_ndtr(-diff)
+        exact.append(float(torch.logsumexp(ll + torch.log(w), 0)))
+    exact = torch.tensor(exact, dtype=K0.dtype)
+    print("σ_r²", st.residual_grid.tolist(), "\nEP", st.residual_log_evidence.numpy().round(3),
+          "\nquadrature", exact.numpy().round(3))
+    torch.testing.assert_close(st.residual_log_evidence, exact, atol=0.01, rtol=0)
+    assert 0 < st.residual_variance < 4  # an interior maximum: the twins need some residual
+    best = int(torch.argmax(exact))
+    assert exact[st.residual_grid == st.residual_variance].item() > exact[best].item() - 0.03
+
+
+def test_learned_residual_posterior_keeps_it_and_without_item_effects_is_the_plain_model(tmp_path):
+    kw = dict(method="gibbs", n_sweeps=3, burn_in=1, n_chains=1, seed=0, progress_bar=False,
+              check_confidence=False)
+    data = _item_effects_crowd(1.0, n_labels=1500)
+    post = cz.fit(_learned(), data, **kw)
+    v = post.setup.residual_variance
+    assert post.model.item_residual == "learned" and v == _learned().setup(data).residual_variance and v > 0
+    post.save(tmp_path / "learned.pt")
+    back = cz.load(tmp_path / "learned.pt")
+    assert back.model == post.model and back.setup.residual_variance == v
+    torch.testing.assert_close(back.setup.residual_log_evidence, post.setup.residual_log_evidence)
+    ia, ib = data.item_ids[:20], data.item_ids[20:]
+    np.testing.assert_array_equal(back.predict_proba(ia, ib), post.predict_proba(ia, ib))
+    dt = post.to_arviz()
+    assert dt.attrs["learned_residual_variance"] == v
+    ev = dt["residual_evidence"].to_dataset()["log_evidence"]
+    assert float(ev["residual_variance"][int(np.argmax(ev.values))]) == v
+    # no item effects: the evidence switches the residual off, and the fit is the one without it
+    flat = _item_effects_crowd(0.0, n_labels=1500)
+    off = cz.fit(_learned(), flat, **kw)
+    plain = cz.fit(cz.DPMCommunities(concentration=1e-8, kernel="se", lengthscale=[0.5]), flat, **kw)
+    assert off.setup.residual_variance == 0.0 and off.model.item_residual == "learned"
+    np.testing.assert_array_equal(off.predict_proba(ia, ib), plain.predict_proba(ia, ib))
