@@ -104,19 +104,20 @@ def test_auto_has_the_residual_exactly_where_it_applies():
     """``item_residual="auto"``: on with every item inducing over item features and fixed length-scales;
     off, without an error, on a sparse item side, under a length-scale prior, for learned length-scales
     and for items without features (the identity kernel, which the residual would only rescale). The
-    default is the paper's model, without it."""
+    default learns σ_r² where "auto" has the residual; False is the paper's model, without it."""
     import pyro.distributions as dist
 
     from crowdzoo.models.dpm.setup import ResidualKernel
 
     data, _ = _twins()
-    assert cz.DPMCommunities().item_residual is False
+    assert cz.DPMCommunities().item_residual == "learned"
 
     def has(model, d=data):
         return isinstance(model.setup(d).gp.kernel, ResidualKernel)
 
     exact = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5], item_residual="auto")
-    assert has(exact) and has(cz.DPMCommunities(item_residual="auto")) and not has(cz.DPMCommunities())
+    assert has(exact) and has(cz.DPMCommunities(item_residual="auto"))
+    assert not has(cz.DPMCommunities(item_residual=False))
     st = exact.setup(data)
     on = cz.DPMCommunities(kernel="se", lengthscale=[0.5, 0.5], item_residual=True)
     torch.testing.assert_close(st.K, on.setup(data).K)
@@ -152,17 +153,17 @@ def test_the_posterior_keeps_which_kernel_auto_used(tmp_path):
 
 
 def test_the_command_line_and_the_api_build_the_same_model(tmp_path):
-    """``crowdzoo fit dpm`` without ``--item-residual`` is ``DPMCommunities()`` (no residual), and
+    """``crowdzoo fit dpm`` without ``--item-residual`` is ``DPMCommunities()`` (σ_r² learned), and
     ``--item-residual auto`` / ``on`` / ``off`` are ``item_residual="auto"`` / True / False: the same
     resolved model and kernel as the API's fit."""
     from crowdzoo.cli import main
     from crowdzoo.cli.parser import model_defaults_help
 
-    assert "dpm: --item-residual off" in model_defaults_help()
+    assert "dpm: --item-residual learned" in model_defaults_help()
     data, _ = _twins(n_twins=3, n_users=2, per_user=20)
     data.to_frame().to_csv(tmp_path / "pairs.csv", index=False)
     data.items_frame().rename_axis("id").to_csv(tmp_path / "items.csv")
-    for flag, setting in (([], False), (["--item-residual", "auto"], "auto"),
+    for flag, setting in (([], "learned"), (["--item-residual", "auto"], "auto"),
                           (["--item-residual", "on"], True)):
         api = cz.fit(cz.DPMCommunities(item_residual=setting), data, method="gibbs", n_sweeps=2, burn_in=1,
                      progress_bar=False, check_confidence=False)
@@ -172,7 +173,8 @@ def test_the_command_line_and_the_api_build_the_same_model(tmp_path):
                      "--no-progress", *flag])
         assert code == 0
         post = cz.load(out / "posterior.pt")
-        assert post.model == api.model and post.model.item_residual is (setting is not False)
+        resolved = "learned" if setting == "learned" else (setting is not False)
+        assert post.model == api.model and post.model.item_residual == resolved
         torch.testing.assert_close(post.setup.K, api.setup.K)
 
 
@@ -204,7 +206,8 @@ def test_learned_residual_variance_finds_the_item_effects_scale_and_switches_off
     assert 0.25 <= strong.residual_variance <= 4.0
     assert none.residual_variance <= 1 / 64
     # the setup's kernel is the one learned: K/s + σ_r² I
-    plain = cz.DPMCommunities(kernel="se", lengthscale=[0.5]).setup(_item_effects_crowd(1.0))
+    plain = cz.DPMCommunities(kernel="se", lengthscale=[0.5], item_residual=False)
+    plain = plain.setup(_item_effects_crowd(1.0))
     torch.testing.assert_close(strong.K, plain.K + strong.residual_variance * torch.eye(plain.M,
                                                                                          dtype=plain.K.dtype))
 
@@ -223,7 +226,7 @@ def test_learned_residual_evidence_matches_a_quadrature_of_the_marginal_likeliho
         y += [1.0] * wi + [0.0] * wj
     data = cz.PairwiseData.from_arrays(np.array(a), np.array(b), np.array(y), X, users=np.zeros(len(a), int))
     st = _learned().setup(data)
-    K0 = cz.DPMCommunities(kernel="se", lengthscale=[0.5]).setup(data).K
+    K0 = cz.DPMCommunities(kernel="se", lengthscale=[0.5], item_residual=False).setup(data).K
     D = torch.tensor([[-1.0, 1.0, 0.0], [-1.0, 0.0, 1.0]], dtype=K0.dtype)  # (f1 − f0, f2 − f0)
     z = torch.linspace(-9, 9, 721, dtype=K0.dtype)
     Z = torch.stack(torch.meshgrid(z, z, indexing="ij"), -1).reshape(-1, 2)
