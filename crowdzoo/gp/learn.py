@@ -30,6 +30,16 @@ def check_learnable(model, features, what: str = "learn_kernel") -> None:
                         f"{{{what}=False}}", arg=what, settings=("kernel", what))
 
 
+def _heuristic_kernel(kern) -> bool:
+    """Whether ``kern`` is a named ARD kernel ("se", "matern32", or a Kernel of that name without
+    length-scales of its own) whose length-scales the median heuristic would set."""
+    from .kernels import Kernel
+
+    if isinstance(kern, Kernel) and kern.lengthscale is None:
+        kern = kern.name
+    return isinstance(kern, str) and kern in ("se", "matern32")
+
+
 def learns_by_default(model, features) -> bool:
     """What a route's ``learn_kernel`` left unset (None) means: learn the length-scales where the model
     leaves them to the median heuristic — ``"se"`` or ``"matern32"`` without length-scales of its own,
@@ -37,15 +47,10 @@ def learns_by_default(model, features) -> bool:
     (whose MAP the route then finds; :func:`check_learnable` refuses a kernel it cannot learn). A
     length-scale the user set, a kernel object with its own length-scales, a callable kernel, and items
     without features keep their kernel fixed."""
-    from .kernels import Kernel
-
     if getattr(model, "lengthscale_prior", None) is not None:
         return True
-    kern = model.kernel
-    if isinstance(kern, Kernel) and kern.lengthscale is None:
-        kern = kern.name
     features = np.asarray(features)
-    return (kern in ("se", "matern32") and getattr(model, "lengthscale", None) is None
+    return (_heuristic_kernel(model.kernel) and getattr(model, "lengthscale", None) is None
             and features.ndim == 2 and features.shape[1] > 0)
 
 
@@ -53,13 +58,9 @@ def starts_from_heuristic(model, features, lengthscale: str = "lengthscale") -> 
     """Whether ``model``'s ``lengthscale`` field leaves ARD length-scales to the median heuristic: a
     named kernel ("se", "matern32") without length-scales of its own, the field None, not the
     high-dimensional variant (``scaled_lengthscale``), on items with two or more features."""
-    from .kernels import Kernel
-
     kern = model.kernel if lengthscale == "lengthscale" else model.user_gp().kernel
-    if isinstance(kern, Kernel) and kern.lengthscale is None:
-        kern = kern.name
     features = np.asarray(features) if features is not None else np.zeros((0, 0))
-    return (kern in ("se", "matern32") and getattr(model, lengthscale, None) is None
+    return (_heuristic_kernel(kern) and getattr(model, lengthscale, None) is None
             and not (lengthscale == "lengthscale" and getattr(model, "scaled_lengthscale", False))
             and features.ndim == 2 and features.shape[1] > 1 and features.shape[0] > 1)
 
