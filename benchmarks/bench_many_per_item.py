@@ -6,7 +6,11 @@ seed), so that a gap of a few thousandths can be told from the seeds' noise.
     python benchmarks/bench_many_per_item.py --seeds 6 --models gppl,crowdgppl,collabgp,crowdbt-gp \\
         --out docs/benchmarks.md
 
-``--models`` takes the zoo's names; Bradley–Terry and the win rates are always scored.
+``--models`` takes the zoo's names; Bradley–Terry and the win rates are always scored. Each
+(model, seed) row is kept in ``--cache`` (``benchmarks/results/many_per_item.csv``) as soon as it is
+scored, and rows already there are not refitted (fits are deterministic at their seed), so a slow
+model can be added to the table later; ``--refit`` ignores the cache. The table shows every model in
+the cache, each over the seeds asked for.
 """
 from __future__ import annotations
 
@@ -25,20 +29,34 @@ HEAD = "<!-- bench_many_per_item.py: this section is rewritten by it -->"
 CROWD = "many-per-item"
 
 
-def scores(seeds: int, models: list[str]) -> pd.DataFrame:
+CACHE = os.path.join(os.path.dirname(__file__), "results", "many_per_item.csv")
+COLUMNS = ["seed", "model", "log loss", "accuracy", "seconds"]
+
+
+def scores(seeds: int, models: list[str], cache: str | None = CACHE) -> pd.DataFrame:
+    """Every (model, seed) row for seeds 0 … ``seeds`` − 1: the cache's, and the missing ones fitted
+    (and appended to ``cache`` one by one)."""
     from crowdzoo.comparisons.calibration import _scores, crowd_data, score_models, win_rates
 
-    frames = []
+    have = pd.read_csv(cache) if cache and os.path.exists(cache) else pd.DataFrame(columns=COLUMNS)
+    done = set(zip(have["model"], have["seed"]))
     for seed in range(seeds):
-        defaults = {m: (m, None, {}) for m in [*models, "bradley-terry"]}
-        frames.append(score_models(defaults, [CROWD], seed))
-        train, test, *_ = crowd_data(CROWD, seed)
-        decided = test[test["tie"] == "no"]
-        frames.append(pd.DataFrame([dict(seed=seed, crowd=CROWD, model="win rate",
-                                         **_scores(win_rates(train, decided)))]))
-        print(pd.concat(frames).query("seed == @seed")[["model", "log loss", "accuracy"]].to_string(),
-              flush=True)
-    return pd.concat(frames, ignore_index=True)
+        todo = [m for m in [*models, "bradley-terry"] if (m, seed) not in done]
+        new = [score_models({m: (m, None, {})}, [CROWD], seed) for m in todo]
+        if ("win rate", seed) not in done:
+            train, test, *_ = crowd_data(CROWD, seed)
+            decided = test[test["tie"] == "no"]
+            new.append(pd.DataFrame([dict(seed=seed, model="win rate", seconds=0.0,
+                                          **_scores(win_rates(train, decided)))]))
+        for row in new:
+            row = row.reindex(columns=COLUMNS)
+            print(row[["seed", "model", "log loss", "accuracy"]].to_string(header=False, index=False),
+                  flush=True)
+            have = pd.concat([have, row], ignore_index=True) if len(have) else row
+            if cache:
+                os.makedirs(os.path.dirname(cache), exist_ok=True)
+                have.to_csv(cache, index=False)
+    return have[have["seed"] < seeds].reset_index(drop=True)
 
 
 def render(df: pd.DataFrame, seeds: int) -> str:
@@ -74,8 +92,12 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--models", default="gppl,crowdgppl,collabgp,crowdbt-gp,dpm")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--cache", default=CACHE, help="CSV of scored (model, seed) rows (default %(default)s)")
+    ap.add_argument("--refit", action="store_true", help="fit every row again, ignoring the cache")
     args = ap.parse_args(argv)
-    df = scores(args.seeds, args.models.split(","))
+    if args.refit and os.path.exists(args.cache):
+        os.remove(args.cache)
+    df = scores(args.seeds, args.models.split(","), args.cache)
     text = render(df, args.seeds)
     print(text)
     if args.out:
