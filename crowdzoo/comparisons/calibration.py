@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.simulate_panel import Panel, simulate_panel
+from ..errors import DataError
 
 #: name → (how the crowd is made, how it is read: "api" or "cli")
 CROWDS = {
@@ -311,32 +312,37 @@ def describe() -> pd.DataFrame:
     return pd.DataFrame([dict(crowd=k, read=r, **dataclasses.asdict(p)) for k, (p, r) in CROWDS.items()])
 
 
-def update(models: list[str], md_path, repeats: int = 2, note: str = "") -> str:
-    """Rerun the default rows of zoo ``models`` on every crowd (seeds 0 … ``repeats`` − 1) and put them
-    in place of those models' rows in the battery's CSV beside ``md_path``; rewrite the Markdown. For a
-    change to some models, without refitting the others (whose rows stay as their last full run). The
-    page's first line keeps what made it and the earlier reruns of other models, and says this one
-    (with ``note``, e.g. the machine's load, after it)."""
+def update(models: list[str], md_path, repeats: int = 2, note: str = "", crowds=None) -> str:
+    """Rerun the default rows of zoo ``models`` on ``crowds`` (names; default every crowd) at seeds
+    0 … ``repeats`` − 1 and put them in place of those rows in the battery's CSV beside ``md_path``;
+    rewrite the Markdown. For a change to some models or crowds, without refitting the others (whose
+    rows stay as their last run). The page's first line keeps what made it and the earlier reruns of
+    other rows, and says this one (with ``note``, e.g. the machine's load, after it)."""
     import re
     from pathlib import Path
 
     md_path = Path(md_path)
     csv = md_path.with_suffix(".csv")
     old = pd.read_csv(csv)
-    fresh = pd.concat([score_models({m: (m, None, {}) for m in models}, seed=s) for s in range(repeats)],
-                      ignore_index=True)
-    df = pd.concat([old[~old["model"].isin(models)], fresh], ignore_index=True)
+    unknown = [c for c in crowds or [] if c not in CROWDS]
+    if unknown:
+        raise DataError(f"crowds: {unknown} are not battery crowds (those are {list(CROWDS)})", arg="crowds")
+    fresh = pd.concat([score_models({m: (m, None, {}) for m in models}, crowds, seed=s)
+                       for s in range(repeats)], ignore_index=True)
+    replaced = old["model"].isin(models) & (old["crowd"].isin(crowds) if crowds else True)
+    df = pd.concat([old[~replaced], fresh], ignore_index=True)
     order = {m: i for i, m in enumerate(old["model"].drop_duplicates())}
     df = df.sort_values(["seed", "model"], key=lambda c: c.map(order) if c.name == "model" else c,
                         kind="stable")
-    crowds = {c: i for i, c in enumerate(CROWDS)}
-    df = df.sort_values("crowd", key=lambda c: c.map(crowds), kind="stable").reset_index(drop=True)
+    place = {c: i for i, c in enumerate(CROWDS)}
+    df = df.sort_values("crowd", key=lambda c: c.map(place), kind="stable").reset_index(drop=True)
     df.to_csv(csv, index=False)
     first = md_path.read_text().splitlines()[0]
     made = first if first.startswith("Made by") else "Made by `crowdzoo compare calibration`."
-    rerun = f"Rows of {', '.join(models)} rerun by "
+    rerun = f"Rows of {', '.join(models)}" + (f" on {', '.join(crowds)}" if crowds else "") + " rerun by "
     made = re.sub(r" ?" + re.escape(rerun) + r"`[^`]*`\.( [^`]*?(?= Rows of |$))?", "", made)  # the last one
     cmd = f"python -m crowdzoo.comparisons.calibration --update {md_path} --models {' '.join(models)}"
+    cmd += f" --crowds {' '.join(crowds)}" if crowds else ""
     said = f"{rerun}`{cmd} --repeats {repeats}`." + (f" {note}" if note else "")
     text = f"{made} {said}\n\n{summarise(df)}\n"
     md_path.write_text(text)
@@ -350,6 +356,7 @@ if __name__ == "__main__":
     ap.add_argument("--update", required=True, help="the battery's Markdown (its CSV lies beside it)")
     ap.add_argument("--models", nargs="+", required=True)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--crowds", nargs="+", default=None, help="only these crowds (default: every crowd)")
     ap.add_argument("--note", default="", help="a sentence said after the rerun's (e.g. the machine's load)")
     a = ap.parse_args()
-    update(a.models, a.update, a.repeats, a.note)
+    update(a.models, a.update, a.repeats, a.note, a.crowds)

@@ -156,6 +156,36 @@ def test_battery_runs_every_pairwise_model_on_a_crowd(one_thread):
     assert (df["log loss"] < np.log(2)).all()
 
 
+def test_battery_update_reruns_only_the_crowds_asked_for(tmp_path, one_thread):
+    """``update(models, md, crowds=[...])`` refits those models on those crowds alone: the other
+    crowds' rows are kept as they were (here marked by an impossible log loss), the rerun row is the
+    model's score on that crowd, and the page says which rows were rerun and by what command."""
+    from crowdzoo.comparisons.calibration import CROWDS
+
+    CROWDS["_tiny_a"] = (Panel(n_items=8, n_users=3, labels_per_user=12, scale=1.0), "api")
+    CROWDS["_tiny_b"] = (Panel(n_items=9, n_users=3, labels_per_user=12, scale=1.0), "api")
+    try:
+        old = pd.DataFrame([dict(seed=0, crowd=c, model=m, **{"log loss": 9.0, "ECE": 0.0, "accuracy": 0.0,
+                                                            "seconds": 0.0, "oracle": 0.3, "labels": 30})
+                            for c in ("_tiny_a", "_tiny_b") for m in ("bradley-terry", "gppl")])
+        md = tmp_path / "cal.md"
+        old.to_csv(md.with_suffix(".csv"), index=False)
+        md.write_text("Made by `crowdzoo compare calibration`.\n")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            calibration.update(["bradley-terry"], md, repeats=1, crowds=["_tiny_b"])
+            direct = calibration.score_models({"bradley-terry": ("bradley-terry", None, {})}, ["_tiny_b"], 0)
+        with pytest.raises(cz.DataError, match="crowds.*not battery crowds"):
+            calibration.update(["bradley-terry"], md, repeats=1, crowds=["nowhere"])
+    finally:
+        del CROWDS["_tiny_a"], CROWDS["_tiny_b"]
+    new = pd.read_csv(md.with_suffix(".csv")).set_index(["crowd", "model"])["log loss"]
+    assert new[("_tiny_b", "bradley-terry")] == pytest.approx(direct["log loss"].iloc[0])
+    assert (new.drop(("_tiny_b", "bradley-terry")) == 9.0).all()
+    assert "Rows of bradley-terry on _tiny_b rerun by" in md.read_text().splitlines()[0]
+    assert "--crowds _tiny_b" in md.read_text().splitlines()[0]
+
+
 def test_n_inducing_flag_takes_a_number_all_or_auto(tmp_path, capsys):
     base = ["fit", "crowdgppl", "--pairs", "p.csv", "--out", str(tmp_path / "r")]
     for value, expected in (("all", None), ("auto", "auto"), ("30", 30)):
