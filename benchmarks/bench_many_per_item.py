@@ -15,6 +15,7 @@ the cache, each over the seeds asked for.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -42,12 +43,13 @@ def scores(seeds: int, models: list[str], cache: str | None = CACHE) -> pd.DataF
     done = set(zip(have["model"], have["seed"]))
     for seed in range(seeds):
         todo = [m for m in [*models, "bradley-terry"] if (m, seed) not in done]
-        new = [score_models({m: (m, None, {})}, [CROWD], seed) for m in todo]
+        new = (score_models({m: (m, None, {})}, [CROWD], seed) for m in todo)  # fitted one at a time
         if ("win rate", seed) not in done:
             train, test, *_ = crowd_data(CROWD, seed)
             decided = test[test["tie"] == "no"]
-            new.append(pd.DataFrame([dict(seed=seed, model="win rate", seconds=0.0,
-                                          **_scores(win_rates(train, decided)))]))
+            rates = pd.DataFrame([dict(seed=seed, model="win rate", seconds=0.0,
+                                       **_scores(win_rates(train, decided)))])
+            new = itertools.chain(new, [rates])
         for row in new:
             row = row.reindex(columns=COLUMNS)
             print(row[["seed", "model", "log loss", "accuracy"]].to_string(header=False, index=False),
