@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 SETS = ("digits-all", "digits-100", "overlapping", "overlapping-5000", "pinwheel")
-METHODS = ("links", "uniform", "SCDC", "PCKMeans")
+METHODS = ("links", "uniform", "features-start", "SCDC", "PCKMeans")
 
 
 def _data(name: str, seed: int):
@@ -61,7 +61,10 @@ def run(name: str, seed: int, method: str, n_init: int = 1) -> dict:
         pred = pckmeans(data.O, K, data.i, data.j, data.same, seed=seed)
         extra = {}
     else:
-        cls, route = (cz.SCDC, {}) if method == "SCDC" else (cz.BayesSCDC, {"mixture_step": method})
+        route = {"links": {"mixture_step": "links", "start": "links"},
+                 "uniform": {"mixture_step": "uniform", "start": "links"},
+                 "features-start": {"mixture_step": "links", "start": "features"}}
+        cls, route = (cz.SCDC, {}) if method == "SCDC" else (cz.BayesSCDC, route[method])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             post = cz.fit(cls(n_clusters=K, **arch), data, seed=seed, n_init=n_init, progress_bar=False,

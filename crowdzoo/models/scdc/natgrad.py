@@ -95,6 +95,7 @@ ADVICE_SETTINGS = ("lr", "step_delay")
 _CHUNK = 4096
 FINISH_ROUNDS = 3  # alternations of the workers' exact update and the whole graph's messages
 GIBBS_SWEEPS, GIBBS_BURN = 500, 100  # the workers' Gibbs sampler: sweeps, of which the first are dropped
+START_ROUNDS = 10  # rounds of the links-aware start's EM after pretraining (:func:`relational_em`)
 
 
 class Part(NamedTuple):
@@ -266,6 +267,27 @@ def mixture_globals(phi, x, lam, prior: Conjugate, q: Conjugate, device) -> Conj
     return Conjugate(*(v.to(device) for v in new))._replace(alpha=q.alpha, beta=q.beta)
 
 
+def relational_em(q: Conjugate, prior: Conjugate, nets, t, sweeps: int, rounds: int, device,
+                  sh=None) -> Conjugate:
+    """``rounds`` of full-batch EM of the mixture on the whole annotation graph, with the networks
+    fixed: the E-step is every item's local optimum with the annotations' messages (Eq. 12 and 14,
+    :func:`encode_all`; each annotation weighs in by its two-coin log-likelihood ratio of same against
+    different cluster at ``q``'s workers), the M-step the mixture's conjugate posterior given those
+    q*(z_n), q*(x_n) (Eq. 17 at step size 1); ``q``'s workers kept.
+
+    Why: a Gaussian mixture fitted to the pretrained latent points alone ignores the annotations;
+    where the features blur the groups it can cut across them, and the natural-gradient steps, slow
+    after pretraining, then only move items against it. Each round here lets the links move the
+    mixture itself — a penalised mixture in the spirit of PCKMeans (Basu, Banerjee & Mooney 2004),
+    with the model's own link likelihood in place of a constant penalty."""
+    for _ in range(rounds):
+        loc = encode_all(nets, q, t, sweeps, device, sh)
+        zero = torch.zeros_like(q.alpha)
+        new = conjugate_update(prior, Stats(*item_stats(loc, slice(None), 1.0), zero, zero))
+        q = new._replace(alpha=q.alpha, beta=q.beta)
+    return q
+
+
 def step_objective(batch: Batch, nets, E, sweeps: int, eps):
     """J of one mini-batch (Eq. 16, without the globals' KL) and what the global step needs: the local
     optimum and each sampled annotation's P(same) (the mean-field Σ_k φ_ik φ_jk, as in J's annotation
@@ -360,6 +382,7 @@ class Fixed(NamedTuple):
     work: Work
     seed: int = 0  # the initialisation's seed (the networks' and the k-means restart's)
     degree: torch.Tensor | None = None  # every item's number of annotations (None: mixture_step="uniform")
+    start_rounds: int = 0  # rounds of EM with the links after pretraining's mixture (start="links")
 
 
 class Info(NamedTuple):
@@ -401,6 +424,9 @@ def init(fx: Fixed, gen) -> State:
     if fx.pretrain:
         q = pretrain_natgrad(fx.model, nets, fx.t, fx.prior, q, fx.pretrain, fx.batch_size, fx.lr, gen,
                              fx.device, seed, fx.sh)
+        if fx.start_rounds and fx.n_annotations:
+            with torch.no_grad():
+                q = relational_em(q, fx.prior, nets, fx.t, fx.model.sweeps, fx.start_rounds, fx.device, fx.sh)
     opt = torch.optim.Adam(nets.parameters(), lr=fx.lr)
     state = State(q, _weights(nets), _copy_adam(opt.state_dict()), gen.get_state(),
                   torch.zeros(0, dtype=torch.long), 0, 0.0, int(seed))
@@ -454,8 +480,8 @@ ALGORITHM = (init, step, bound)
 def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_size: int = 128,
                 annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float | None = None,
                 forgetting_rate: float | None = None, warmup: int | None = None, init: str = "kmeans",
-                pretrain: int | None = None, n_init: int = 3, tol: float = 0.0, patience: int = 10,
-                mixture_step: str = "links", clusters: str = "vi", device: str = "cpu",
+                pretrain: int | None = None, start: str = "links", n_init: int = 3, tol: float = 0.0,
+                patience: int = 10, mixture_step: str = "links", clusters: str = "vi", device: str = "cpu",
                 distributed: bool = False, progress_bar: bool | None = None, setup=None,
                 resume=None, checkpoint=None, checkpoint_every: int = 0, callback=None) -> SCDCPosterior:
     """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items,
@@ -557,6 +583,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         raise DataError(f"clusters: expected 'gibbs' or 'vi', got {clusters!r}", arg="clusters")
     if init not in ("kmeans", "random"):
         raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}", arg="init")
+    if start not in ("links", "features"):
+        raise DataError(f"start: expected 'links' or 'features', got {start!r}", arg="start")
     if mixture_step not in ("links", "uniform"):
         raise DataError(f"mixture_step: expected 'links' or 'uniform', got {mixture_step!r}",
                         arg="mixture_step")
@@ -578,7 +606,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
     with isolated(seed):
         fx = Fixed(model, setup, t, model.prior(W, device), W, A, lo, sh, device, steps, batch_size,
                    annotation_batch, warmup, init == "kmeans" and not pretrain, pretrain, lr,
-                   Work(model.networks(setup, seed=seed).to(device), None), degree=degree)
+                   Work(model.networks(setup, seed=seed).to(device), None), degree=degree,
+                   start_rounds=START_ROUNDS if start == "links" else 0)
     settings = loop.Settings(batch_size=N, delay=step_delay, forgetting_rate=forgetting_rate,
                              max_iter=n_epochs * steps, min_iter=(warmup + 2) * steps, tol=tol,
                              eval_every=steps, eval_size=N, patience=patience, warmup=warmup * steps)
@@ -592,7 +621,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
             _check_replicated(sh, t, (A, W, s, n_init, n_epochs, batch_size, annotation_batch, lr, pretrain,
                                       warmup, step_delay, forgetting_rate, init == "kmeans", tol, patience,
                                       model.n_clusters, model.latent_dim, model.sweeps,
-                                      mixture_step == "links"))
+                                      mixture_step == "links", start == "links"))
             problem = loop.algorithm(*ALGORITHM, fx._replace(seed=s), N)
             res = loop.run(problem, settings, shard=sh, seed=s, what=name, advice=ADVICE,
                            advice_settings=ADVICE_SETTINGS, progress_bar=progress_bar, resume=again,
@@ -627,8 +656,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         model=model, setup=setup, data=data, method="natgrad", trace={"elbo": trace},
         settings=dict(seed=seed, n_epochs=n_epochs, batch_size=batch_size, annotation_batch=annotation_batch,
                       lr=lr, step_delay=step_delay, forgetting_rate=forgetting_rate, warmup=warmup,
-                      init=init, pretrain=pretrain, tol=tol, patience=patience, mixture_step=mixture_step,
-                      clusters=clusters, device=device,
+                      init=init, pretrain=pretrain, start=start, tol=tol, patience=patience,
+                      mixture_step=mixture_step, clusters=clusters, device=device,
                       distributed=distributed, ranks=sh.world, annotations=A, **looped,
                       **init_settings(n_init, kept, seeds), **collapse, **counts),
         cluster_probs=loc.phi.cpu(), vi_cluster_probs=phi_vi.cpu(), x_mean=loc.x.cpu(), pi=q.a / q.a.sum(),
