@@ -9,6 +9,8 @@ without messages), with SCDC and PCKMeans beside them, on the comparisons' own d
 - ``pinwheel``: :mod:`crowdzoo.comparisons.scdc`'s pinwheel with its 100 annotated items (K = 15, 300
   epochs, no pretraining).
 
+Method ``features-start`` is ``links`` with the mixture started from pretraining's Gaussian mixture as
+it is (``start="features"``), without the links-aware refinement (``natgrad.hmrf_em``) of the default.
 One initialisation per fit (``n_init=1``, as the comparisons' tables) unless ``--n-init``. Every fit
 appends one JSON line to ``--out``; ``--summarise`` reads such files and prints a markdown table (mean ±
 sd over the seeds, and each seed's accuracy).

@@ -281,8 +281,9 @@ def hmrf_em(x, log_w, mu, cov, phi, li, lj, weight, rounds: int, sweeps: int, re
     (``sweeps`` mean-field sweeps; ``weight`` w_a is the annotation's two-coin log-likelihood ratio of
     same against different cluster, Eq. 14's message weight), and each M-step the weighted maximum
     likelihood mixture, ``reg_covar`` added to the covariances' diagonal (scikit-learn's). Without
-    annotations a fitted mixture is a fixed point: only the links move it. ``reduce`` sums each sweep's
-    messages over the ranks of a distributed fit. Returns φ (N, K)."""
+    annotations these are the mixture's own EM rounds, continuing a fit that scikit-learn stopped at its
+    tolerance; what the links add is the messages. ``reduce`` sums each sweep's messages over the ranks
+    of a distributed fit. Returns φ (N, K)."""
     d = x.shape[1]
     eye = reg_covar * torch.eye(d, dtype=x.dtype, device=x.device)
     for _ in range(rounds):
