@@ -9,6 +9,8 @@ without messages), with SCDC and PCKMeans beside them, on the comparisons' own d
 - ``pinwheel``: :mod:`crowdzoo.comparisons.scdc`'s pinwheel with its 100 annotated items (K = 15, 300
   epochs, no pretraining).
 
+Method ``features-start`` is ``links`` with the mixture started from pretraining's Gaussian mixture as
+it is (``start="features"``), without the links-aware refinement (``natgrad.hmrf_em``) of the default.
 One initialisation per fit (``n_init=1``, as the comparisons' tables) unless ``--n-init``. Every fit
 appends one JSON line to ``--out``; ``--summarise`` reads such files and prints a markdown table (mean ±
 sd over the seeds, and each seed's accuracy).
@@ -27,7 +29,7 @@ import warnings
 import numpy as np
 
 SETS = ("digits-all", "digits-100", "overlapping", "overlapping-5000", "pinwheel")
-METHODS = ("links", "uniform", "SCDC", "PCKMeans")
+METHODS = ("links", "uniform", "features-start", "SCDC", "PCKMeans")
 
 
 def _data(name: str, seed: int):
@@ -61,7 +63,10 @@ def run(name: str, seed: int, method: str, n_init: int = 1) -> dict:
         pred = pckmeans(data.O, K, data.i, data.j, data.same, seed=seed)
         extra = {}
     else:
-        cls, route = (cz.SCDC, {}) if method == "SCDC" else (cz.BayesSCDC, {"mixture_step": method})
+        route = {"links": {"mixture_step": "links", "start": "links"},
+                 "uniform": {"mixture_step": "uniform", "start": "links"},
+                 "features-start": {"mixture_step": "links", "start": "features"}}
+        cls, route = (cz.SCDC, {}) if method == "SCDC" else (cz.BayesSCDC, route[method])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             post = cz.fit(cls(n_clusters=K, **arch), data, seed=seed, n_init=n_init, progress_bar=False,

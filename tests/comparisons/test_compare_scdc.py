@@ -39,7 +39,10 @@ def _by_row(df):
 def _check_scores(v, keys, n_clusters):
     for k in keys:
         for m in SCORES:
-            assert 0.0 <= v[(*k, m)] <= 1.0, (k, m, v[(*k, m)])
+            # AMI is adjusted for chance: a clustering at chance (a quick fit that keeps one or two
+            # clusters) scores about 0, on either side
+            low = -0.01 if m == "AMI" else 0.0
+            assert low <= v[(*k, m)] <= 1.0, (k, m, v[(*k, m)])
         assert 1 <= v[(*k, "clusters")] <= n_clusters
 
 
