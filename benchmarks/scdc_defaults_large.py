@@ -95,6 +95,16 @@ def scores(labels, pred) -> dict:
                 clusters_used=int(np.unique(pred).size))
 
 
+def _setting(kv: str):
+    import ast
+
+    key, _, value = kv.partition("=")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--items", type=int, default=70_000)
@@ -103,6 +113,8 @@ def main(argv=None):
     p.add_argument("--n-init", type=int, default=None, help="initialisations (default: the model's, 3)")
     p.add_argument("--no-links", action="store_true", help="also fit each model without the annotations")
     p.add_argument("--kmeans", action="store_true", help="k-means on the pixels as well")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a route setting for every fit (a Python literal or a string), e.g. start=features")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
@@ -112,6 +124,7 @@ def main(argv=None):
 
     if a.threads:
         torch.set_num_threads(a.threads)
+    extra = dict(_setting(kv) for kv in a.set)
     t0 = time.perf_counter()
     O, labels = digits_784(a.items, a.seed)
     base = dict(items=a.items, device=a.device, seed=a.seed, data_s=round(time.perf_counter() - t0, 1))
@@ -125,7 +138,7 @@ def main(argv=None):
     sets = [crowd_links(O, labels, a.seed)] + ([no_links(O, labels)] if a.no_links else [])
     for model_name in a.models:
         for data in sets:
-            kw = dict(seed=a.seed, device=a.device, progress_bar=False)
+            kw = dict(seed=a.seed, device=a.device, progress_bar=False, **extra)
             if a.n_init is not None:
                 kw["n_init"] = a.n_init
             t = time.perf_counter()
@@ -133,7 +146,7 @@ def main(argv=None):
             secs = time.perf_counter() - t
             pred = post.cluster_probs.argmax(1).cpu().numpy()
             m = post.model
-            print(json.dumps(dict(base, model=model_name, links=int(data.n_annotations),
+            print(json.dumps(dict(base, model=model_name, links=int(data.n_annotations), **extra,
                                   seconds=round(secs, 1),
                                   latent_dim=m.latent_dim, hidden=list(m.hidden),
                                   settings={k: v for k, v in post.settings.items()
