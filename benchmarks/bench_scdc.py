@@ -60,19 +60,27 @@ def _mnist_like(seed=0, n=MNIST_N):
     """``n`` × 784 observations uniform in [0, 1], 10 random classes, and annotations shaped like the
     SCDC crowd file: 91 tasks of 36 distinct images, each labelled on all 630 pairs by one of 48
     workers (every worker has at least one task), two-coin α = β = 0.9: 57,330 annotations."""
-    import crowdzoo as cz
 
     rng = np.random.default_rng(seed)
     O = rng.random((n, MNIST_D))
     cls = rng.integers(0, 10, n)
-    imgs = rng.choice(n, MNIST_BLOCKS * MNIST_BLOCK, replace=False).reshape(MNIST_BLOCKS, MNIST_BLOCK)
+    return crowd_file_links(rng, O, cls)
+
+
+def crowd_file_links(rng, O, cls, blocks: int = MNIST_BLOCKS, n_workers: int = MNIST_W):
+    """LinkData of observations ``O`` (labels ``cls``) with annotations laid out as the SCDC crowd
+    file's: ``blocks`` tasks of 36 distinct items, each labelled on all 630 pairs by one of
+    ``n_workers`` two-coin workers (α = β = 0.9; every worker has at least one task)."""
+    import crowdzoo as cz
+
+    imgs = rng.choice(cls.size, blocks * MNIST_BLOCK, replace=False).reshape(blocks, MNIST_BLOCK)
     a, b = np.triu_indices(MNIST_BLOCK, 1)
     i, j = imgs[:, a].ravel(), imgs[:, b].ravel()
-    extra = rng.integers(0, MNIST_W, MNIST_BLOCKS - MNIST_W)
-    tasks = rng.permutation(np.concatenate([np.arange(MNIST_W), extra]))
+    extra = rng.integers(0, n_workers, blocks - n_workers)
+    tasks = rng.permutation(np.concatenate([np.arange(n_workers), extra]))
     w = np.repeat(tasks, a.size)
     return cz.LinkData.from_arrays(i, j, _two_coin(rng, cls, i, j), O, workers=w,
-                                   worker_ids=np.arange(MNIST_W), labels=cls)
+                                   worker_ids=np.arange(n_workers), labels=cls)
 
 
 def _random_links(n_items, n_ann, n_features=MNIST_D, n_workers=MNIST_W, seed=0):
@@ -106,13 +114,6 @@ def _dataset(name, data_dir, mnist_items=MNIST_N):
         except (DataError, OSError) as e:
             why = str(e).splitlines()[0][:160]
     return _mnist_like(n=mnist_items), f"synthetic, {mnist_items:,} × 784 ({why})"
-
-
-def _without_annotations(data):
-    import crowdzoo as cz
-
-    return cz.LinkData.from_arrays(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                                   data.O, labels=data.labels)
 
 
 # ------------------------------------------------------------------------------------------------ fits
@@ -192,7 +193,7 @@ def epoch_time(dataset, model_name, annotations, device, steps, data_dir=None, w
     _quiet()
     data, source = _dataset(dataset, data_dir, mnist_items)
     if not annotations:
-        data = _without_annotations(data)
+        data = data.without_annotations()
     N, D, A = data.n_items, data.O.shape[1], data.n_annotations
     epoch_steps = math.ceil(N / BATCH)
     ann_batch = math.ceil(A / epoch_steps) if A else 0  # the route's default

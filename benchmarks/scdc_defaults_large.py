@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_scdc import MNIST_BLOCK, MNIST_BLOCKS, MNIST_W, _two_coin  # noqa: E402
+from bench_scdc import MNIST_BLOCK, MNIST_BLOCKS, MNIST_W, crowd_file_links  # noqa: E402
 
 
 def digits_784(n_items: int, seed: int = 0, batch: int = 4096):
@@ -63,26 +63,8 @@ def digits_784(n_items: int, seed: int = 0, batch: int = 4096):
 
 def crowd_links(O, labels, seed: int = 0):
     """LinkData over all items, with annotations shaped like the SCDC crowd file (module docstring)."""
-    import crowdzoo as cz
-
-    rng = np.random.default_rng(seed)
-    n = labels.size
-    blocks = min(MNIST_BLOCKS, max(1, n // (2 * MNIST_BLOCK)))  # at most half the items annotated
-    W = min(MNIST_W, blocks)
-    imgs = rng.choice(n, blocks * MNIST_BLOCK, replace=False).reshape(blocks, MNIST_BLOCK)
-    a, b = np.triu_indices(MNIST_BLOCK, 1)
-    i, j = imgs[:, a].ravel(), imgs[:, b].ravel()
-    tasks = rng.permutation(np.concatenate([np.arange(W), rng.integers(0, W, blocks - W)]))
-    w = np.repeat(tasks, a.size)
-    return cz.LinkData.from_arrays(i, j, _two_coin(rng, labels, i, j), O, workers=w,
-                                   worker_ids=np.arange(W), labels=labels)
-
-
-def no_links(O, labels):
-    import crowdzoo as cz
-
-    z = np.zeros(0, np.int64)
-    return cz.LinkData.from_arrays(z, z, z, O, labels=labels)
+    blocks = min(MNIST_BLOCKS, max(1, labels.size // (2 * MNIST_BLOCK)))  # at most half the items annotated
+    return crowd_file_links(np.random.default_rng(seed), O, labels, blocks, min(MNIST_W, blocks))
 
 
 def scores(labels, pred) -> dict:
@@ -135,7 +117,8 @@ def main(argv=None):
         pred = KMeans(10, n_init=10, random_state=a.seed).fit_predict(O)
         print(json.dumps(dict(base, model="k-means", links=0, seconds=round(time.perf_counter() - t, 1),
                               **scores(labels, pred))), flush=True)
-    sets = [crowd_links(O, labels, a.seed)] + ([no_links(O, labels)] if a.no_links else [])
+    crowd = crowd_links(O, labels, a.seed)
+    sets = [crowd] + ([crowd.without_annotations()] if a.no_links else [])
     for model_name in a.models:
         for data in sets:
             kw = dict(seed=a.seed, device=a.device, progress_bar=False, **extra)
