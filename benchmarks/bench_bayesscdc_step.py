@@ -9,6 +9,7 @@ without messages), with SCDC and PCKMeans beside them, on the comparisons' own d
 - ``pinwheel``: :mod:`crowdzoo.comparisons.scdc`'s pinwheel with its 100 annotated items (K = 15, 300
   epochs, no pretraining).
 
+Method ``graph`` takes every epoch's messages from the whole annotation graph (``mixture_step="graph"``).
 Method ``features-start`` is ``links`` with the mixture started from pretraining's Gaussian mixture as
 it is (``start="features"``), without the links-aware refinement (``natgrad.hmrf_em``) of the default.
 One initialisation per fit (``n_init=1``, as the comparisons' tables) unless ``--n-init``. Every fit
@@ -29,7 +30,7 @@ import warnings
 import numpy as np
 
 SETS = ("digits-all", "digits-100", "overlapping", "overlapping-5000", "pinwheel")
-METHODS = ("links", "uniform", "features-start", "SCDC", "PCKMeans")
+METHODS = ("links", "uniform", "graph", "features-start", "SCDC", "PCKMeans")
 
 
 def _data(name: str, seed: int):
@@ -52,7 +53,8 @@ def _data(name: str, seed: int):
     return data, data.labels, K, {}, {}
 
 
-def run(name: str, seed: int, method: str, n_init: int = 1) -> dict:
+def run(name: str, seed: int, method: str, n_init: int = 1, extra_kw: dict | None = None,
+        model_kw: dict | None = None) -> dict:
     import crowdzoo as cz
     from crowdzoo.cluster_metrics import hungarian_accuracy, nmi
     from crowdzoo.comparisons.scdc_crowd import pckmeans
@@ -65,15 +67,19 @@ def run(name: str, seed: int, method: str, n_init: int = 1) -> dict:
     else:
         route = {"links": {"mixture_step": "links", "start": "links"},
                  "uniform": {"mixture_step": "uniform", "start": "links"},
+                 "graph": {"mixture_step": "graph", "start": "links"},
                  "features-start": {"mixture_step": "links", "start": "features"}}
         cls, route = (cz.SCDC, {}) if method == "SCDC" else (cz.BayesSCDC, route[method])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            post = cz.fit(cls(n_clusters=K, **arch), data, seed=seed, n_init=n_init, progress_bar=False,
-                          **kw, **route)
+            post = cz.fit(cls(n_clusters=K, **{**arch, **(model_kw or {})}), data, seed=seed, n_init=n_init,
+                          progress_bar=False, **{**kw, **route, **(extra_kw or {})})
         pred = post.predict().to_numpy()
         extra = {"clusters": len(post.clusters_in_use())}
     y = np.asarray(y)
+    if extra_kw or model_kw:
+        given = {**(model_kw or {}), **(extra_kw or {})}
+        method = method + " " + " ".join(f"{k}={v}" for k, v in given.items())
     return {"set": name, "seed": seed, "method": method, "n_init": n_init,
             "acc": hungarian_accuracy(y, pred), "NMI": nmi(y, pred), "seconds": time.perf_counter() - t0,
             **extra}
@@ -93,12 +99,28 @@ def summarise(paths) -> str:
     return "\n".join(lines)
 
 
+def _pairs(items) -> dict:
+    """KEY=VALUE strings as a dict, each value a number where it parses as one."""
+    out = {}
+    for item in items:
+        k, _, v = item.partition("=")
+        try:
+            out[k] = float(v) if "." in v or "e" in v else int(v)
+        except ValueError:
+            out[k] = v
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=SETS)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--methods", nargs="+", choices=METHODS, default=["links", "uniform"])
     ap.add_argument("--n-init", type=int, default=1)
+    ap.add_argument("--kw", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="route settings added to every BayesSCDC/SCDC fit (a number where it parses as one)")
+    ap.add_argument("--model-kw", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="model fields added to every BayesSCDC/SCDC model (a number where it parses as one)")
     ap.add_argument("--out", default="bench_bayesscdc_step.jsonl")
     ap.add_argument("--summarise", nargs="+", metavar="JSONL")
     a = ap.parse_args(argv)
@@ -107,9 +129,10 @@ def main(argv=None):
         return
     if a.set is None:
         ap.error("--set is required unless --summarise")
+    extra, model_kw = _pairs(a.kw), _pairs(a.model_kw)
     for seed in a.seeds:
         for m in a.methods:
-            row = run(a.set, seed, m, a.n_init)
+            row = run(a.set, seed, m, a.n_init, *((extra, model_kw) if m != "PCKMeans" else ()))
             print(json.dumps(row), flush=True)
             with open(a.out, "a") as f:
                 f.write(json.dumps(row) + "\n")

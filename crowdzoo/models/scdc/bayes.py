@@ -265,14 +265,18 @@ def expected_loglik(E: Expected, x, V):
     return 0.5 * (E.logdet - d * math.log(2 * math.pi) - quad)
 
 
-def local_step(E: Expected, h, lam, li=None, lj=None, w=None, sweeps: int = 4, reduce=None) -> Local:
+def local_step(E: Expected, h, lam, li=None, lj=None, w=None, sweeps: int = 4, reduce=None,
+               fixed=None) -> Local:
     """The local optimum of Eq. 15: from q(x_n) ∝ exp ψ alone, ``sweeps`` rounds of Eq. 12 (q*(x)) then
     Eq. 14 (q*(z), with messages E[w_a] φ_{n'} along the annotations ``li``–``lj``, weights ``w``),
     every row updated at once, and a last Eq. 12 so that q*(x) matches the final q*(z). ``reduce``
     sums each sweep's messages over the ranks of a distributed fit, each of which holds a shard of the
-    annotations (the rows being every item, on every rank)."""
+    annotations (the rows being every item, on every rank). ``fixed`` (n, K): messages into the rows
+    from neighbours held fixed (Eq. 14's relational term with q(z_{n'}) given), added to every row's
+    logits as they are."""
     x, V = h / lam, torch.diag_embed(1 / lam)
-    log_phi = torch.log_softmax(E.log_pi + expected_loglik(E, x, V), -1)
+    base = E.log_pi if fixed is None else E.log_pi + fixed
+    log_phi = torch.log_softmax(base + expected_loglik(E, x, V), -1)
     phi = log_phi.exp()
     for s in range(sweeps + 1):
         P = torch.einsum("nk,kab->nab", phi, E.Lam) + torch.diag_embed(lam)
@@ -282,7 +286,7 @@ def local_step(E: Expected, h, lam, li=None, lj=None, w=None, sweeps: int = 4, r
         ell = expected_loglik(E, x, V)
         if s == sweeps:
             break
-        logits = E.log_pi + ell
+        logits = base + ell
         if reduce is not None:  # every rank calls the collective, whether or not it holds annotations
             logits = logits + reduce(messages(phi, li, lj, w))
         elif li is not None and li.shape[0]:

@@ -3,18 +3,26 @@ local message passing (Eq. 12 and 14, with the annotations' messages), a natural
 conjugate globals (Eq. 17) and an Adam step on the networks along the reparameterised gradient of J
 (Eq. 16), whose local part is differentiated through the message passing.
 
-A step takes a uniform mini-batch of ``batch_size`` items and, independently, ``annotation_batch``
-annotations drawn uniformly with replacement; the annotations' endpoints, each once, form the
-subgraph on which messages pass (the paper's stochastic approximation: "sample annotated data pairs
-uniformly ... form a subsample of the relational model, and do local message passing"). The mixture's
-statistics (Eq. 17) come, as in Algorithm 1, from the annotated items' local optima on that subgraph
-(with the messages) and from the uniform rows' unannotated items, each weighted by one over its chance
-of entering the step (:func:`mixture_weights`); the workers' from the annotations (× A / annotations).
-``mixture_step="uniform"`` takes the mixture's statistics from the uniform rows alone (× N / batch),
-encoded without messages. The networks' objective J keeps its item terms on the uniform rows (× N /
-batch) under both: with the endpoints' weighted rows in J as well, a scratch run on the pinwheel left
-a cluster that no item takes holding 6.7 items' mass, and the digits were no better
-(docs/scdc.md). After training every item's q*(z) is the local optimum on the whole annotation
+By default (``mixture_step="graph"``) each epoch starts with every item's local optimum on the whole
+annotation graph under the current networks and globals, q̄(z) (the fit's final encoding,
+:func:`encode_all`), and holds it fixed for the epoch (:func:`epoch_graph`, as SCDC's route does with
+its q(z), :func:`~.svi.whole_graph`): a step takes a uniform mini-batch of ``batch_size`` items, whose
+local optima take the messages Σ_{a ∋ n} E[w_a] q̄(z_{n'}) of *all* their annotations (Eq. 14 with the
+neighbours' q(z) given); the mixture's statistics (Eq. 17) come from those rows (× N / batch), the
+workers' from every annotation at P(same) = q̄_i · q̄_j, and J's annotation term is linearised about q̄
+(:class:`EpochGraph`). The cost is one pass of the recognition network over the items and one over the
+annotations per epoch. The paper's stochastic approximation, ``mixture_step="links"`` (Algorithm 1:
+"sample annotated data pairs uniformly ... form a subsample of the relational model, and do local
+message passing"), takes ``annotation_batch`` annotations per step, drawn uniformly with replacement,
+whose endpoints, each once, form the subgraph on which messages pass; the mixture's statistics come from
+the annotated items' local optima on that subgraph (with the messages) and from the uniform rows'
+unannotated items, each weighted by one over its chance of entering the step (:func:`mixture_weights`);
+the workers' from the sampled annotations (× A / annotations). There an item sees, in a step, only the
+annotations drawn in it. ``mixture_step="uniform"`` takes the mixture's statistics from the uniform rows
+alone (× N / batch), encoded without messages. The networks' objective J keeps its item terms on the
+uniform rows (× N / batch) under all three: with the endpoints' weighted rows in J as well, a scratch
+run on the pinwheel left a cluster that no item takes holding 6.7 items' mass, and the digits were no
+better (docs/scdc.md). After training every item's q*(z) is the local optimum on the whole annotation
 graph.
 
 With ``pretrain=`` epochs, the networks are first pretrained as a VAE and the mixture starts from a
@@ -111,6 +119,7 @@ class Part(NamedTuple):
     n_rows: int
     uniform: slice
     weight: torch.Tensor | None = None
+    fixed: torch.Tensor | None = None  # the uniform rows' whole-graph messages (mixture_step="graph")
 
 
 class Records(NamedTuple):
@@ -140,13 +149,14 @@ def records(t, ann, lo: int = 0, sh=None) -> Records:
 
 
 def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int, device,
-               degree=None) -> Part:
+               degree=None, msg=None) -> Part:
     """Rank ``rank``'s share of the step with uniform rows ``items`` (of the observations ``O``) and
     annotations ``rec``: a contiguous 1/``world`` of ``items``, and the annotations (with their
     endpoints' rows) of the components that :func:`component_ranks` gives it. The scales stay the whole
     step's: N / n and A / b (A = ``n_annotations``). ``degree`` (N,), every item's number of
     annotations: the rows' weights in the mixture's statistics (:func:`mixture_weights`); None, the
-    uniform rows' N / n alone."""
+    uniform rows' N / n alone. ``msg`` (N, K): every item's messages from the whole annotation graph
+    (:func:`epoch_graph`), of which the uniform rows' are taken."""
     N, A = O.shape[0], n_annotations
     n, b = items.shape[0], rec.i.shape[0]
     ends, inv = torch.unique(torch.cat([rec.i, rec.j]), return_inverse=True)
@@ -164,7 +174,8 @@ def split_step(O, items, rec: Records, n_annotations: int, rank: int, world: int
     batch = Batch(O[rows].to(device), m, (m + li).to(device), (m + lj).to(device), w.to(device),
                   L.to(device, F64), N / n, A / b if b else 0.0)
     weight = None if degree is None else mixture_weights(degree, items[lo:hi], ends, n, A, b).to(device)
-    return Part(batch, n_rows, slice(lo, hi), weight)
+    fixed = None if msg is None else msg[items[lo:hi].to(msg.device)].to(device)
+    return Part(batch, n_rows, slice(lo, hi), weight, fixed)
 
 
 def mixture_weights(degree, uniform, ends, n: int, A: int, b: int) -> torch.Tensor:
@@ -301,18 +312,67 @@ def hmrf_em(x, log_w, mu, cov, phi, li, lj, weight, rounds: int, sweeps: int, re
     return phi
 
 
-def step_objective(batch: Batch, nets, E, sweeps: int, eps):
+class EpochGraph(NamedTuple):
+    """The whole annotation graph as an epoch's steps read it under ``mixture_step="graph"``
+    (:func:`epoch_graph`): every item's q̄(z) on the whole graph at the epoch's start, held fixed, gives
+
+    * ``msg`` (N, K): the messages Σ_{a ∋ n} E[w_a] q̄(z_{n'}) into every item (Eq. 14's relational term);
+    * ``alpha``, ``beta`` (W, 2): the workers' Beta counts of every annotation (Eq. 17), at P(same)
+      s_a = Σ_k q̄_ik q̄_jk;
+    * ``const``: Σ_a (E[log p(L_a | different)] − E[w_a] s_a), so that J's annotation term
+      Σ_a E[log p(L_a | z_i, z_j)] = Σ_a (E[log p(L_a | different)] + E[w_a] s_a) is, to first order in
+      the rows' q(z) about q̄, ``const`` + Σ_n q(z_n) · msg_n (each annotation's s_a linear in both
+      endpoints' q(z); exact at q = q̄)."""
+
+    msg: torch.Tensor
+    alpha: torch.Tensor
+    beta: torch.Tensor
+    const: float
+
+
+def epoch_graph(nets, q: Conjugate, t, sweeps: int, n_workers: int, device, sh=None,
+                chunk: int = 65536) -> EpochGraph:
+    """:class:`EpochGraph` under the networks ``nets`` and globals ``q``: every item's local optimum on
+    the whole annotation graph (:func:`encode_all`), then, in chunks of ``chunk`` annotations (so that
+    the temporaries stay O(chunk · K) whatever the number of annotations), its messages, the workers'
+    counts and the constant; each summed over the ranks of a distributed fit, whose shards of the
+    annotations they are."""
+    with torch.no_grad():
+        phi = encode_all(nets, q, t, sweeps, device, sh).phi
+        E = expected(q)
+        msg = torch.zeros_like(phi)
+        a = torch.zeros(n_workers, 2, dtype=F64, device=device)
+        b, const = torch.zeros_like(a), torch.zeros((), dtype=F64, device=device)
+        for lo in range(0, t.i.shape[0], chunk):
+            i, j, w = (x[lo:lo + chunk].to(device) for x in (t.i, t.j, t.w))
+            L = t.L[lo:lo + chunk].to(device, F64)
+            weight, _, diff = relational_weights(E, w, L)
+            msg = msg.index_add(0, i, weight[:, None] * phi[j]).index_add(0, j, weight[:, None] * phi[i])
+            s = (phi[i] * phi[j]).sum(-1)
+            da, db = worker_stats(s, w, L, n_workers, 1.0)
+            a, b, const = a + da, b + db, const + (diff - weight * s).sum()
+        if sh is not None and sh.world > 1:
+            msg, a, b, const = sh.sum(msg, a, b, const)
+    return EpochGraph(msg, a, b, float(const))
+
+
+def step_objective(batch: Batch, nets, E, sweeps: int, eps, fixed=None):
     """J of one mini-batch (Eq. 16, without the globals' KL) and what the global step needs: the local
     optimum and each sampled annotation's P(same) (the mean-field Σ_k φ_ik φ_jk, as in J's annotation
     term). The loop's workers' statistics keep it: counted from the pair beliefs (:func:`~.bayes.pair_same`)
     instead, the pinwheel test's fit (K = 15, seeds 0 and 1) fell from 0.910 and 0.964 to 0.842 and 0.846
     accuracy, so only the fit's last step (:func:`finish_workers`) uses them. ``eps``: the standard
-    normal draws of x̂ for the uniform rows (Algorithm 1's reparameterised x̂_n ~ q*(x_n))."""
+    normal draws of x̂ for the uniform rows (Algorithm 1's reparameterised x̂_n ~ q*(x_n)). ``fixed``
+    (``mixture_step="graph"``; the step then holds uniform rows alone): the rows' messages from the whole
+    graph (:class:`EpochGraph`), in the local optimum and, as Σ_n q(z_n) · msg_n, in the rows' terms of J
+    (whose annotation term's constant the caller adds)."""
     h, lam = nets.potentials(batch.O)
     w, same, diff = relational_weights(E, batch.w, batch.L)
-    loc = local_step(E, h, lam, batch.li, batch.lj, w, sweeps)
+    loc = local_step(E, h, lam, batch.li, batch.lj, w, sweeps, fixed=fixed)
     n = batch.n_uniform
     terms = local_terms(E, loc)[:n]
+    if fixed is not None:
+        terms = terms + (loc.phi[:n] * fixed[:n]).sum(-1)
     if n:  # a rank of a distributed fit may hold none of a step's uniform rows
         x_hat = sample_x(loc._replace(x=loc.x[:n], P_chol=loc.P_chol[:n]), eps=eps)
         terms = nets.obs_dist(x_hat.to(DTYPE)).log_prob(batch.O[:n]).to(F64) + terms
@@ -323,16 +383,19 @@ def step_objective(batch: Batch, nets, E, sweeps: int, eps):
     return J, loc, s
 
 
-def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, gen, sh, epoch: int):
+def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, gen, sh, epoch: int,
+               graph: EpochGraph | None = None):
     """One step of Algorithm 1 on this rank's share ``part``: the local optimum and J (Eq. 16), the
     networks' gradient of J and the statistics of Eq. 17 (n_k, Σ φx, Σ φ E[xxᵀ] over the rows, weighted
     by :func:`mixture_stats`; the workers' Beta counts over the annotations × A / b), summed over the
     ranks of ``sh`` in one all-reduce, then the Adam step (``shape``: the data's N items and W
-    workers). Returns the whole step's J and statistics."""
+    workers). With ``graph`` (``mixture_step="graph"``) the workers' counts and J's annotation constant
+    are the whole graph's (:class:`EpochGraph`), added once after the sum. Returns the whole step's J
+    and statistics."""
     batch, (N, n_workers) = part.batch, shape
     eps = torch.randn((part.n_rows, q.m.shape[-1]), generator=gen, dtype=F64)[part.uniform]
     try:
-        J, loc, s = step_objective(batch, nets, expected(q), sweeps, eps)
+        J, loc, s = step_objective(batch, nets, expected(q), sweeps, eps, part.fixed)
     except torch.linalg.LinAlgError as err:
         raise NumericalError(f"bayesscdc natgrad, epoch {epoch}: a local precision matrix is not positive "
                              f"definite ({err}). Try: {ADVICE}") from None
@@ -344,6 +407,8 @@ def train_step(part: Part, nets, opt, q: Conjugate, shape: tuple, sweeps: int, g
         n_k, sx, sxx = mixture_stats(loc, part)
         a_st, b_st = worker_stats(s.detach(), batch.w, batch.L, n_workers, batch.ann_scale)
         J, *stats = sh.sum_grads(nets.parameters(), J.detach(), n_k, sx, sxx, a_st, b_st)
+        if graph is not None:
+            J, stats[3], stats[4] = J + graph.const, stats[3] + graph.alpha, stats[4] + graph.beta
     check_finite(float(J), "the bound J", epoch, ADVICE, ADVICE_SETTINGS)
     opt.step()
     return float(J), Stats(*stats)
@@ -361,6 +426,7 @@ class State(NamedTuple):
     t: int  # steps taken
     total: float  # Σ J over this epoch's steps so far
     seed: int  # the initialisation's seed (the k-means restart's)
+    graph: EpochGraph | None = None  # the epoch's whole-graph messages (mixture_step="graph")
 
 
 @dataclasses.dataclass
@@ -396,6 +462,7 @@ class Fixed(NamedTuple):
     seed: int = 0  # the initialisation's seed (the networks' and the k-means restart's)
     degree: torch.Tensor | None = None  # every item's number of annotations (None: mixture_step="uniform")
     start_rounds: int = 0  # rounds of EM with the links after pretraining's mixture (start="links")
+    graph: bool = False  # each epoch's steps read the whole graph's messages (mixture_step="graph")
 
 
 class Info(NamedTuple):
@@ -457,21 +524,25 @@ def step(state: State, batch: loop.Batch, fx: Fixed) -> tuple[State, Info]:
     nets, opt = working(fx, state)
     gen = torch.Generator()
     gen.set_state(state.rng)
-    q, perm, total = state.q, state.perm, state.total
+    q, perm, total, graph = state.q, state.perm, state.total, state.graph
     if k == 0:
         if epoch == fx.warmup and fx.restart:
             q = kmeans_globals(fx.model, nets, t, fx.prior, q, state.seed, fx.device)
             q = Conjugate(*sh.broadcast(*q))
         perm, total = torch.randperm(N, generator=gen), 0.0
-    A, b = fx.n_annotations, fx.annotation_batch
+        if fx.graph:
+            graph = epoch_graph(nets, q, t, fx.model.sweeps, fx.n_workers, fx.device, sh)
+    A, b = fx.n_annotations, 0 if fx.graph else fx.annotation_batch
     ann = torch.randint(A, (b,), generator=gen) if A and b else torch.zeros(0, dtype=torch.long)
     items = perm[k * fx.batch_size:(k + 1) * fx.batch_size]
-    part = split_step(t.O, items, records(t, ann, fx.lo, sh), A, sh.rank, sh.world, fx.device, fx.degree)
-    J, stats = train_step(part, nets, opt, q, (N, fx.n_workers), fx.model.sweeps, gen, sh, epoch)
+    part = split_step(t.O, items, records(t, ann, fx.lo, sh), A, sh.rank, sh.world, fx.device, fx.degree,
+                      graph.msg if fx.graph else None)
+    J, stats = train_step(part, nets, opt, q, (N, fx.n_workers), fx.model.sweeps, gen, sh, epoch,
+                          graph if fx.graph else None)
     if epoch >= fx.warmup:
         q = natgrad_step(q, conjugate_update(fx.prior, stats), rho_t)
     new = State(q, _weights(nets), _copy_adam(opt.state_dict()), gen.get_state(), perm, state.t + 1,
-                total + J, state.seed)
+                total + J, state.seed, graph)
     fx.work.state = new
     return new, Info(rho_t, J)
 
@@ -491,7 +562,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
                 annotation_batch: int | None = None, lr: float = 1e-3, step_delay: float | None = None,
                 forgetting_rate: float | None = None, warmup: int | None = None, init: str = "kmeans",
                 pretrain: int | None = None, start: str = "links", n_init: int = 3, tol: float = 0.0,
-                patience: int = 10, mixture_step: str = "links", clusters: str = "vi", device: str = "cpu",
+                patience: int = 10, mixture_step: str = "graph", clusters: str = "vi", device: str = "cpu",
                 distributed: bool = False, progress_bar: bool | None = None, setup=None,
                 resume=None, checkpoint=None, checkpoint_every: int = 0, callback=None) -> SCDCPosterior:
     """Fit BayesSCDC by natural-gradient SVI (module docstring) for ``n_epochs`` passes over the items,
@@ -520,10 +591,13 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
     counts the steps after the warm-up;
     ``init`` "kmeans" (after the warm-up the
     mixture restarts from k-means on the latent points, :func:`kmeans_globals`) or "random" (the
-    authors' random q throughout); ``mixture_step`` "links" (Algorithm 1: the mixture's statistics
-    from the annotated items' local optima with their messages and the unannotated items of the uniform
-    rows, :func:`mixture_weights`) or "uniform" (from the uniform rows alone, encoded without
-    messages); ``device`` "cpu" or "cuda".
+    authors' random q throughout); ``mixture_step`` "graph" (the default: each epoch's steps read
+    every item's messages from the whole annotation graph at the epoch's start, :func:`epoch_graph`;
+    ``annotation_batch`` is then unused), "links" (Algorithm 1: each step samples ``annotation_batch``
+    annotations, and the mixture's statistics come from their endpoints' local optima with the
+    messages of that subgraph and the unannotated items of the uniform rows, :func:`mixture_weights`)
+    or "uniform" (from the uniform rows alone, encoded without messages); measured in docs/scdc.md
+    ("Whole-graph messages"); ``device`` "cpu" or "cuda".
 
     ``clusters``: the items' cluster probabilities, "vi" (the default) the variational fixed point
     q*(z_n) (Eq. 14) with the fitted mixture (:func:`finish_workers`), or "gibbs" each item's share of
@@ -601,8 +675,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         raise DataError(f"init: expected 'kmeans' or 'random', got {init!r}", arg="init")
     if start not in ("links", "features"):
         raise DataError(f"start: expected 'links' or 'features', got {start!r}", arg="start")
-    if mixture_step not in ("links", "uniform"):
-        raise DataError(f"mixture_step: expected 'links' or 'uniform', got {mixture_step!r}",
+    if mixture_step not in ("links", "uniform", "graph"):
+        raise DataError(f"mixture_step: expected 'links', 'uniform' or 'graph', got {mixture_step!r}",
                         arg="mixture_step")
     if int(warmup) != warmup or not 0 <= warmup < n_epochs:
         raise DataError(f"warmup: expected an integer in [0, {{n_epochs}} = {n_epochs}), got {warmup!r}",
@@ -623,7 +697,8 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
         fx = Fixed(model, setup, t, model.prior(W, device), W, A, lo, sh, device, steps, batch_size,
                    annotation_batch, warmup, init == "kmeans" and not pretrain, pretrain, lr,
                    Work(model.networks(setup, seed=seed).to(device), None), degree=degree,
-                   start_rounds=START_ROUNDS if start == "links" else 0)
+                   start_rounds=START_ROUNDS if start == "links" else 0,
+                   graph=mixture_step == "graph" and A > 0)
     settings = loop.Settings(batch_size=N, delay=step_delay, forgetting_rate=forgetting_rate,
                              max_iter=n_epochs * steps, min_iter=(warmup + 2) * steps, tol=tol,
                              eval_every=steps, eval_size=N, patience=patience, warmup=warmup * steps)
@@ -637,7 +712,7 @@ def fit_natgrad(model, data, seed: int = 0, n_epochs: int | None = None, batch_s
             _check_replicated(sh, t, (A, W, s, n_init, n_epochs, batch_size, annotation_batch, lr, pretrain,
                                       warmup, step_delay, forgetting_rate, init == "kmeans", tol, patience,
                                       model.n_clusters, model.latent_dim, model.sweeps,
-                                      mixture_step == "links", start == "links"))
+                                      ("uniform", "links", "graph").index(mixture_step), start == "links"))
             problem = loop.algorithm(*ALGORITHM, fx._replace(seed=s), N)
             res = loop.run(problem, settings, shard=sh, seed=s, what=name, advice=ADVICE,
                            advice_settings=ADVICE_SETTINGS, progress_bar=progress_bar, resume=again,

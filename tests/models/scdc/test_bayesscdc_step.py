@@ -13,6 +13,7 @@ from crowdzoo.inference.distributed import replicated
 from crowdzoo.models.scdc.bayes import F64, conjugate_update, moments, natgrad_step
 from crowdzoo.models.scdc.natgrad import (
     annotation_degree,
+    epoch_graph,
     init_conjugate,
     kmeans_globals,
     mixture_weights,
@@ -129,8 +130,11 @@ def _global_steps(mixture_step: str, seed: int = 0, n: int = 400, K: int = 3, st
     opt, sh = torch.optim.SGD(nets.parameters(), lr=0.0), replicated(n, False)
     for s in range(steps):
         items, ann = torch.randperm(n, generator=gen), torch.randint(A, (A,), generator=gen)
-        part = split_step(t.O, items, records(t, ann), A, 0, 1, "cpu", degree)
-        _, stats = train_step(part, nets, opt, q, (n, W), model.sweeps, gen, sh, 0)
+        graph = epoch_graph(nets, q, t, model.sweeps, W, "cpu") if mixture_step == "graph" else None
+        if graph is not None:  # every step a whole epoch: the whole graph's messages, no sampled annotations
+            ann = ann[:0]
+        part = split_step(t.O, items, records(t, ann), A, 0, 1, "cpu", degree, graph and graph.msg)
+        _, stats = train_step(part, nets, opt, q, (n, W), model.sweeps, gen, sh, 0, graph)
         q = natgrad_step(q, conjugate_update(prior, stats), (s + 10.0) ** -0.6)
     h, lam = nets.potentials(t.O)
     phi = torch.nn.functional.one_hot(torch.as_tensor(y), K).to(F64)
@@ -144,7 +148,7 @@ def test_links_in_the_global_step_fit_the_groups_the_links_reveal():
     from the uniform rows alone, encoded without messages, fits the features' mixture, whose middle
     component spreads over its neighbours (its variance 0.43 against the group's 0.20)."""
     got = {}
-    for mode in ("links", "uniform"):
+    for mode in ("links", "graph", "uniform"):
         q, truth, _ = _global_steps(mode)
         order, true_order = torch.argsort(q.m[:, 0]), torch.argsort(truth.m[:, 0])
         var = (q.S / (q.nu + 3)[:, None, None])[order, 0, 0]
@@ -153,4 +157,39 @@ def test_links_in_the_global_step_fit_the_groups_the_links_reveal():
         print(f"{mode}: largest error of a component's mean {float(got[mode][0]):.3f}, of its variance "
               f"{float(got[mode][1]):.3f} (the groups' variances {[round(float(v), 3) for v in true_var]})")
     assert got["links"][0] < 0.15 and got["links"][1] < 0.1  # seeds 1, 2: 0.06, 0.09
+    assert got["graph"][0] < 0.15 and got["graph"][1] < 0.1
     assert got["uniform"][1] > max(0.15, 2 * got["links"][1])  # seeds 1, 2: 0.16, 0.16
+
+
+def test_epoch_graph_is_the_whole_graphs_messages_counts_and_annotation_term():
+    """:func:`epoch_graph` in chunks of one annotation equals it in one chunk, and equals the direct
+    algebra on the whole graph's local optimum q̄: the messages Σ_{a ∋ n} E[w_a] q̄_{n'}, the workers'
+    Beta counts at s_a = q̄_i · q̄_j, and J's annotation term Σ_a (E[log p(L_a | diff)] + E[w_a] s_a)
+    recovered at q = q̄ as const + Σ_n q̄_n · msg_n."""
+    from crowdzoo.models.scdc.bayes import expected, relational_weights, worker_stats
+    from crowdzoo.models.scdc.natgrad import encode_all
+
+    q, _, _ = _global_steps("links", steps=3)
+    rng = np.random.default_rng(1)
+    n = 60
+    i = rng.integers(n, size=90)
+    data = cz.LinkData.from_arrays(i, (i + 1 + rng.integers(n - 1, size=90)) % n,
+                                   rng.integers(2, size=90).astype(float), rng.standard_normal((n, 2)),
+                                   workers=rng.integers(4, size=90))
+    t, nets = link_tensors(data), _Identity(3.0)
+    q = q._replace(alpha=torch.tensor([[4.0, 1.5]] * 4, dtype=F64),
+                   beta=torch.tensor([[3.0, 2.0]] * 4, dtype=F64))
+    whole, ones = epoch_graph(nets, q, t, 4, 4, "cpu"), epoch_graph(nets, q, t, 4, 4, "cpu", chunk=1)
+    for a, b in zip(whole, ones, strict=True):
+        torch.testing.assert_close(torch.as_tensor(a), torch.as_tensor(b), rtol=1e-12, atol=1e-12)
+    phi = encode_all(nets, q, t, 4, "cpu").phi
+    w, same, diff = relational_weights(expected(q), t.w, t.L.to(F64))
+    msg = torch.zeros_like(phi).index_add(0, t.i, w[:, None] * phi[t.j])
+    msg = msg.index_add(0, t.j, w[:, None] * phi[t.i])
+    torch.testing.assert_close(whole.msg, msg, rtol=1e-12, atol=1e-12)
+    s = (phi[t.i] * phi[t.j]).sum(-1)
+    a, b = worker_stats(s, t.w, t.L.to(F64), 4, 1.0)
+    torch.testing.assert_close(whole.alpha, a, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(whole.beta, b, rtol=1e-12, atol=1e-12)
+    term = float((s * same + (1 - s) * diff).sum())
+    assert abs(whole.const + float((phi * whole.msg).sum()) - term) < 1e-9 * max(1.0, abs(term))
