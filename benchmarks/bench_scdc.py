@@ -420,7 +420,9 @@ def main(argv=None):
          f"⌈N / 128⌉ steps ({mnist.get('epoch_steps', '—')} here), minutes on a CPU, so {steps} steps "
          "are timed after 3 and the epoch time is seconds per step × steps per epoch (**extrapolated**; "
          "this leaves out the route's "
-         "once-per-epoch bookkeeping, such as permuting the items). Where that "
+         "once-per-epoch work, such as permuting the items and, under BayesSCDC's default "
+         "`mixture_step=\"graph\"`, the pass over every item and annotation that begins each epoch). "
+         "Where that "
          f"comes to under {args.whole_under:g} s (e.g. on a GPU) the second epoch is timed whole as "
          "well and reported instead. The "
          "paper's column is its Table 1 (MNIST, 200 epochs, their GPU and TensorFlow; with "
@@ -450,8 +452,10 @@ def main(argv=None):
           "(VmHWM after a reset through /proc/self/clear_refs, minus VmRSS), with glibc's mmap threshold "
           "pinned at 128 KiB so that freed tensors return to the system and memory a step reuses is "
           "still counted (this slows the steps, so no times here); on a GPU: torch's peak allocated "
-          f"bytes. A step holds {MEM_ANN_BATCH} annotations whatever A is, so its peak should stay flat "
-          "down the column while *labels* grows tenfold a row.", ""]
+          f"bytes. A step holds {MEM_ANN_BATCH} annotations whatever A is (BayesSCDC's default "
+          "`mixture_step=\"graph\"` holds none: its steps read the messages that each epoch's pass over "
+          "the annotations, in chunks of 65,536, leaves in an N × K table, a pass the fit peak includes), "
+          "so its peak should stay flat down the column while *labels* grows tenfold a row.", ""]
     L += _memory_rows(mem, models, devices, sizes)
     own = sorted({m for (m, _, _), r in mem.items() if r.get("ann_batch") == "route default"})
     if own:
