@@ -349,7 +349,7 @@ def worker_stats(s, w, L, n_workers: int, scale: float):
     return scale * a, scale * b
 
 
-def pair_same(loc: Local, li, lj, w, same, diff):
+def pair_same(loc: Local, li, lj, w, same, diff, chunk: int = 65536):
     """P(z_i = z_j) of each annotation a = (i, j) under its pair belief: the endpoints' cavities, q*(z)
     with a's own message taken out (c_i ∝ φ_i exp(−E[w_a] φ_j), Eq. 14), times a's expected likelihood
     (``same`` where z_i = z_j, ``diff`` elsewhere):
@@ -362,10 +362,15 @@ def pair_same(loc: Local, li, lj, w, same, diff):
     likely it stays 1/3 whatever the label, where the pair's posterior given a must-link of a worker
     with α = β = 0.8 is 2/3, and 0.11 given a cannot-link. Counted into the workers' Beta posteriors,
     the mean-field's share therefore puts every ambiguous pair's label down to the worker's error and
-    pulls α and β down."""
-    ci = torch.log_softmax(loc.log_phi[li] - w[:, None] * loc.phi[lj], -1)
-    cj = torch.log_softmax(loc.log_phi[lj] - w[:, None] * loc.phi[li], -1)
-    p0 = torch.logsumexp(ci + cj, -1).exp().clamp(1e-12, 1 - 1e-12)
+    pulls α and β down. Computed in chunks of ``chunk`` annotations, so that the temporaries stay
+    O(chunk · K) however many annotations there are."""
+    out = []
+    for lo in range(0, li.shape[0], chunk):
+        i, j, v = li[lo:lo + chunk], lj[lo:lo + chunk], w[lo:lo + chunk, None]
+        ci = torch.log_softmax(loc.log_phi[i] - v * loc.phi[j], -1)
+        cj = torch.log_softmax(loc.log_phi[j] - v * loc.phi[i], -1)
+        out.append(torch.logsumexp(ci + cj, -1).exp().clamp(1e-12, 1 - 1e-12))
+    p0 = torch.cat(out) if out else same.new_zeros(0)
     return torch.sigmoid(torch.log(p0) - torch.log1p(-p0) + same - diff)
 
 

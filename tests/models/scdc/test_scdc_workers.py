@@ -146,6 +146,21 @@ def test_pair_belief_is_the_exact_posterior_of_one_annotated_pair():
             assert abs(mean_field - exact) > 0.2
 
 
+def test_pair_beliefs_in_chunks_equal_them_all_at_once():
+    """:func:`pair_same` over 1,000 annotations on 50 items in chunks of 7 (and of 1) equals it in one
+    chunk: the chunking bounds the temporaries, not the result."""
+    rng = np.random.default_rng(3)
+    log_phi = torch.log_softmax(torch.as_tensor(rng.standard_normal((50, 4))), -1)
+    loc = Local(log_phi.exp(), log_phi, None, None, None)
+    i = torch.as_tensor(rng.integers(50, size=1000))
+    j = (i + 1 + torch.as_tensor(rng.integers(49, size=1000))) % 50
+    same, diff = torch.as_tensor(rng.normal(-0.3, 0.2, 1000)), torch.as_tensor(rng.normal(-1.5, 0.5, 1000))
+    whole = pair_same(loc, i, j, same - diff, same, diff, chunk=1000)
+    for chunk in (7, 1):
+        torch.testing.assert_close(pair_same(loc, i, j, same - diff, same, diff, chunk=chunk), whole,
+                                   rtol=0, atol=1e-15)
+
+
 def _disjoint_pairs(seed: int, n_pairs: int = 300, K: int = 3, alpha: float = 0.8, beta: float = 0.85):
     """One worker labelling disjoint pairs whose clusters are drawn from unaries ~ Dirichlet(0.3): most
     items fairly sure, many ambiguous. Returns (log unaries (2n, K), i, j, labels, the worker's index per
