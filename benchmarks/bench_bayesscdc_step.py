@@ -24,10 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 import warnings
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from scdc_defaults_large import _setting  # noqa: E402  KEY=VALUE as (key, Python literal or string)
 
 SETS = ("digits-all", "digits-100", "overlapping", "overlapping-5000", "pinwheel")
 METHODS = ("links", "uniform", "graph", "features-start", "SCDC", "PCKMeans")
@@ -99,18 +104,6 @@ def summarise(paths) -> str:
     return "\n".join(lines)
 
 
-def _pairs(items) -> dict:
-    """KEY=VALUE strings as a dict, each value a number where it parses as one."""
-    out = {}
-    for item in items:
-        k, _, v = item.partition("=")
-        try:
-            out[k] = float(v) if "." in v or "e" in v else int(v)
-        except ValueError:
-            out[k] = v
-    return out
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", choices=SETS)
@@ -118,9 +111,9 @@ def main(argv=None):
     ap.add_argument("--methods", nargs="+", choices=METHODS, default=["links", "uniform"])
     ap.add_argument("--n-init", type=int, default=1)
     ap.add_argument("--kw", nargs="+", default=[], metavar="KEY=VALUE",
-                    help="route settings added to every BayesSCDC/SCDC fit (a number where it parses as one)")
+                    help="route settings added to every BayesSCDC/SCDC fit (values as Python literals)")
     ap.add_argument("--model-kw", nargs="+", default=[], metavar="KEY=VALUE",
-                    help="model fields added to every BayesSCDC/SCDC model (a number where it parses as one)")
+                    help="model fields added to every BayesSCDC/SCDC model (values as Python literals)")
     ap.add_argument("--out", default="bench_bayesscdc_step.jsonl")
     ap.add_argument("--summarise", nargs="+", metavar="JSONL")
     a = ap.parse_args(argv)
@@ -129,7 +122,7 @@ def main(argv=None):
         return
     if a.set is None:
         ap.error("--set is required unless --summarise")
-    extra, model_kw = _pairs(a.kw), _pairs(a.model_kw)
+    extra, model_kw = dict(_setting(kv) for kv in a.kw), dict(_setting(kv) for kv in a.model_kw)
     for seed in a.seeds:
         for m in a.methods:
             row = run(a.set, seed, m, a.n_init, *((extra, model_kw) if m != "PCKMeans" else ()))

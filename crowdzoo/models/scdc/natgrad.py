@@ -347,7 +347,7 @@ def epoch_graph(nets, q: Conjugate, t, sweeps: int, n_workers: int, device, sh=N
             i, j, w = (x[lo:lo + chunk].to(device) for x in (t.i, t.j, t.w))
             L = t.L[lo:lo + chunk].to(device, F64)
             weight, _, diff = relational_weights(E, w, L)
-            msg = msg.index_add(0, i, weight[:, None] * phi[j]).index_add(0, j, weight[:, None] * phi[i])
+            msg = msg + messages(phi, i, j, weight)
             s = (phi[i] * phi[j]).sum(-1)
             da, db = worker_stats(s, w, L, n_workers, 1.0)
             a, b, const = a + da, b + db, const + (diff - weight * s).sum()
@@ -536,9 +536,8 @@ def step(state: State, batch: loop.Batch, fx: Fixed) -> tuple[State, Info]:
     ann = torch.randint(A, (b,), generator=gen) if A and b else torch.zeros(0, dtype=torch.long)
     items = perm[k * fx.batch_size:(k + 1) * fx.batch_size]
     part = split_step(t.O, items, records(t, ann, fx.lo, sh), A, sh.rank, sh.world, fx.device, fx.degree,
-                      graph.msg if fx.graph else None)
-    J, stats = train_step(part, nets, opt, q, (N, fx.n_workers), fx.model.sweeps, gen, sh, epoch,
-                          graph if fx.graph else None)
+                      None if graph is None else graph.msg)
+    J, stats = train_step(part, nets, opt, q, (N, fx.n_workers), fx.model.sweeps, gen, sh, epoch, graph)
     if epoch >= fx.warmup:
         q = natgrad_step(q, conjugate_update(fx.prior, stats), rho_t)
     new = State(q, _weights(nets), _copy_adam(opt.state_dict()), gen.get_state(), perm, state.t + 1,
