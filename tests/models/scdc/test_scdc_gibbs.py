@@ -17,7 +17,8 @@ from crowdzoo.models.scdc.gibbs import _wishart_chol, colour_items, gibbs_worker
 
 
 def test_colouring_is_proper():
-    """No annotation joins two items of one colour, on a random graph with repeated pairs and hubs."""
+    """No annotation joins two items of one colour, on a random graph with repeated pairs and hubs, and
+    no item's colour exceeds its number of distinct neighbours (first fit's bound)."""
     torch.manual_seed(0)
     N = 400
     li = torch.cat([torch.randint(N, (1500,)), torch.zeros(50, dtype=torch.long)])
@@ -27,6 +28,8 @@ def test_colouring_is_proper():
     colour = colour_items(li, lj, N)
     assert (colour >= 0).all()
     assert not (colour[li] == colour[lj]).any()
+    pairs = torch.unique(torch.stack([torch.cat([li, lj]), torch.cat([lj, li])]), dim=1)
+    assert (colour <= torch.bincount(pairs[0], minlength=N)).all()
     print(f"{int(colour.max()) + 1} colours for {N} items, largest degree "
           f"{int(torch.bincount(torch.cat([li, lj])).max())}")
 
