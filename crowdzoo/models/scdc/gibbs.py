@@ -39,43 +39,54 @@ _CHUNK = 4096
 
 
 def colour_items(li, lj, n_items: int, reduce=None):
-    """A proper colouring of the annotation graph (no annotation joins two items of one colour), by
-    speculative first-fit rounds (Gebremedhin and Manne 2000; Boman et al. 2005): each round, every
-    uncoloured item takes the smallest colour that none of its coloured neighbours holds, all at
-    once; where two neighbours took the same colour the one of lower random priority gives it back.
-    The item of highest priority among its uncoloured neighbours always keeps its colour, so every
-    round colours at least one item; on a random graph of 10⁴ items and 10⁶ annotations it takes about
-    as many rounds as there are colours (52), and each round reads only the annotations into items
-    still uncoloured. ``reduce`` sums, over the ranks of a distributed fit (each holding a shard of
-    the annotations; the priorities, drawn from the same seed, agree), the colours each uncoloured
-    item's neighbours hold and its clashes, so that every rank makes the same colouring. Returns each
-    item's colour (n_items,)."""
+    """A proper colouring of the annotation graph (no annotation joins two items of one colour) by first
+    fit in a random order, vectorised: the items, ordered by a random priority, are cut into blocks of
+    about 2N / (mean degree) consecutive items, so that an item has about two neighbours in its own
+    block; block by block, every uncoloured item of the block takes the smallest colour that none of
+    its coloured neighbours in this or an earlier block holds, all at once, and where two neighbours
+    took the same colour the one of lower priority gives it back and tries again (speculative
+    colouring, Gebremedhin and Manne 2000). The item of highest priority among its uncoloured
+    neighbours keeps its colour, so every round colours at least one item, and with two neighbours a
+    block the rounds are few: every annotation is read in a few rounds, not in one round per colour.
+    An item's colour is at most its number of neighbours. ``reduce`` sums, over the ranks of a
+    distributed fit (each holding a shard of the annotations; the priorities, drawn from the same
+    seed, agree), the number of annotations, the colours each uncoloured item's neighbours hold and
+    its clashes, so that every rank makes the same colouring. Returns each item's colour (n_items,)."""
     dev = li.device
     prio = torch.rand(n_items, dtype=F64).to(dev)
+    order = torch.argsort(prio, descending=True)
+    rank = torch.empty(n_items, dtype=torch.long, device=dev)
+    rank[order] = torch.arange(n_items, device=dev)
+    n_ann = torch.tensor([float(li.shape[0])], dtype=F64, device=dev)
+    n_ann = float((reduce(n_ann) if reduce is not None else n_ann)[0])
+    n_blocks = int(min(max(math.ceil(n_ann / max(n_items, 1)), 1), max(n_items, 1)))  # 2A / N / 2 a block
+    block = rank * n_blocks // max(n_items, 1)
     src, dst = torch.cat([li, lj]), torch.cat([lj, li])
+    later = block[src] > block[dst]  # such a source is coloured after its target and reads its colour then
+    src, dst = src[~later], dst[~later]
+    by_block = torch.argsort(block[dst], stable=True)
+    n_into = torch.bincount(block[dst], minlength=n_blocks).tolist()
+    n_in = torch.bincount(block, minlength=n_blocks).tolist()
     colour = torch.full((n_items,), -1, dtype=torch.long, device=dev)
-    while True:
-        free = colour < 0
-        n_free = int(free.sum())
-        if n_free == 0:
-            return colour
-        into = free[dst]
-        src, dst = src[into], dst[into]  # annotations into items coloured already are not read again
-        row = torch.cumsum(free, 0) - 1  # an uncoloured item's row among the uncoloured
-        held = ~free[src]
-        taken = torch.zeros(n_free, int(colour.max()) + 2, dtype=F64, device=dev)
-        taken = taken.index_put((row[dst[held]], colour[src[held]]), torch.ones(1, dtype=F64, device=dev))
-        if reduce is not None:
-            taken = reduce(taken)
-        new = colour.clone()
-        new[free] = (taken == 0).to(torch.int8).argmax(-1)  # the first colour free
-        clash = free[src] & (new[src] == new[dst]) & (prio[dst] < prio[src])
-        lose = torch.zeros(n_items, dtype=F64, device=dev)
-        lose = lose.index_add(0, dst[clash], torch.ones(int(clash.sum()), dtype=F64, device=dev))
-        if reduce is not None:
-            lose = reduce(lose)
-        new[lose > 0] = -1
-        colour = new
+    for items, s, t in zip(order.split(n_in), src[by_block].split(n_into), dst[by_block].split(n_into)):
+        row = rank - rank[items[0]] if items.numel() else rank  # an item's row within its block
+        while bool((colour[items] < 0).any()):
+            into = colour[t] < 0
+            s, t = s[into], t[into]  # annotations into items coloured already are not read again
+            held = colour[s] >= 0
+            taken = torch.zeros(items.shape[0], int(colour.max()) + 2, dtype=F64, device=dev)
+            taken = taken.index_put((row[t[held]], colour[s[held]]), torch.ones(1, dtype=F64, device=dev))
+            if reduce is not None:
+                taken = reduce(taken)
+            free = colour[items] < 0
+            colour[items[free]] = (taken[free] == 0).to(torch.int8).argmax(-1)  # the first colour free
+            clash = ~held & (colour[s] == colour[t]) & (prio[t] < prio[s])
+            lose = torch.zeros(items.shape[0], dtype=F64, device=dev)
+            lose = lose.index_add(0, row[t[clash]], torch.ones(int(clash.sum()), dtype=F64, device=dev))
+            if reduce is not None:
+                lose = reduce(lose)
+            colour[items[lose > 0]] = -1
+    return colour
 
 
 def _groups(colour, li, lj, key):
