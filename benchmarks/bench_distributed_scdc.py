@@ -6,7 +6,8 @@ a CSV. Each rank reads only its rows with :meth:`crowdzoo.LinkData.read_shard` a
 ``crowdzoo.fit(cz.BayesSCDC(...), links, distributed=True)`` under ``torchrun`` (gloo, loopback), one
 torch thread per rank: one epoch of 10 steps (1000 items and 2000 annotations a step, no warm-up,
 ``init="random"``), then the final encoding of every item on the whole annotation graph, whose
-messages cross the ranks. Reported per rank: the annotations it holds, the seconds its read took, the
+messages cross the ranks, and the workers' Gibbs sampler (:mod:`crowdzoo.models.scdc.gibbs`, 500 sweeps).
+Reported per rank: the annotations it holds, the seconds its read took, the
 resident memory of its annotations (the LinkData's arrays), its resident set after the read and at
 peak (VmHWM) during the fit, and the fit's seconds.
 
@@ -124,7 +125,9 @@ def main(argv=None):
              f"clusters), {W} two-coin workers (α = β = 0.9) on random pairs, A annotations in a CSV that "
              "each rank reads with `LinkData.read_shard` (only its rows). BayesSCDC(K = 10, d = 4, hidden "
              "(64, 64)), one epoch of 10 steps (1000 items and 2000 annotations a step), then every item "
-             "encoded on the whole annotation graph (messages summed over the ranks); gloo over loopback, "
+             "encoded on the whole annotation graph (messages summed over the ranks) and the workers' Gibbs "
+             "sampler (500 sweeps over every annotation, each colour's messages summed over the ranks); "
+             "gloo over loopback, "
              "one torch thread per rank. *annotations MiB*: the rank's LinkData arrays (i, j, worker, "
              "same); *after read*: its resident set then; *fit peak*: its resident high-water mark during "
              "the fit (VmHWM, reset before it; the observations, the networks and the encoding's N × K "

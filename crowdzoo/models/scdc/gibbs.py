@@ -166,18 +166,21 @@ def mixture_unaries(h, lam, prior: Conjugate, start: Conjugate):
         eps = torch.randn(K, d, 1, dtype=F64, device=h.device)
         mu = m + torch.linalg.solve_triangular(C.transpose(-1, -2), eps / kappa.sqrt()[:, None, None],
                                                upper=True)[..., 0]
-        state["C"], state["mu"] = C, mu
+        state["C"], state["mu"], state["x"] = C, mu, x
         pi = torch.distributions.Dirichlet(prior.a + n, validate_args=False).sample()
-        log_pi = torch.log(pi.clamp_min(1e-300))
+        log_pi = state["log_pi"] = torch.log(pi.clamp_min(1e-300))
         half_logdet = torch.log(torch.diagonal(C, dim1=-2, dim2=-1)).sum(-1)
-        muC = mu[:, None, :] @ C  # (K, 1, d): ‖Cᵀ(x − μ)‖² = (x − μ)ᵀ Σ⁻¹ (x − μ)
+        Lam = C @ C.transpose(-1, -2)  # (x − μ)ᵀ Σ⁻¹ (x − μ) = vec(xxᵀ)·vec(Σ⁻¹) − 2 xᵀ Σ⁻¹μ + μᵀ Σ⁻¹ μ
+        Lam_mu = (Lam @ mu[:, :, None])[..., 0]
+        const = log_pi + half_logdet - 0.5 * (mu * Lam_mu).sum(-1) - 0.5 * d * math.log(2 * math.pi)
         out = []
         for lo in range(0, N, _CHUNK):
-            quad = (torch.matmul(x[None, lo:lo + _CHUNK], C) - muC).pow(2).sum(-1).T
-            out.append(log_pi + half_logdet - 0.5 * quad - 0.5 * d * math.log(2 * math.pi))
+            xc = x[lo:lo + _CHUNK]
+            xx = (xc[:, :, None] * xc[:, None, :]).reshape(-1, d * d)
+            out.append(const - 0.5 * (xx @ Lam.reshape(K, d * d).T) + xc @ Lam_mu.T)
         return torch.cat(out)
 
-    draw.state = state  # the latest draw's μ (K, d) and C, Σ⁻¹'s Cholesky factor (K, d, d)
+    draw.state = state  # the latest draw's x (N, d), μ (K, d), C (Σ⁻¹'s Cholesky factor) and log π
     return draw
 
 

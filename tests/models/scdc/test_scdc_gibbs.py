@@ -129,9 +129,14 @@ def test_mixture_draws_follow_the_conjugate_posterior():
                       torch.full((K,), 2.5, dtype=F64), None, None)
     draw = mixture_unaries(x * lam, lam, prior, prior._replace(nu=prior.nu + 10))
     mus, precs = [], []
-    for _ in range(1500):
-        draw(z)
+    for t in range(1500):
+        unaries = draw(z)
         C = draw.state["C"]
+        if t < 3:  # log π_k + log N(x_n; μ_k, Σ_k) at the draw, against torch's own Gaussian density
+            st = draw.state
+            dens = torch.distributions.MultivariateNormal(st["mu"], precision_matrix=C @ C.transpose(-1, -2))
+            want = st["log_pi"] + dens.log_prob(st["x"][:, None, :])
+            assert torch.allclose(unaries, want, rtol=0, atol=1e-9)
         mus.append(draw.state["mu"])
         precs.append(C @ C.transpose(-1, -2))
     mu, prec = torch.stack(mus).mean(0), torch.stack(precs).mean(0)
