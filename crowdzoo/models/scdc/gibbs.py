@@ -59,7 +59,8 @@ def colour_items(li, lj, n_items: int, reduce=None):
     rank[order] = torch.arange(n_items, device=dev)
     n_ann = torch.tensor([float(li.shape[0])], dtype=F64, device=dev)
     n_ann = float((reduce(n_ann) if reduce is not None else n_ann)[0])
-    n_blocks = int(min(max(math.ceil(n_ann / max(n_items, 1)), 1), max(n_items, 1)))  # 2A / N / 2 a block
+    # half the mean degree 2A / N blocks: about two of an item's neighbours share its block
+    n_blocks = int(min(max(math.ceil(n_ann / max(n_items, 1)), 1), max(n_items, 1)))
     block = rank * n_blocks // max(n_items, 1)
     src, dst = torch.cat([li, lj]), torch.cat([lj, li])
     later = block[src] > block[dst]  # such a source is coloured after its target and reads its colour then
