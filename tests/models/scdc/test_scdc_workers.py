@@ -255,9 +255,9 @@ def test_fitted_worker_intervals_cover_the_truth_where_features_are_ambiguous():
     """BayesSCDC with its defaults, fitted to 10 repeats of scdc-crowd's overlapping set (one
     initialisation each, as the comparison; 6 minutes for the ten on shared cores): the share of
     the workers' true α_m, β_m inside their 90 % intervals over the 400 intervals is within 3 binomial
-    sds of the nominal 0.9 (measured by benchmarks/scdc_worker_coverage.py on the same fits: 0.897, where
-    the pair beliefs widened by Louis's missing information, the former default, give 0.775, and the
-    true groups 0.890; seeds 6 and 9 clustered at 0.58 and 0.57 accuracy)."""
+    sds of the nominal 0.9 (measured by benchmarks/scdc_worker_coverage.py on the same fits: 0.905, where
+    the pair beliefs widened by Louis's missing information, the former default, give 0.868, and the
+    true groups 0.890; seed 6 clustered at 0.66 accuracy)."""
     from crowdzoo.comparisons.scdc_crowd import link_set
 
     inside = []
