@@ -40,18 +40,18 @@ def accuracy(scores, labels):
     return float(hungarian_accuracy(labels, np.asarray(scores).argmax(1)))
 
 
-def scdc_terms(post, O, draws: int, seed: int):
-    """The item term's parts by cluster (n, K), averaged over ``draws`` codes per cluster."""
+def scdc_terms(post, nets, O, draws: int, seed: int):
+    """The encoder's q(z | o) and the item term's parts by cluster (each (n, K)), the parts averaged
+    over ``draws`` codes per cluster."""
     import torch.distributions as dist
 
-    nets = post.model.networks(post.setup, state=post.net_state)
     g = torch.Generator().manual_seed(seed)
     K = nets.K
     eye = torch.eye(K, dtype=O.dtype)
     mu = torch.as_tensor(post.mu, dtype=O.dtype)
     sd = torch.as_tensor(post.cov, dtype=O.dtype).diagonal(dim1=-2, dim2=-1).sqrt()
     log_pi = torch.log(torch.as_tensor(post.pi, dtype=O.dtype))
-    dec, mix, one = [], [], []
+    enc, dec, mix, one = [], [], [], []
     with torch.no_grad():
         for lo in range(0, O.shape[0], 512):
             o = O[lo:lo + 512]
@@ -66,9 +66,10 @@ def scdc_terms(post, O, draws: int, seed: int):
             dec.append(d_sum / draws)
             mix.append(m_sum / draws)
             q = torch.softmax(nets.z_logits(o), -1)
+            enc.append(q)
             xbar = (q[:, :, None] * m).sum(1)
             one.append(dist.Normal(mu, sd).log_prob(xbar[:, None, :]).sum(-1) + log_pi)
-    return torch.cat(dec), torch.cat(mix), torch.cat(one)
+    return torch.cat(enc), torch.cat(dec), torch.cat(mix), torch.cat(one)
 
 
 def run(seed: int, draws: int):
@@ -83,9 +84,7 @@ def run(seed: int, draws: int):
         warnings.simplefilter("ignore")
         post = cz.fit(cz.SCDC(n_clusters=10), data, seed=seed, progress_bar=False)
     nets = post.model.networks(post.setup, state=post.net_state)
-    with torch.no_grad():
-        enc = torch.softmax(nets.z_logits(O), -1)
-    dec, mix, one = scdc_terms(post, O, draws, seed)
+    enc, dec, mix, one = scdc_terms(post, nets, O, draws, seed)
     out.update({"SCDC posterior": accuracy(post.cluster_probs, labels), "SCDC encoder": accuracy(enc, labels),
                 "SCDC decoder term": accuracy(dec, labels), "SCDC mixture term": accuracy(mix, labels),
                 "SCDC mixture at one point": accuracy(one, labels)})

@@ -67,10 +67,11 @@ def colour_items(li, lj, n_items: int, reduce=None):
     src, dst = src[~later], dst[~later]
     by_block = torch.argsort(block[dst], stable=True)
     n_into = torch.bincount(block[dst], minlength=n_blocks).tolist()
-    n_in = torch.bincount(block, minlength=n_blocks).tolist()
+    n_in = torch.bincount(block, minlength=n_blocks)
+    row = rank - (torch.cumsum(n_in, 0) - n_in)[block]  # an item's row within its block
     colour = torch.full((n_items,), -1, dtype=torch.long, device=dev)
-    for items, s, t in zip(order.split(n_in), src[by_block].split(n_into), dst[by_block].split(n_into)):
-        row = rank - rank[items[0]] if items.numel() else rank  # an item's row within its block
+    src, dst = src[by_block].split(n_into), dst[by_block].split(n_into)
+    for items, s, t in zip(order.split(n_in.tolist()), src, dst):
         while bool((colour[items] < 0).any()):
             into = colour[t] < 0
             s, t = s[into], t[into]  # annotations into items coloured already are not read again
