@@ -86,7 +86,7 @@ def test_a_failed_rank_ends_the_others_with_a_clear_error(tmp_path, worker):
     """Rank 1 stops at iteration 5; rank 0 (no torchrun agent to kill it) must end by itself with a
     DistributedError naming the timeout setting, well before the test's own limit."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_port()), "WORLD_SIZE": "2",
-           "CROWDZOO_DISTRIBUTED_TIMEOUT": "20"}
+           "CROWDZOO_DISTRIBUTED_TIMEOUT": "10"}
     out = tmp_path / "fail"
     procs = [subprocess.Popen([sys.executable, str(worker), "exact", str(out), "5"],
                               env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stderr=subprocess.PIPE,
