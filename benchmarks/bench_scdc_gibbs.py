@@ -1,7 +1,8 @@
 """The cost of BayesSCDC's end-of-fit Gibbs sampler of the workers (crowdzoo.models.scdc.gibbs) on a
 random annotation graph: seconds to colour the graph and to sort its annotations by colour, and seconds
 per sweep with the mixture drawn at each sweep (:func:`~crowdzoo.models.scdc.gibbs.mixture_unaries`),
-one torch thread.
+one torch thread; and the sampler's peak memory over its inputs (``peak_mib``: the resident set's
+high-water mark during the colouring, the sort and the chains, less the resident set before them).
 
 The data: N items in K clusters with d-dimensional recognition potentials about the clusters' means,
 A annotations on uniformly random pairs by W two-coin workers (α = β = 0.9).
@@ -13,9 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_distributed import _hwm_mb, _reset_hwm, _rss_mb  # noqa: E402
 
 
 def graph(N: int, K: int, d: int, A: int, W: int, seed: int = 0):
@@ -41,6 +47,8 @@ def time_one(N: int, K: int, d: int, A: int, W: int, sweeps: int) -> dict:
     prior = BayesSCDC(n_clusters=K, latent_dim=d).prior(W)
     start = prior._replace(m=mu, nu=prior.nu + N / K, S=prior.S + (N / K) * torch.eye(d, dtype=F64))
     torch.manual_seed(0)
+    before = _rss_mb()
+    _reset_hwm()
     t0 = time.perf_counter()
     colour = gibbs.colour_items(i, j, N)
     colour_s = time.perf_counter() - t0
@@ -54,7 +62,8 @@ def time_one(N: int, K: int, d: int, A: int, W: int, sweeps: int) -> dict:
                             z.clone(), K, n_sweeps=n, burn=n // 5)
         runs[n] = time.perf_counter() - t0
     return dict(items=N, clusters=K, dim=d, annotations=A, colours=int(colour.max()) + 1,
-                colour_s=colour_s, groups_s=groups_s, sweep_s=(runs[2 * sweeps] - runs[sweeps]) / sweeps)
+                colour_s=colour_s, groups_s=groups_s, sweep_s=(runs[2 * sweeps] - runs[sweeps]) / sweeps,
+                peak_mib=round(_hwm_mb() - before))
 
 
 def main(argv=None):

@@ -61,12 +61,15 @@ def colour_items(li, lj, n_items: int, reduce=None):
     n_ann = float((reduce(n_ann) if reduce is not None else n_ann)[0])
     # half the mean degree 2A / N blocks: about two of an item's neighbours share its block
     n_blocks = int(min(max(math.ceil(n_ann / max(n_items, 1)), 1), max(n_items, 1)))
-    block = rank * n_blocks // max(n_items, 1)
-    src, dst = torch.cat([li, lj]), torch.cat([lj, li])
-    later = block[src] > block[dst]  # such a source is coloured after its target and reads its colour then
-    src, dst = src[~later], dst[~later]
-    by_block = torch.argsort(block[dst], stable=True)
-    n_into = torch.bincount(block[dst], minlength=n_blocks).tolist()
+    block = (rank * n_blocks // max(n_items, 1)).to(_index_dtype(n_items))
+    src, dst = _directed(li, lj, n_items)
+    keep = block[src] <= block[dst]  # a later source is coloured after its target and reads its colour then
+    src, dst = src[keep], dst[keep]
+    del keep
+    into_block = block[dst]
+    n_into = torch.bincount(into_block, minlength=n_blocks).tolist()
+    by_block = torch.argsort(into_block, stable=True)
+    del into_block
     n_in = torch.bincount(block, minlength=n_blocks)
     row = rank - (torch.cumsum(n_in, 0) - n_in)[block]  # an item's row within its block
     colour = torch.full((n_items,), -1, dtype=torch.long, device=dev)
@@ -97,22 +100,40 @@ def _groups(colour, li, lj, key):
     annotations by their target's colour."""
     N, dev = colour.shape[0], colour.device
     C = int(colour.max()) + 1 if N else 0
+    idx = _index_dtype(N)
     items = torch.argsort(colour, stable=True)
     n_items = torch.bincount(colour, minlength=C)
-    pos = torch.empty(N, dtype=torch.long, device=dev)
+    pos = torch.empty(N, dtype=idx, device=dev)
     first = torch.repeat_interleave(torch.cumsum(n_items, 0) - n_items, n_items)  # each colour's first row
-    pos[items] = torch.arange(N, device=dev) - first
-    dst, src = torch.cat([li, lj]), torch.cat([lj, li])
-    order = torch.argsort(colour[dst], stable=True)
-    n_into = torch.bincount(colour[dst], minlength=C).tolist()
+    pos[items] = (torch.arange(N, device=dev) - first).to(idx)
+    dst, src = _directed(li, lj, N)
+    by_colour = colour.to(idx)[dst]
+    n_into = torch.bincount(by_colour, minlength=C).tolist()
+    order = torch.argsort(by_colour, stable=True)
+    del by_colour
+    key = key.to(torch.int32) if key.numel() == 0 or int(key.max()) < 2**31 else key
     return list(zip(items.split(n_items.tolist()), pos[dst[order]].split(n_into), src[order].split(n_into),
                     torch.cat([key, key])[order].split(n_into)))
 
 
-def _counts(same, w, L, n_workers: int):
+def _index_dtype(n: int):
+    """int32 for indices into n items where they fit (half int64's memory on the annotations' copies)."""
+    return torch.int32 if n < 2**31 else torch.long
+
+
+def _directed(li, lj, n_items: int):
+    """Every annotation in both directions, (sources, targets) = ([i, j], [j, i]), as int32 where the
+    items' indices fit."""
+    idx = _index_dtype(n_items)
+    i, j = li.to(idx), lj.to(idx)
+    return torch.cat([i, j]), torch.cat([j, i])
+
+
+def _counts(same, code, n_workers: int):
     """The two coins' counts per worker (:func:`~.bayes.worker_stats` at P(same) = ``same``, a 0/1
-    indicator): [Σ same·L, Σ same·(1 − L)] and [Σ (1 − same)(1 − L), Σ (1 − same)·L], from one bincount."""
-    c = torch.bincount(4 * w + 2 * L + same.to(torch.long), minlength=4 * n_workers)
+    indicator): [Σ same·L, Σ same·(1 − L)] and [Σ (1 − same)(1 − L), Σ (1 − same)·L], from one bincount
+    of ``code`` = 4 w + 2 L (each annotation's worker and label) plus ``same``."""
+    c = torch.bincount(code + same, minlength=4 * n_workers)
     c = c.view(n_workers, 2, 2).to(F64)  # [worker, L, same]
     return torch.stack([c[:, 1, 1], c[:, 0, 1]], -1), torch.stack([c[:, 0, 0], c[:, 1, 0]], -1)
 
@@ -206,17 +227,18 @@ def gibbs_workers(unaries, li, lj, w, L, prior_alpha, prior_beta, z0, n_clusters
     W = prior_alpha.shape[0]
     dev = z0.device
     total = (lambda *x: x if len(x) > 1 else x[0]) if reduce is None else reduce
-    Ll = L.to(torch.long)
-    groups = _groups(colour_items(li, lj, N, reduce), li, lj, 2 * w + Ll)  # key: the entry of w_a's table
+    code = (4 * w + 2 * L.to(torch.long)).to(torch.int32 if 4 * W < 2**31 else torch.long)
+    groups = _groups(colour_items(li, lj, N, reduce), li, lj, code // 2)  # key 2w + L: w_a's table entry
     z = z0.clone()
     fixed = torch.is_tensor(unaries)
     K = unaries.shape[1] if fixed else n_clusters
     eye = torch.eye(K, dtype=F64, device=dev)
+    wide = N * K >= 2**31  # a colour's (items, K) table indexed past int32
     m1 = torch.zeros(W, 2, dtype=F64, device=dev)  # Σ over kept sweeps of the conditional means …
     m2 = torch.zeros(W, 2, dtype=F64, device=dev)  # … and of their second moments
     visits, kept = 0, 0
     for t in range(n_sweeps):
-        a, b = total(*_counts(z[li] == z[lj], w, Ll, W))
+        a, b = total(*_counts(z[li] == z[lj], code, W))
         A, B = prior_alpha + a, prior_beta + b
         if t >= burn:
             for k, P in enumerate((A, B)):
@@ -231,7 +253,7 @@ def gibbs_workers(unaries, li, lj, w, L, prior_alpha, prior_beta, z0, n_clusters
         u = torch.rand(N, K, dtype=F64, device=dev).clamp(1e-300, 1.0)
         noisy = (unaries if fixed else unaries(z)) - torch.log(-torch.log(u))  # Gumbel-max: a draw per item
         for rows, tgt, src, key in groups:
-            at = tgt * K + z[src]  # each message's entry of the colour's (items, K) table
+            at = (tgt.long() if wide else tgt) * K + z[src]  # each message's entry of the colour's table
             if reduce is None:
                 logits = noisy[rows].reshape(-1).index_add(0, at, table[key]).view(-1, K)
             else:
