@@ -154,7 +154,8 @@ MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "
 
 
 #: the model settings the links options fill: {CLI option: model setting}
-LINK_MODEL_OPTIONS = {"components": "n_clusters", "latent_dim": "latent_dim", "hidden": "hidden"}
+LINK_MODEL_OPTIONS = {"components": "n_clusters", "latent_dim": "latent_dim", "hidden": "hidden",
+                      "standardise": "standardise"}
 
 
 #: route parameters that are not command-line flags (objects, or set by the CLI itself)

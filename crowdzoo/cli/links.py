@@ -45,7 +45,7 @@ PAIRS_ONLY = {"pairs": "--pairs", "tie_col": "--tie-col", "ties": "--ties", "use
 
 #: options that belong to links models: {dest: flag}
 LINKS_ONLY = {"links": "--links", "worker_col": "--worker-col", "same_col": "--same-col",
-              "latent_dim": "--latent-dim", "hidden": "--hidden"}
+              "latent_dim": "--latent-dim", "hidden": "--hidden", "standardise": "--standardise"}
 
 
 def is_links(model: str) -> bool:

@@ -302,6 +302,14 @@ def _positive(value: str) -> int:
     return int(value)
 
 
+def _auto_yes_no(value: str):
+    """auto → None (the model decides), yes → True, no → False."""
+    choices = {"auto": None, "yes": True, "no": False}
+    if value.lower() not in choices:
+        raise argparse.ArgumentTypeError(f"expected auto, yes or no, got {value!r}")
+    return choices[value.lower()]
+
+
 def add_fit_options(fit) -> None:
     """The links group of ``crowdzoo fit``'s options."""
     defaults = "; ".join(
@@ -324,3 +332,8 @@ def add_fit_options(fit) -> None:
                    help="the dimension of the latent points (default: the model's)")
     g.add_argument("--hidden", type=_widths, default=None, metavar="W,...",
                    help="the hidden layers' widths of the networks, e.g. 64,64 (default: the model's)")
+    g.add_argument("--standardise", type=_auto_yes_no, default=None, metavar="auto|yes|no",
+                   help="whether the networks read each --features column standardised by its mean and "
+                        "sd (Gaussian features; images in [0, 1] are read as they are): auto (the default) "
+                        "where some column is far from unit scale (a mean beyond ±10, an sd outside "
+                        "[0.1, 10]), yes always, no never")

@@ -37,7 +37,7 @@ from torch import nn
 
 from ...errors import DataError
 from ...gp.natural import convex
-from .model import SCDCSetup, check_architecture, mlp, observation_dist, observation_setup, paper_model
+from .model import SCDCSetup, Standardised, check_architecture, mlp, observation_setup, paper_model
 from .model import link_messages as messages  # Eq. 14's relational term, shared with SCDC's q(z)
 
 F64 = torch.float64
@@ -70,6 +70,11 @@ class BayesSCDC:
         features' own spread, the recognition potentials go flat and the mixture ends in one cluster
         (docs/scdc.md). Under the cap at least 91 % of every feature's variance is left to the latent
         points and the mixture on them.
+    standardise : with a Gaussian likelihood, whether the networks read each feature standardised by
+        its mean and sd in the training data, the decoder's Gaussian mapped back to the data's units:
+        None (the default) where some feature is far from unit scale, True always, False never; as
+        :class:`~.model.SCDC`'s. Standardised, the noise cap is ``obs_noise`` in standardised units,
+        the same cap.
     """
 
     n_clusters: int = 50
@@ -84,6 +89,7 @@ class BayesSCDC:
     sweeps: int = 4
     settings: str = "auto"
     obs_noise: float | None = 0.3
+    standardise: bool | None = None
 
     def __post_init__(self):
         check_architecture(self)
@@ -112,13 +118,14 @@ class BayesSCDC:
         return paper_model(cls, kw)
 
     def setup(self, data, seed: int = 0) -> SCDCSetup:
-        return observation_setup(self.likelihood, data.O, self.obs_noise)
+        return observation_setup(self.likelihood, data.O, self.obs_noise, self.standardise)
 
     def networks(self, setup: SCDCSetup, seed: int = 0, state: dict | None = None) -> RecognitionNetworks:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             nets = RecognitionNetworks(setup.n_features, self.latent_dim, self.hidden, setup.likelihood,
-                                       getattr(setup, "log_noise", None))
+                                       getattr(setup, "log_noise", None), getattr(setup, "loc", None),
+                                       getattr(setup, "scale", None))
         if state is not None:
             nets.load_state_dict(state)
         return nets
@@ -134,13 +141,15 @@ class BayesSCDC:
                          torch.full((K,), self.niw_dof, **kw), ab.clone(), ab.clone())
 
 
-class RecognitionNetworks(nn.Module):
+class RecognitionNetworks(Standardised):
     """Recognition network r(o; φ) (D → hidden → 2d: the potential's h and λ = softplus, Eq. 9) and
     decoder p(o | x; γ) (d → hidden → D), whose Gaussian log noise sd per feature is learned below
-    ``log_noise`` (the log caps; a buffer) or, None, learned from 0 without a cap."""
+    ``log_noise`` (the log caps; a buffer) or, None, learned from 0 without a cap; a Gaussian
+    likelihood's features standardised by ``loc``, ``scale`` (:class:`~.model.Standardised`)."""
 
-    def __init__(self, D, d, hidden, likelihood, log_noise=None):
+    def __init__(self, D, d, hidden, likelihood, log_noise=None, loc=None, scale=None):
         super().__init__()
+        self._standardise(loc, scale)
         self.D, self.d, self.likelihood = D, d, likelihood
         self.recognition = mlp([D, *hidden, 2 * d])
         self.decoder = mlp([d, *hidden, D])
@@ -158,11 +167,11 @@ class RecognitionNetworks(nn.Module):
 
     def potentials(self, o):
         """(h, λ) of ψ(x; o) = hᵀx − ½ xᵀ diag(λ) x, in float64."""
-        h, raw = self.recognition(o).split(self.d, -1)
+        h, raw = self.recognition(self.inputs(o)).split(self.d, -1)
         return h.to(F64), torch.nn.functional.softplus(raw).to(F64) + 1e-4
 
     def obs_dist(self, x):
-        return observation_dist(self.decoder(x), self.noise_log_scale, self.likelihood)
+        return self.observations(self.decoder(x), self.noise_log_scale)
 
 
 # ---------------------------------------------------------------------------------------- globals
