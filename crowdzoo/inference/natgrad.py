@@ -379,8 +379,13 @@ def run_loop(problem: Problem, settings: Settings, *, seed: int, what: str, advi
                 raise stopped from None
             raise
     last = f"bound {stop.bounds[-1]:.6g}, " if stop.bounds else ""
-    summary(bar, f"{what}: {i} iterations, {last}"
-            f"{'converged' if stop.converged else 'not converged (' + stop.reason + ')'}")
+    if stop.converged:
+        status = "converged"
+    elif stop.reason == "max_iter" and st.tol == 0:  # a fixed number of iterations asked for
+        status = "every iteration run (tol = 0: no stop rule)"
+    else:
+        status = f"not converged ({stop.reason})"
+    summary(bar, f"{what}: {i} iterations, {last}{status}")
     stop.finish(st.max_iter)
     info = dict(seed=seed, batch_size=P_i, delay=st.delay, forgetting_rate=st.forgetting_rate,
                 max_iter=st.max_iter, tol=st.tol, eval_every=st.eval_every, eval_size=int(ev.shape[0]),
