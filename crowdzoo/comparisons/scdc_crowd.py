@@ -11,6 +11,11 @@ Link sets (each repeat simulates its own from its seed; two-coin workers, Luo et
   full-covariance mixture does not; 5 workers × 300 links (the user's set of the issue this answers).
 * ``elongated, 1 worker``: the same groups with one worker and 100 links.
 * ``overlapping, 5,000 links``: the overlapping groups, 1,000 items, 10 workers × 500 links.
+* ``overlapping, raw units``: groups, workers and links drawn as the overlapping set's (a draw of
+  their own), with two of the four features in raw units, as a user's table has them:
+  5,000 + 200 x₃ (a price in euros) and 2,000 + 10 x₄ (a year). The deep models standardise such
+  features by default (``standardise``), and PCKMeans standardises them; k-means and the Gaussian
+  mixture (started by scikit-learn from k-means) read them as given, as a user's first try would.
 
 Methods: SCDC and BayesSCDC with their defaults (``cz.SCDC(n_clusters=K)``: sizes from the data,
 :mod:`crowdzoo.models.scdc.defaults`; the best of their default 3 initialisations by the final bound),
@@ -35,7 +40,10 @@ import pandas as pd
 
 from .comparison import Comparison
 
-SETS = ("overlapping", "elongated", "elongated, 1 worker", "overlapping, 5,000 links")
+SETS = ("overlapping", "elongated", "elongated, 1 worker", "overlapping, 5,000 links",
+        "overlapping, raw units")
+#: the raw-units set's features: o ↦ RAW_LOC + RAW_SCALE · o
+RAW_LOC, RAW_SCALE = np.array([0.0, 0.0, 5000.0, 2000.0]), np.array([1.0, 1.0, 200.0, 10.0])
 MODELS = ("SCDC", "BayesSCDC")
 
 
@@ -69,10 +77,13 @@ def link_set(name: str, seed: int, quick: bool = False):
     rng = np.random.default_rng([seed, SETS.index(name)])
     n, workers, window = {"overlapping": (500, 20, 50), "elongated": (600, 5, 301),
                           "elongated, 1 worker": (600, 1, 101),
-                          "overlapping, 5,000 links": (1000, 10, 501)}[name]
+                          "overlapping, 5,000 links": (1000, 10, 501),
+                          "overlapping, raw units": (500, 20, 50)}[name]
     if quick:
         n, window = 120, min(window, 41)
     O, y = (elongated_groups if name.startswith("elongated") else overlapping_groups)(n, rng)
+    if name.endswith("raw units"):
+        O = RAW_LOC + RAW_SCALE * O
     a, b = rng.uniform(0.7, 0.95, workers), rng.uniform(0.7, 0.95, workers)
     df = two_coin_workers(y, workers, a, b, window=window, seed=rng)
     data = LinkData.from_arrays(df["i"].to_numpy(), df["j"].to_numpy(), df["same"].to_numpy(), O,
