@@ -23,7 +23,7 @@ def test_svi_minibatch_and_swapped_guides_agree(small):
     for guide, kw in [(AutoNormal, {}),
                       (lambda model: AutoLowRankMultivariateNormal(model, rank=3, init_scale=0.05), {}),
                       (None, {"subsample_size": 50})]:
-        post = cz.fit(m, data, method="svi", guide=guide, seed=1, num_steps=1500, lr=0.03,
+        post = cz.fit(m, data, method="svi", guide=guide, seed=1, num_steps=800, lr=0.03,
                       n_draws=400, **kw)
         assert np.abs(post.predict_proba(a, b) - p_ref).mean() < 0.05, (guide, kw)
 
