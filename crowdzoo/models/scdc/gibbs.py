@@ -111,7 +111,6 @@ def _groups(colour, li, lj, key):
     n_into = torch.bincount(by_colour, minlength=C).tolist()
     order = torch.argsort(by_colour, stable=True)
     del by_colour
-    key = key.to(torch.int32) if key.numel() == 0 or int(key.max()) < 2**31 else key
     return list(zip(items.split(n_items.tolist()), pos[dst[order]].split(n_into), src[order].split(n_into),
                     torch.cat([key, key])[order].split(n_into)))
 

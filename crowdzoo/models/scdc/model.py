@@ -256,7 +256,8 @@ def observation_setup(likelihood: str, O, noise: float | None = None,
     log_noise = loc = scale = None
     if likelihood == "gaussian":
         O64 = np.asarray(O, dtype=np.float64)
-        sd = np.where(O64.std(0) > 0, O64.std(0), 1.0)
+        sd = O64.std(0)
+        sd = np.where(sd > 0, sd, 1.0)
         standardise = far_from_unit_scale(O64) if standardise is None else bool(standardise)
         if standardise:
             loc, scale = tuple(float(v) for v in O64.mean(0)), tuple(float(v) for v in sd)

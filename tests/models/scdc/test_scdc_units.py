@@ -57,19 +57,22 @@ def test_the_mapped_density_is_the_standardised_one_times_the_jacobian():
 
 @pytest.mark.parametrize("cls", [cz.SCDC, cz.BayesSCDC])
 def test_defaults_cluster_a_set_in_raw_units(cls):
-    """The defaults standardise this set and cluster it (accuracy ≥ 0.9; a Gaussian mixture on the
-    standardised features scores 0.94, the fits 0.97 with three initialisations); ``predict`` of the
+    """The defaults standardise this set and cluster it, with the links, at least as well as a
+    full-covariance Gaussian mixture on the standardised features alone (and ≥ 0.9); ``predict`` of the
     raw features of new items reads them the same way. With the features as given the fit ends in one
     cluster (the networks cannot reach a mean of 5,000)."""
+    from sklearn.mixture import GaussianMixture
+
     data, z, X = user_set()
+    gmm = hungarian_accuracy(z, GaussianMixture(3, n_init=5, random_state=0).fit_predict(
+        (X - X.mean(0)) / X.std(0)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = cz.fit(cls(n_clusters=3), data, n_init=1, progress_bar=False)
         acc = hungarian_accuracy(z, post.predict().to_numpy())
         new = hungarian_accuracy(z, np.asarray(post.predict(X)))
-        print(f"{cls.__name__}: standardised {acc:.3f} (new items {new:.3f})", end="")
-        assert post.setup.loc is not None and acc >= 0.9 and new >= 0.85
-        if cls is cz.SCDC:
-            raw = cz.fit(cls(n_clusters=3, standardise=False), data, n_init=1, progress_bar=False)
-            print(f", as given: {len(raw.clusters_in_use())} cluster(s) in use")
-            assert len(raw.clusters_in_use()) == 1
+        raw = cz.fit(cls(n_clusters=3, standardise=False), data, n_init=1, progress_bar=False)
+    print(f"{cls.__name__}: standardised {acc:.3f} (new items {new:.3f}; Gaussian mixture {gmm:.3f}), "
+          f"as given: {len(raw.clusters_in_use())} cluster(s) in use")
+    assert post.setup.loc is not None and acc >= max(0.9, gmm - 0.02) and new >= 0.85
+    assert len(raw.clusters_in_use()) == 1
