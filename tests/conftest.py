@@ -44,9 +44,9 @@ def fits(problem):
     the median heuristic's length-scales (natgrad would learn them unless told not to)."""
     m, d = problem["model"], problem["train"]
     return {
-        "nuts": cz.fit(m, d, method="nuts", num_samples=500, warmup_steps=400, num_chains=2),
+        "nuts": cz.fit(m, d, method="nuts", num_samples=300, warmup_steps=300, num_chains=2),
         "ep": cz.fit(m, d, method="ep"),
-        "svi": cz.fit(m, d, method="svi", num_steps=2500, lr=0.02),
+        "svi": cz.fit(m, d, method="svi", num_steps=1500, lr=0.02),
         "natgrad": cz.fit(m, d, method="natgrad", learn_kernel=False),
         "natgrad_exact": cz.fit(m, d, method="natgrad", likelihood="exact", learn_kernel=False),
     }

@@ -16,8 +16,9 @@ certainty on its training labels is over-confident: :class:`~crowdzoo.errors.Ove
 
 The result is kept in ``posterior.settings["confidence"]`` (the report shows it as a check). Refits
 are skipped for sampling routes (NUTS: the exact posterior, which a scale prior may make heavy-tailed
-but not over-confident in this way), for a shard of a distributed fit, and above :data:`MAX_REFIT`
-labels (the refit would double a long fit; the first stage's share is still recorded).
+but not over-confident in this way; the DPM's Gibbs sampler, whose communities' utilities are EP's at
+the model's fixed scale, with no scale to run away), for a shard of a distributed fit, and above
+:data:`MAX_REFIT` labels (the refit would double a long fit; the first stage's share is still recorded).
 """
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ CONFIDENT_SHARE = 0.2
 HOLD_OUT = 0.1
 #: no refit above this many labels
 MAX_REFIT = 50_000
-#: routes that sample the posterior (no refit)
-SAMPLERS = ("nuts",)
+#: routes that sample the model's own posterior (no refit)
+SAMPLERS = ("nuts", "gibbs")
 
 
 def _predict(post, frame, users: bool) -> np.ndarray:

@@ -128,6 +128,8 @@ def test_recovers_four_simulated_communities():
     model = cz.DPMCommunities(kernel="se", lengthscale=[0.3, 0.3], shape_s0=1.0, rate_s0=4.0,
                               item_residual=False)  # the simulated model: no item effects
     post = cz.fit(model, data, method="gibbs", n_sweeps=40, burn_in=20, n_chains=2, progress_bar=False)
+    # confident predictions, but a sampler of the model's own posterior is not refitted to check them
+    assert post.settings["confidence"]["verdict"] == "skip"
     co, partition = post.memberships()
     assert co.shape == (60, 60) and list(partition.index) == list(data.user_ids)
     ari = adjusted_rand_score(truth, partition.to_numpy())
