@@ -2,8 +2,9 @@
 their messages enter the mixture's statistics) against ``"uniform"`` (the uniform rows alone, encoded
 without messages), with SCDC and PCKMeans beside them, on the comparisons' own data and settings:
 
-- ``digits-all``, ``digits-100``: :mod:`crowdzoo.comparisons.scdc`'s digits (all or 100 images
-  annotated), its architecture and epochs (K = 10, d = 8, two layers of 128, 200 + 200 epochs);
+- ``digits-all``, ``digits-100``, ``digits-none``: :mod:`crowdzoo.comparisons.scdc`'s digits (all or
+  100 images annotated, or none), its architecture and epochs (K = 10, d = 8, two layers of 128, 200 +
+  200 epochs; ``--model-kw n_clusters=50`` for the paper's MNIST K);
 - ``overlapping``, ``overlapping-5000``: :mod:`crowdzoo.comparisons.scdc_crowd`'s "overlapping" and
   "overlapping, 5,000 links" sets with the defaults (``BayesSCDC(n_clusters=K)``);
 - ``pinwheel``: :mod:`crowdzoo.comparisons.scdc`'s pinwheel with its 100 annotated items (K = 15, 300
@@ -34,7 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from scdc_defaults_large import _setting  # noqa: E402  KEY=VALUE as (key, Python literal or string)
 
-SETS = ("digits-all", "digits-100", "overlapping", "overlapping-5000", "pinwheel")
+SETS = ("digits-all", "digits-100", "digits-none", "overlapping", "overlapping-5000", "pinwheel")
 METHODS = ("links", "uniform", "graph", "features-start", "SCDC", "PCKMeans")
 
 
@@ -47,6 +48,8 @@ def _data(name: str, seed: int):
         s = scdc._settings("digits", False)
         data, truth = cz.digits_links(annotated="all" if name == "digits-all" else 100,
                                       alpha=scdc.DIGITS_ALPHA, seed=seed)
+        if name == "digits-none":
+            data = data.without_annotations()
         kw = dict(n_epochs=s.pop("n_epochs"), pretrain=s.pop("pretrain"))
         return data, truth["labels"], s.pop("n_clusters"), s, kw
     if name == "pinwheel":
@@ -77,8 +80,9 @@ def run(name: str, seed: int, method: str, n_init: int = 1, extra_kw: dict | Non
         cls, route = (cz.SCDC, {}) if method == "SCDC" else (cz.BayesSCDC, route[method])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            post = cz.fit(cls(n_clusters=K, **{**arch, **(model_kw or {})}), data, seed=seed, n_init=n_init,
-                          progress_bar=False, **{**kw, **route, **(extra_kw or {})})
+            model = cls(**{"n_clusters": K, **arch, **(model_kw or {})})
+            post = cz.fit(model, data, seed=seed, n_init=n_init, progress_bar=False,
+                          **{**kw, **route, **(extra_kw or {})})
         pred = post.predict().to_numpy()
         extra = {"clusters": len(post.clusters_in_use())}
     y = np.asarray(y)
