@@ -42,7 +42,8 @@ def _need_columns(frame: pd.DataFrame, path, flag: str, wanted: dict, settable: 
         if col not in frame.columns:
             advice = f"; set {option}" if settable else ""
             raise DataError(f"{flag}: column {col!r} ({option}) not found in {path} (columns: "
-                            f"{list(frame.columns)}){advice}{_sep_hint(frame)}", arg=flag)
+                            f"{list(frame.columns)}){advice}{_sep_hint(frame)}{_winner_hint(frame, option)}",
+                            arg=flag)
 
 
 def _sep_hint(frame: pd.DataFrame) -> str:
@@ -52,6 +53,24 @@ def _sep_hint(frame: pd.DataFrame) -> str:
         if found:
             return f"; the file looks {found[0]!r}-separated: set --sep {found[0]!r}"
     return ""
+
+
+#: column names that say which item of a pair won (a winner-first file needs no label column)
+WINNERS, LOSERS = ("winner", "preferred", "chosen"), ("loser", "rejected", "other")
+
+
+def _winner_hint(frame: pd.DataFrame, option: str) -> str:
+    """When a pairs file's columns read as a winner and a loser and the pair's columns or its label are
+    missing, the flags that read it as a winner-first file."""
+    if option not in ("--a-col", "--b-col", "--y-col"):
+        return ""
+    named = {str(c).strip().lower(): c for c in frame.columns}
+    win = next((named[w] for w in WINNERS if w in named), None)
+    lose = next((named[w] for w in LOSERS if w in named), None)
+    if win is None or lose is None:
+        return ""
+    return (f"; if each row's {win!r} is the preferred item (no label column), read the file with --a-col "
+            f"{win} --b-col {lose} --winner-first")
 
 
 def _names(value: str) -> list:

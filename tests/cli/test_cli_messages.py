@@ -104,6 +104,27 @@ def test_data_api_errors_name_the_flag_the_column_and_the_row(files, capsys):
     assert {p.name: p.read_bytes() for p in files.iterdir() if p.name in before} == before
 
 
+def test_a_winner_loser_file_is_told_how_to_be_read(tmp_path, capsys):
+    """A file of winners and losers with no label column, read with the default columns: the error names
+    the missing column and the flags that read it as a winner-first file; those flags fit it."""
+    pd.DataFrame({"Winner": ["x", "y", "z", "x"], "Loser": ["y", "z", "x", "z"]}).to_csv(
+        tmp_path / "wl.csv", index=False)
+    base = ["fit", "bradley-terry", "--pairs", tmp_path / "wl.csv", "--out", tmp_path / "run",
+            "--no-progress"]
+    hint = "read the file with --a-col Winner --b-col Loser --winner-first"
+    cols = ["--a-col", "Winner", "--b-col", "Loser"]
+    for more, missing in (([], "'a' (--a-col)"), (cols, "'y' (--y-col)")):
+        code, msg = _run(capsys, *base, *more)
+        assert code == 2 and f"column {missing} not found" in msg and hint in msg, msg
+        _clean(msg)
+    code, _ = _run(capsys, *base, *cols, "--winner-first")
+    assert code == 0 and (tmp_path / "run" / "utilities.csv").is_file()
+    # a file whose columns say nothing of winners gets no such hint
+    pd.DataFrame({"left": ["x"], "right": ["y"]}).to_csv(tmp_path / "lr.csv", index=False)
+    code, msg = _run(capsys, "fit", "gppl", "--pairs", tmp_path / "lr.csv", "--out", tmp_path / "r2")
+    assert code == 2 and "--winner-first" not in msg
+
+
 def test_predict_names_an_unseen_item_by_the_runs_column_and_row(files, capsys):
     run = files / "run"
     argv = ["fit", "bradley-terry", "--pairs", files / "pairs.csv", "--sep", ";", "--a-col", "winner",
