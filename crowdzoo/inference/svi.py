@@ -146,7 +146,7 @@ def fit_svi(model, data, seed: int = 0, guide=None, num_steps: int = 3000, lr: f
                 try:
                     with contextlib.nullcontext() if i == 0 else pyro.validation_enabled(False):
                         loss = svi.step()
-                except ValueError as err:  # Pyro's validation of a NaN parameter
+                except ValueError as err:  # Pyro's validation at the first step (e.g. a NaN parameter)
                     raise NumericalError(f"SVI failed at step {i}: {str(err).splitlines()[0][:200]}. Try: "
                                          + ADVICE, settings=ADVICE_SETTINGS) from None
                 check_finite(loss, "the ELBO", i, ADVICE, ADVICE_SETTINGS)

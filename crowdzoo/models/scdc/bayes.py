@@ -124,8 +124,7 @@ class BayesSCDC:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             nets = RecognitionNetworks(setup.n_features, self.latent_dim, self.hidden, setup.likelihood,
-                                       getattr(setup, "log_noise", None), getattr(setup, "loc", None),
-                                       getattr(setup, "scale", None))
+                                       setup.log_noise, setup.loc, setup.scale)
         if state is not None:
             nets.load_state_dict(state)
         return nets

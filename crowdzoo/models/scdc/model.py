@@ -148,9 +148,8 @@ class Standardised(nn.Module):
 
     def observations(self, out, log_scale):
         """p(o | x) from the decoder's output, in the data's units."""
-        if hasattr(self, "obs_loc"):
-            return observation_dist(out, log_scale, self.likelihood, self.obs_loc, self.obs_scale)
-        return observation_dist(out, log_scale, self.likelihood)
+        return observation_dist(out, log_scale, self.likelihood, getattr(self, "obs_loc", None),
+                                getattr(self, "obs_scale", None))
 
 
 class Networks(Standardised):

@@ -356,6 +356,12 @@ def epoch_graph(nets, q: Conjugate, t, sweeps: int, n_workers: int, device, sh=N
     return EpochGraph(msg, a, b, float(const))
 
 
+def decoder_terms(nets, loc, O, eps):
+    """J's reconstruction term per row (Eq. 16), log p(o_n | x̂_n) at one reparameterised draw
+    x̂_n ~ q*(x_n) (Algorithm 1) from the standard normal ``eps``, for the rows of ``loc`` and ``O``."""
+    return nets.obs_dist(sample_x(loc, eps=eps).to(DTYPE)).log_prob(O).to(F64)
+
+
 def step_objective(batch: Batch, nets, E, sweeps: int, eps, fixed=None):
     """J of one mini-batch (Eq. 16, without the globals' KL) and what the global step needs: the local
     optimum and each sampled annotation's P(same) (the mean-field Σ_k φ_ik φ_jk, as in J's annotation
@@ -374,8 +380,8 @@ def step_objective(batch: Batch, nets, E, sweeps: int, eps, fixed=None):
     if fixed is not None:
         terms = terms + (loc.phi[:n] * fixed[:n]).sum(-1)
     if n:  # a rank of a distributed fit may hold none of a step's uniform rows
-        x_hat = sample_x(loc._replace(x=loc.x[:n], P_chol=loc.P_chol[:n]), eps=eps)
-        terms = nets.obs_dist(x_hat.to(DTYPE)).log_prob(batch.O[:n]).to(F64) + terms
+        rows = loc._replace(x=loc.x[:n], P_chol=loc.P_chol[:n])
+        terms = decoder_terms(nets, rows, batch.O[:n], eps) + terms
     J = batch.item_scale * terms.sum()
     s = (loc.phi[batch.li] * loc.phi[batch.lj]).sum(-1)
     if batch.L.shape[0]:
