@@ -28,6 +28,12 @@ RAW = (("altitude_m", 800.0, 2400.0), ("price_eur", 4.0, 40.0), ("weight_g", 100
 CATEGORIES = (("origin", ("ethiopia", "kenya", "colombia", "brazil", "sumatra")),
               ("roast", ("light", "medium", "dark")))
 
+#: a survey's categorical respondent columns, by number of levels (2, 3, 4, 5, 2, ...)
+COVARIATES = (("gender", ("female", "male")), ("age_band", ("18-34", "35-54", "55+")),
+              ("region", ("north", "south", "east", "west")),
+              ("education", ("none", "school", "college", "degree", "postgrad")),
+              ("urban", ("no", "yes")), ("income", ("low", "middle", "high")))
+
 
 @dataclass(frozen=True)
 class Panel:
@@ -43,7 +49,13 @@ class Panel:
     as pairs taken from full rankings are, the Sushi data's kind; the oracle's log loss is then 0).
     ``labels_per_user``: the mean; each user gets between 0.75 and 1.25 times it (at least 3).
     ``user_features``: a numeric column that carries the user's community or weights (with a yes/no
-    column beside it)."""
+    column beside it).
+    ``all_pairs``: every user answers every pair of items once, in random order and orientation (a
+    survey's design; ``labels_per_user`` is then N(N − 1)/2).
+    ``covariates``: that many categorical user columns (2–5 levels each, string values, as a survey tool
+    exports them), with many users sharing one vector of them. ``covariate_taste``: the sd of a taste
+    part the covariates decide (each level of each covariate adds its own ridge function), relative to
+    the shared one; 0: the covariates carry no taste."""
 
     n_items: int = 40
     n_users: int = 24
@@ -58,6 +70,9 @@ class Panel:
     tie_rate: float = 0.0
     rankings: bool = False
     user_features: bool = False
+    all_pairs: bool = False
+    covariates: int = 0
+    covariate_taste: float = 0.0
     test_fraction: float = 0.2
 
 
@@ -132,7 +147,13 @@ def _utilities(rng, p: Panel, Z):
     else:
         raise ValueError(f"taste: expected 'shared', 'low-rank' or 'communities', got {p.taste!r}")
     F = shared[:, None] + p.personal * personal + 0.15 * rng.standard_normal((N, U))
-    return p.scale * F, user_x
+    levels = None
+    if p.covariates:
+        levels = [rng.integers(0, 2 + k % 4, U) for k in range(p.covariates)]
+        if p.covariate_taste > 0:
+            part = sum(_ridge(rng, Z, int(lv.max()) + 1)[lv].T for lv in levels) / np.sqrt(p.covariates)
+            F = F + p.covariate_taste * part
+    return p.scale * F, user_x, levels
 
 
 def simulate_panel(panel: Panel | None = None, seed: int = 0, **kw):
@@ -153,14 +174,23 @@ def simulate_panel(panel: Panel | None = None, seed: int = 0, **kw):
         p = replace(panel, **kw)
     rng = np.random.default_rng(seed)
     items, Z = _items(rng, p)
-    F, user_x = _utilities(rng, p, Z)
+    F, user_x, levels = _utilities(rng, p, Z)
     U, N = p.n_users, p.n_items
     names = [NAMES[u % len(NAMES)] + (str(u // len(NAMES)) if u >= len(NAMES) else "") for u in range(U)]
-    lo, hi = max(3, int(round(0.75 * p.labels_per_user))), max(3, int(round(1.25 * p.labels_per_user)))
-    n_per = rng.integers(lo, hi + 1, U) if hi > lo else np.full(U, lo)
-    u = np.repeat(np.arange(U), n_per)
-    a = rng.integers(0, N, u.size)
-    b = (a + rng.integers(1, N, u.size)) % N
+    if p.all_pairs:
+        ia, ib = np.triu_indices(N, 1)
+        n_per = np.full(U, ia.size)
+        u = np.repeat(np.arange(U), ia.size)
+        order = np.argsort(rng.uniform(size=(U, ia.size)), axis=1).ravel() + ia.size * u
+        flip = rng.uniform(size=u.size) < 0.5
+        a = np.where(flip, ib[order % ia.size], ia[order % ia.size])
+        b = np.where(flip, ia[order % ia.size], ib[order % ia.size])
+    else:
+        lo, hi = max(3, int(round(0.75 * p.labels_per_user))), max(3, int(round(1.25 * p.labels_per_user)))
+        n_per = rng.integers(lo, hi + 1, U) if hi > lo else np.full(U, lo)
+        u = np.repeat(np.arange(U), n_per)
+        a = rng.integers(0, N, u.size)
+        b = (a + rng.integers(1, N, u.size)) % N
     d = F[a, u] - F[b, u]
     prob = (d > 0).astype(float) if p.rankings else ndtr(d)
     y = rng.uniform(size=u.size) < prob
@@ -182,6 +212,9 @@ def simulate_panel(panel: Panel | None = None, seed: int = 0, **kw):
                          index=pd.Index(names, name="taster"))
     if p.user_features:
         users["taste_score"] = np.round(user_x, 3)
+    for k, lv in enumerate(levels or ()):
+        name, words = COVARIATES[k % len(COVARIATES)]
+        users[name if k < len(COVARIATES) else f"{name}_{k}"] = np.asarray(words)[lv % len(words)]
     held = frame[test & ~tie]
     oracle = float(-np.log(held["p_winner"].clip(lower=1e-300)).mean())
     train = frame[~test].reset_index(drop=True)
