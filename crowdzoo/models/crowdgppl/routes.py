@@ -15,7 +15,7 @@ from ...inference import natgrad as loop
 from ...inference.distributed import shard
 from ...inference.hyper import default_batch_size, rho_floor, state_gain
 from . import natgrad as ng
-from . import natgrad_choices
+from . import natgrad_choices, scales
 from .members import sides
 from .posterior import CrowdGPPLPosterior
 
@@ -27,7 +27,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 learn_kernel: bool | None = None, kernel_lr: float = 0.1, kernel_batch: int | None = None,
                 rho_min: float | None = None, distributed: bool = False, progress_bar: bool | None = None,
                 setup=None, resume=None, checkpoint=None, checkpoint_every: int = 0,
-                callback=None, n_points: int = 64) -> CrowdGPPLPosterior:
+                callback=None, n_points: int = 64, select_scales: bool | None = None) -> CrowdGPPLPosterior:
     """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
     ``resume`` as for GPPL's :func:`~crowdzoo.models.gppl.natgrad.fit_natgrad`). ``batch_size`` P_i:
     by default the paper's 1000 labels, or P / 200 above 2·10⁵ labels
@@ -76,7 +76,14 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     ``data`` a :class:`~crowdzoo.data.ChoiceData` (a user per row): the probit choice's
     natural-gradient route (:func:`~crowdzoo.models.crowdgppl.natgrad_choices.fit_choices`, the exact
     likelihood, fixed length-scales, one process); ``n_points``: the antithetic pairs of its rule over
-    rows of more than two items."""
+    rows of more than two items.
+
+    ``select_scales``: choose how large the personal part may be from the data
+    (:mod:`crowdzoo.models.crowdgppl.scales`: the weakly informative component priors, or the scale of
+    the side with fewer inducing values held broad, by the held-out log loss of a fit to 80 % of the
+    labels); None (default): wherever the model leaves the component priors at their defaults, on one
+    process, up to :data:`~crowdzoo.models.crowdgppl.scales.MAX_LABELS` labels. What was compared is in
+    ``posterior.settings["scales"]``."""
     if hasattr(data, "sets"):  # a ChoiceData: the probit choice's route
         return natgrad_choices.fit_choices(
             model, data, seed=seed, likelihood=likelihood, batch_size=batch_size, delay=delay,
@@ -85,6 +92,19 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
             learn_kernel=learn_kernel, rho_min=rho_min, distributed=distributed, progress_bar=progress_bar,
             setup=setup, resume=resume, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
             callback=callback, n_points=n_points)
+    if select_scales is not False and resume is None and setup is None and not distributed:
+        def candidate(m, train):
+            return fit_natgrad(m, train, seed=seed, likelihood=likelihood, batch_size=batch_size, delay=delay,
+                               forgetting_rate=forgetting_rate, max_iter=min(max_iter, scales.MAX_ITER),
+                               min_iter=min_iter, tol=tol, eval_every=eval_every, eval_size=eval_size,
+                               n_gh=n_gh, init_var=init_var,
+                               learn_kernel=learn_kernel, kernel_lr=kernel_lr, kernel_batch=kernel_batch,
+                               rho_min=rho_min, progress_bar=False, select_scales=False)
+
+        model, chosen = scales.select(model, data, model.setup(data, seed=seed), candidate, seed)
+    else:
+        chosen = {"choice": "prior", "skipped": "select_scales=False" if select_scales is False else
+                  "a caller's setup, a resumed or a distributed fit"}
     held = getattr(data, "label_range", None)
     batch_size = default_batch_size(batch_size, False, held[2] if held is not None else len(data.a))
     given = setup is not None  # a caller's setup keeps its kernel
@@ -161,4 +181,4 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                    resume=resume, meta=dict(model=model, method="natgrad"), setup=setup)
     return ng._posterior(model, data, res, problem, dict(likelihood=likelihood, init_var=init_var,
                                                        learn_kernel=ng.POOLED if before else learn_kernel,
-                                                       ranks=sh.world, **before))
+                                                       ranks=sh.world, scales=chosen, **before))
