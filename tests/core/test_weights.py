@@ -7,7 +7,8 @@ linearised likelihood, a sparse GP with the item residual, the DPM's joint membe
 collabGP's factorised EP; every model's Pyro program (with and without length-scale priors) has the
 duplicated data's log joint at the same latent values, and the weights follow a mini-batch; 10 wins and
 10 ties as halves fit as 15 wins and 5 losses; counts per pair fit as the rows they count; a route
-outside its entry's ``weights`` refuses weighted data."""
+outside its entry's ``weights`` refuses weighted data; a weighted fit saves, loads and converts to
+ArviZ with its weights."""
 from __future__ import annotations
 
 import dataclasses
@@ -198,3 +199,18 @@ def test_a_route_without_label_weights_refuses_weighted_data():
         zoo._check_data(e, weighted, "map")
     with pytest.raises(cz.DataError, match="weights: bradley-terry has no route 'gibbs'"):
         dataclasses.replace(e, weights=("gibbs",))
+
+
+def test_a_weighted_fit_saves_loads_and_converts_with_its_weights(tmp_path):
+    data = zoo.entry("bradley-terry").make_example().data
+    weighted, _ = weighted_and_duplicated(data)
+    post = cz.fit(cz.BradleyTerry(), weighted, method="map", check_confidence=False)
+    post.save(tmp_path / "post.pt")
+    back = cz.load(tmp_path / "post.pt")
+    assert np.array_equal(back.data.weights, weighted.weights)
+    np.testing.assert_array_equal(_predict(back, data), _predict(post, data))
+    tree = post.to_arviz(n_draws=5)
+    assert tree.constant_data["weight"].values.tolist() == weighted.weights.tolist()
+    assert tree.log_likelihood["y"].shape[-1] == data.n_pairs  # one value per label, whatever its weight
+    plain = cz.fit(cz.BradleyTerry(), data, method="map", check_confidence=False).to_arviz(n_draws=5)
+    assert tree.attrs["checksum_labels"] != plain.attrs["checksum_labels"]  # weights are part of the labels
