@@ -85,11 +85,13 @@ class Entry:
     ``ties``: the routes that model a tie as a third outcome (labels y = 0.5 of
     ``PairwiseData.from_frame(..., ties="model")``; :mod:`crowdzoo.gp.ordinal`); the others refuse
     such data. ``choices``: the routes that take a :class:`~crowdzoo.data.ChoiceData` (best-of-k and
-    best–worst choices; :mod:`crowdzoo.gp.choice`); the others refuse it. ``honours``: model setting →
-    the routes that honour it (:data:`HONOURS`); ``fit`` refuses a model with that setting in use on any
-    other route, so no route ignores a setting silently. ``paper`` and ``summary``:
-    for ``crowdzoo models`` and the docs. Classes and functions
-    are named by import path (``"package.module:name"``).
+    best–worst choices; :mod:`crowdzoo.gp.choice`); the others refuse it. ``weights``: the routes that
+    honour label weights (``PairwiseData.weights``: a label of weight w counts as w copies of it;
+    :meth:`~crowdzoo.PairwiseData.from_counts`, ``ties="half"``); the others refuse weighted data.
+    ``honours``: model setting → the routes that honour it (:data:`HONOURS`); ``fit`` refuses a model
+    with that setting in use on any other route, so no route ignores a setting silently. ``paper`` and
+    ``summary``: for ``crowdzoo models`` and the docs. Classes and functions are named by import path
+    (``"package.module:name"``).
     """
 
     name: str
@@ -102,6 +104,7 @@ class Entry:
     n_draws: int = 300
     ties: tuple = ()
     choices: tuple = ()
+    weights: tuple = ()
     honours: dict = field(default_factory=dict)
     paper: str = ""
     summary: str = ""
@@ -115,10 +118,10 @@ class Entry:
         if not isinstance(self.routes, dict) or not self.routes:
             raise DataError(f"routes: {self.name} needs at least one route "
                             f"{{method: 'module:fit_function'}}, got {self.routes!r}")
-        for what in ("ties", "choices"):
+        for what in ("ties", "choices", "weights"):
             odd = [m for m in getattr(self, what) if m not in self.routes]
             if odd:
-                raise DataError(f"{what}: {self.name} has no route {odd[0]!r} to model {what} with; its "
+                raise DataError(f"{what}: {self.name} has no route {odd[0]!r} to take {what} with; its "
                                 f"routes are {list(self.routes)}")
         for setting, specs in self.honours.items():
             for spec in specs:
@@ -178,6 +181,7 @@ ZOO: list[Entry] = [
                   "nuts": NUTS},
           posterior=f"{_M}.gppl.posterior:GPPLPosterior", example=f"{_M}.gppl.examples:tiny", n_draws=1000,
           ties=("natgrad", "ep", "svi", "nuts"), choices=("svi", "nuts", "natgrad"),
+          weights=("natgrad", "ep", "svi", "nuts"),
           honours={"item_residual": ("natgrad", "svi", "nuts"),
                    "lengthscale_prior": ("svi", "nuts", "natgrad if learn_kernel != False",
                                          "ep if learn_kernel")},
@@ -188,6 +192,7 @@ ZOO: list[Entry] = [
           posterior=f"{_M}.crowdgppl.posterior:CrowdGPPLPosterior", example=f"{_M}.crowdgppl.examples:tiny",
           guide=f"{_M}.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
           ties=("natgrad", "svi", "nuts"), choices=("svi", "nuts", "natgrad"),
+          weights=("natgrad", "svi", "nuts"),
           honours={p: ("svi", "nuts", "natgrad if learn_kernel")
                    for p in ("lengthscale_prior", "user_lengthscale_prior")},
           summary="consensus and personal preferences: GP matrix factorisation"),
@@ -195,25 +200,26 @@ ZOO: list[Entry] = [
           routes={"ep": f"{_M}.collabgp.ep_vb:fit_ep", "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.collabgp.posterior:CollabGPPosterior", example=f"{_M}.collabgp.examples:tiny",
           guide=f"{_M}.collabgp.guide:default_guide", paper="Houlsby et al. 2012",
+          weights=("ep", "svi", "nuts"),
           honours={"lengthscale_prior": ("svi", "nuts"), "user_lengthscale_prior": ("svi", "nuts")},
           summary="collaborative GP preference learning over item pairs (EP + VB)"),
     Entry(name="bradley-terry", model=f"{_M}.bradley_terry.model:BradleyTerry", data="pairs",
           routes={"map": MAP, "svi": SVI, "nuts": NUTS},
           posterior=f"{_M}.bradley_terry.posterior:BradleyTerryPosterior",
           example=f"{_M}.bradley_terry.examples:tiny", n_draws=1000, ties=("map", "svi", "nuts"),
-          choices=("map", "svi", "nuts"),
+          choices=("map", "svi", "nuts"), weights=("map", "svi", "nuts"),
           paper="Bradley & Terry 1952; Thurstone 1927",
           summary="independent utilities without features (logit or probit link); the worked "
                   "example of docs/guides/add-a-model.md"),
     Entry(name="gppl-per-user", model=f"{_M}.baselines.gppl_per_user:GPPLPerUser", data="crowd pairs",
           routes={"natgrad": f"{_M}.baselines.gppl_per_user:fit_natgrad"},
           posterior=f"{_M}.baselines.gppl_per_user:PerUserPosterior",
-          example=f"{_M}.baselines.examples:gppl_per_user",
+          example=f"{_M}.baselines.examples:gppl_per_user", weights=("natgrad",),
           paper="Simpson & Gurevych 2020 §5", summary="an independent GPPL per user (baseline)"),
     Entry(name="crowdbt-gp", model=f"{_M}.baselines.crowdbt_gp:CrowdBTGP", data="worker pairs",
           routes={"map": f"{_M}.baselines.crowdbt_gp:fit_map"},
           posterior=f"{_M}.baselines.crowdbt_gp:CrowdBTGPPosterior",
-          example=f"{_M}.baselines.examples:crowdbt_gp",
+          example=f"{_M}.baselines.examples:crowdbt_gp", weights=("map",),
           paper="Chen et al. 2013; Simpson & Gurevych 2020 Table 3",
           summary="crowdBT scores regressed on features by a sparse GP (baseline)"),
     Entry(name="dpm", model=f"{_M}.dpm.model:DPMCommunities", data="crowd pairs",
@@ -221,6 +227,7 @@ ZOO: list[Entry] = [
           posterior=f"{_M}.dpm.posterior:DPMPosterior", example=f"{_M}.dpm.examples:tiny",
           guide=f"{_M}.dpm.guide:default_guide", paper="Abbasnejad, Sanner, Bonilla & Poupart 2013",
           honours={"lengthscale_prior": ("svi", "nuts")}, ties=("gibbs", "svi", "nuts"),
+          weights=("gibbs", "svi", "nuts"),
           summary="communities of users (Dirichlet-process mixture), a GP utility per community"),
     Entry(name="scdc", model=f"{_M}.scdc.model:SCDC", data="links", routes={"svi": f"{_M}.scdc.svi:fit_svi"},
           posterior=f"{_M}.scdc.posterior:SCDCPosterior", example=f"{_M}.scdc.examples:scdc",
@@ -368,6 +375,16 @@ def _check_data(e: Entry, data, method: str | None = None) -> None:
         raise DataError(f"y: row {r}: a tie (y = 0.5), and {e.name}'s {method!r} route has no tie "
                         f"likelihood: {use}, or build the data with ties='half' or 'drop'", arg="y", row=r,
                         problem=f"a tie, which {e.name}'s {method!r} route cannot model",
+                        settings=("method",))
+    if method is not None and method not in e.weights and data.weights is not None:
+        r = int((data.weights != 1.0).argmax())
+        which = [x.name for x in ZOO if x.weights]
+        use = (f"fit it with {{method={e.weights[0]!r}}} (its routes with label weights: {list(e.weights)})"
+               if e.weights else f"fit a model whose routes take them ({', '.join(which)})")
+        raise DataError(f"weights: row {r}: a label of weight {data.weights[r]:g}, and {e.name}'s {method!r} "
+                        f"route does not take label weights: {use}, or give each label as a row of its own",
+                        arg="weights", row=r,
+                        problem=f"a weighted label, which {e.name}'s {method!r} route cannot take",
                         settings=("method",))
 
 

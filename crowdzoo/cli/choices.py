@@ -22,14 +22,14 @@ from .. import zoo
 from ..errors import DataError, _show
 from .flags import method_defaults_static
 from .messages import cli_message
-from .reading import _items_table, _need_columns, _read_csv, _users_table
+from .reading import WEIGHT_OPTIONS, _items_table, _need_columns, _read_csv, _users_table
 
 #: the options that name the columns of --choices: {argument of ChoiceData.from_frame: (dest, flag)}
 CHOICE_COLUMNS = {"choice": ("choice_col", "--choice-col"), "item": ("item_col", "--item-col"),
                   "chosen": ("chosen_col", "--chosen-col"), "worst": ("worst_col", "--worst-col")}
 #: options of a pairs fit that have no meaning for choices: {dest: flag}
 PAIRS_ONLY = {"pairs": "--pairs", "winner_first": "--winner-first", "tie_col": "--tie-col", "ties": "--ties",
-              "test_fraction": "--test-fraction"}
+              "test_fraction": "--test-fraction", **WEIGHT_OPTIONS}
 #: the columns of a pairs file, with their parser defaults (given otherwise, they are refused)
 PAIR_COLUMNS = {"a_col": ("--a-col", "a"), "b_col": ("--b-col", "b"), "y_col": ("--y-col", "y")}
 

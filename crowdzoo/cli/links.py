@@ -33,14 +33,14 @@ from ..errors import DataError
 from .flags import LINK_MODEL_OPTIONS, route_signature_static
 from .messages import cli_message, route_message
 from .plan import plan_fit
-from .reading import ITEMS, _names, _need_columns, _read_csv, _table_features
+from .reading import ITEMS, WEIGHT_OPTIONS, _names, _need_columns, _read_csv, _table_features
 from .runs import _check_out, _prepare_out, _remove_empty, _resume_file
 
 #: options of a links fit that belong to preference pairs: {dest: flag}
 PAIRS_ONLY = {"pairs": "--pairs", "tie_col": "--tie-col", "ties": "--ties", "users": "--users",
               "user_col": "--user-col", "user_id_col": "--user-id-col", "test_fraction": "--test-fraction",
               "choices": "--choices", "choice_col": "--choice-col", "item_col": "--item-col",
-              "chosen_col": "--chosen-col", "worst_col": "--worst-col"}
+              "chosen_col": "--chosen-col", "worst_col": "--worst-col", **WEIGHT_OPTIONS}
 
 
 #: options that belong to links models: {dest: flag}

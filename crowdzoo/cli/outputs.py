@@ -48,9 +48,8 @@ def _predict(post, a, b, users=None) -> np.ndarray:
 def _row_labels(data, n_rows: int):
     """For each row of --pairs: its number of labels in ``data`` (1: decided, or a tie under --ties
     model; 2: a tie under --ties half; 0: a tie left out by --ties drop) and its first label (-1 where
-    none), which has the row's
-    own order of the two items (``data.source_rows`` maps labels to rows; a row's labels are
-    consecutive)."""
+    none), which has the row's own order of the two items (``data.source_rows`` maps labels to rows;
+    a row's labels are consecutive; a row of counts holds up to four)."""
     src = data.source_rows
     count = np.bincount(src, minlength=n_rows)
     first = np.full(n_rows, -1)
@@ -81,22 +80,23 @@ def _row_p(post, data, pairs, first, args, crowd) -> np.ndarray:
     return p
 
 
-def _scores(y, p) -> dict:
-    """Accuracy and log loss (CEE) of the decided rows, or None for both when there are none."""
+def _scores(y, p, w=None) -> dict:
+    """Accuracy and log loss (CEE) of the decided labels, each by its weight ``w``, or None for both when
+    there are none."""
     from ..metrics import accuracy, cross_entropy
 
     if len(y) == 0:
         return {"accuracy": None, "cee": None}
-    return {"accuracy": accuracy(y, p), "cee": cross_entropy(y, p)}
+    return {"accuracy": accuracy(y, p, weights=w), "cee": cross_entropy(y, p, weights=w)}
 
 
-def _three_way_cee(y, probs) -> float | None:
-    """Mean −log P(observed outcome) over rows with labels y ∈ {0, ½, 1} and probabilities (n, 3) of
-    (a ≻ b, tie, b ≻ a); None for no rows."""
+def _three_way_cee(y, probs, w=None) -> float | None:
+    """Mean −log P(observed outcome) over labels y ∈ {0, ½, 1} with probabilities (n, 3) of
+    (a ≻ b, tie, b ≻ a), each by its weight ``w``; None for no labels."""
     if len(y) == 0:
         return None
     k = np.rint(2.0 * (1.0 - np.asarray(y))).astype(np.int64)  # a ≻ b: column 0, a tie 1, b ≻ a 2
-    return float(-np.mean(np.log(np.clip(probs[np.arange(len(y)), k], 1e-15, 1.0))))
+    return float(-np.average(np.log(np.clip(probs[np.arange(len(y)), k], 1e-15, 1.0)), weights=w))
 
 
 def _write_predictions(path: Path, pairs: pd.DataFrame, data, test, post, args, crowd) -> dict:
@@ -104,9 +104,13 @@ def _write_predictions(path: Path, pairs: pd.DataFrame, data, test, post, args, 
     ``p`` = P(first item ≻ second item) and, with a held-out share, ``split`` (train, test, or dropped:
     a tie left out by --ties drop). A fit that models ties (--ties model) writes ``p`` = P(first ≻
     second | not a tie) and ``p_tie`` = P(tie). Returns the metrics: accuracy and log loss over the
-    decided rows of each split (a tie is neither a hit nor a miss), and for a fit that models ties the
-    three-way log loss over every labelled row (``cee_3way``, ties included).
-    ``data``: every label read from ``pairs``; ``test``: the held-out ones (or None)."""
+    decided labels of each split, each label counted by its weight (a row of counts: its wins and
+    losses; a tie is neither a hit nor a miss, and the halves of a tie under --ties half are left out),
+    with the rows that hold them (``scored_rows``) and, for weighted labels, their weight in all
+    (``scored_weight``); for a fit that models ties the three-way log loss over every label
+    (``cee_3way``, ties included). A row's labels other than the halves of a tie are in the row's own
+    order, so each is scored by the row's probabilities. ``data``: every label read from ``pairs``;
+    ``test``: the held-out ones (or None)."""
     n = len(pairs)
     count, first = _row_labels(data, n)
     probs = _row_p(post, data, pairs, first, args, crowd)
@@ -116,17 +120,19 @@ def _write_predictions(path: Path, pairs: pd.DataFrame, data, test, post, args, 
     if test is not None:
         code[count == 0] = SPLITS.index("dropped")
         code[test.source_rows] = SPLITS.index("test")
-    labelled = count == 1
-    y = np.where(labelled, data.y[np.maximum(first, 0)], np.nan)  # a row's one label (0.5: a tie)
+    row, y, w = data.source_rows, data.y, data.weights  # per label (w None: every label 1)
+    labelled = np.ones(data.n_pairs, dtype=bool) if data.tie_halves is None else ~data.tie_halves
     decided = labelled & (y != 0.5)
-    metrics = {"n_rows": n, "n_ties": int((~decided).sum())}
+    metrics = {"n_rows": n, "n_ties": int(n - np.unique(row[decided]).size)}  # rows without a decided label
     for k, split in enumerate(SPLITS[:1 if test is None else 2]):
-        rows = decided & (code == k)
-        metrics[f"{split}_scored_rows"] = int(rows.sum())
-        metrics.update({f"{split}_{m}": v for m, v in _scores(y[rows], p[rows]).items()})
+        lab = decided & (code[row] == k)
+        metrics[f"{split}_scored_rows"] = int(np.unique(row[lab]).size)
+        if w is not None:
+            metrics[f"{split}_scored_weight"] = float(w[lab].sum())
+        metrics.update({f"{split}_{m}": v for m, v in _scores(y[lab], p[row[lab]], _pick(w, lab)).items()})
         if ties:
-            rows = labelled & (code == k)
-            metrics[f"{split}_cee_3way"] = _three_way_cee(y[rows], probs[rows])
+            lab = labelled & (code[row] == k)
+            metrics[f"{split}_cee_3way"] = _three_way_cee(y[lab], probs[row[lab]], _pick(w, lab))
     extra = {_fresh("p", pairs.columns): p}
     if ties:
         extra[_fresh("p_tie", pairs.columns)] = probs[:, 1]
@@ -137,6 +143,10 @@ def _write_predictions(path: Path, pairs: pd.DataFrame, data, test, post, args, 
             part = pairs.iloc[lo:lo + CHUNK].assign(**{k: v[lo:lo + CHUNK] for k, v in extra.items()})
             part.to_csv(f, sep=args.sep, index=False, header=lo == 0)
     return metrics
+
+
+def _pick(w, rows):
+    return None if w is None else w[rows]
 
 
 def _user_col(args) -> str:

@@ -245,6 +245,20 @@ def _csv_options(p):
                         "each way, or model them as a third outcome (models: "
                         + ", ".join(e.name for e in zoo.ZOO if e.ties)
                         + "; predictions.csv then has p_tie) (default: a tie is an error)")
+    p.add_argument("--weight-col", default=None,
+                   help="a column of --pairs holding each row's weight (a number > 0): the row counts as "
+                        "that many labels")
+    p.add_argument("--wins-col", default=None,
+                   help="counts per pair: a column of --pairs holding how often --a-col's item was "
+                        "preferred; with --losses-col (and --ties-col) each row is a pair with its counts, "
+                        "read as weighted labels (no --y-col); predictions.csv keeps one row per row "
+                        "(default column: wins, once a counts flag is given)")
+    p.add_argument("--losses-col", default=None,
+                   help="counts per pair: the column holding how often --b-col's item was preferred (default "
+                        "column: losses, once a counts flag is given)")
+    p.add_argument("--ties-col", default=None,
+                   help="counts per pair: the column holding how often the two tied, read by --ties (drop, "
+                        "half or model); --tie-col is the yes/no column of one label per row")
 
 
 def _fit_options(p, out_default=None):

@@ -12,6 +12,7 @@ from pathlib import Path
 from .. import zoo
 from ..errors import DataError
 from .flags import ALL, MODEL_OPTIONS, _setting_type, route_flags, route_signature_static
+from .reading import has_counts
 
 #: options that describe --users (only crowd models take them) and --items
 USER_OPTIONS = ("users", "user_col", "user_id_col", "user_features", "user_one_hot")
@@ -94,6 +95,17 @@ def _check_tables(args, e) -> None:
     if getattr(args, "winner_first", False) and args.y_col not in ("y", ""):
         raise DataError(f"--winner-first: says --pairs has no label column, but --y-col names one "
                         f"({args.y_col!r}); give one or the other", arg="--winner-first")
+    if has_counts(args):  # a file of counts: its columns of wins, losses and ties are its labels
+        for flag, given, why in (
+                ("--y-col", getattr(args, "y_col", "y") not in ("y", ""), "a row of counts has no label "
+                 "column"),
+                ("--winner-first", getattr(args, "winner_first", False), "a row of counts has no winner"),
+                ("--tie-col", getattr(args, "tie_col", None), "a row's ties are counted in --ties-col"),
+                ("--weight-col", getattr(args, "weight_col", None),
+                 "the counts are the rows' weights; give a weight per row or counts, not both")):
+            if given:
+                raise DataError(f"{flag}: not with --wins-col, --losses-col or --ties-col (counts per pair): "
+                                f"{why}", arg=flag)
 
 
 def _model_settings(args, e) -> dict:

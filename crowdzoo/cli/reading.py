@@ -1,7 +1,9 @@
 """Reading the user's CSV files: a table with a clear error for a missing, empty or unreadable file,
 the columns the options name, feature tables (``--items``, ``--users``) with their yes/no and one-hot
-columns, and the pairs of ``fit`` as :class:`~crowdzoo.PairwiseData`, whose errors come back in the
-command line's words (:mod:`crowdzoo.cli.messages`). The user's files are only read.
+columns, and the pairs of ``fit`` as :class:`~crowdzoo.PairwiseData` (one label per row, weighted by
+``--weight-col`` where given, or counts per pair with ``--wins-col``, ``--losses-col`` and
+``--ties-col``: :meth:`~crowdzoo.PairwiseData.from_counts`), whose errors come back in the command
+line's words (:mod:`crowdzoo.cli.messages`). The user's files are only read.
 """
 from __future__ import annotations
 
@@ -174,20 +176,39 @@ def _table_features(table: pd.DataFrame, path, t: Table, features: str | None,
     return pd.DataFrame(out, index=table.index)
 
 
-#: the option that names each column of a pairs file, by the argument of ``PairwiseData.from_frame``
-PAIR_OPTIONS = {"a": "--a-col", "b": "--b-col", "y": "--y-col", "tie": "--tie-col", "user": "--user-col"}
+#: the option that names each column of a pairs file, by the argument of ``PairwiseData.from_frame`` (and
+#: of ``PairwiseData.from_counts`` for a file of counts)
+PAIR_OPTIONS = {"a": "--a-col", "b": "--b-col", "y": "--y-col", "tie": "--tie-col", "user": "--user-col",
+                "weight": "--weight-col", "wins": "--wins-col", "losses": "--losses-col",
+                "tied": "--ties-col"}
+
+#: the options of weighted rows and of counts per pair: {dest: flag}
+WEIGHT_OPTIONS = {"weight_col": "--weight-col", "wins_col": "--wins-col", "losses_col": "--losses-col",
+                  "ties_col": "--ties-col"}
+
+
+def has_counts(args) -> bool:
+    """Whether --pairs holds counts per pair: ``--wins-col``, ``--losses-col`` or ``--ties-col`` given."""
+    return any(getattr(args, d, None) for d in ("wins_col", "losses_col", "ties_col"))
 
 
 def pair_columns(args, layout: str = "") -> dict:
-    """{argument of ``from_frame``: (the user's column, the option that names it)} for the columns a
-    pairs file has under ``args`` (a crowd model's user column defaults to ``user``; no label column
-    for a winner-first file). ``layout``: words before each option ("the run's " for a run's layout)."""
+    """{argument of ``from_frame`` (``from_counts`` for a file of counts): (the user's column, the option
+    that names it)} for the columns a pairs file has under ``args`` (a crowd model's user column
+    defaults to ``user``; no label column for a winner-first file or a file of counts, whose columns of
+    wins and losses default to ``wins`` and ``losses``). ``layout``: words before each option ("the
+    run's " for a run's layout)."""
     e = zoo.entry(getattr(args, "model", "gppl"))
     user = getattr(args, "user_col", None)
     named = {"a": args.a_col, "b": args.b_col,
-             "y": None if getattr(args, "winner_first", False) or args.y_col == "" else args.y_col,
-             "tie": getattr(args, "tie_col", None),
              "user": (user or "user") if e.data == "crowd pairs" else user if zoo.takes_users(e) else None}
+    if has_counts(args):
+        named.update(wins=getattr(args, "wins_col", None) or "wins",
+                     losses=getattr(args, "losses_col", None) or "losses",
+                     tied=getattr(args, "ties_col", None))
+    else:
+        named.update(y=None if getattr(args, "winner_first", False) or args.y_col == "" else args.y_col,
+                     tie=getattr(args, "tie_col", None), weight=getattr(args, "weight_col", None))
     return {arg: (col, layout + PAIR_OPTIONS[arg]) for arg, col in named.items() if col}
 
 
@@ -230,16 +251,24 @@ def load_csvs(pairs_path, items_path, args, shard: bool = False, flag: str = "--
     if len(pairs) == 0:
         raise DataError(f"{flag}: {pairs_path} has a header but no rows (no labels)", arg=flag)
     items = _items_table(items_path, args, sep)
-    # y=None: every row is a ≻ b (winner first); tie=: a column flagging ties; items=None: the ids
-    # seen in the pairs, without features
-    kw = {arg: cols[arg][0] if arg in cols else None for arg in ("a", "b", "y", "tie")}
+    # y=None: every row is a ≻ b (winner first); tie=: a column flagging ties; weight=: each row's
+    # weight; items=None: the ids seen in the pairs, without features
+    counts = has_counts(args)
+    names = ("a", "b", "wins", "losses", "tied") if counts else ("a", "b", "y", "tie", "weight")
+    kw = {arg: cols[arg][0] if arg in cols else None for arg in names}
     if getattr(args, "ties", None):
         kw["ties"] = args.ties
     if "user" in cols:
         kw.update(user=cols["user"][0], users=_users_table(args, sep))
     try:
+        if shard and counts:
+            raise DataError(f"{flag}: a file of counts (--wins-col, --losses-col, --ties-col) is read whole, "
+                            "not in shards; fit it without --distributed, or give one label per row with "
+                            "--weight-col", arg=flag)
         if shard:
             return None, PairwiseData.read_shard(pairs_path, items=items, sep=sep, **kw)
+        if counts:
+            return pairs, PairwiseData.from_counts(pairs, items, **kw)
         return pairs, PairwiseData.from_frame(pairs, items, **kw)
     except DataError as err:
         msg = cli_message(err, pairs_places(flag, cols), None if layout else FIT_ADVICE, flag)

@@ -12,7 +12,7 @@ from .. import zoo
 from ..errors import DataError, _show
 from .choices import choice_columns, read_choices, run_layout
 from .messages import unseen_message
-from .reading import load_csvs
+from .reading import has_counts, load_csvs
 from .runs import _load_run, _run_settings
 
 
@@ -33,7 +33,9 @@ def _decided_labels(frame: pd.DataFrame, run: dict) -> np.ndarray:
 
 
 def _held_out_rows(run_dir: Path, run: dict):
-    """(p, y) of the decided ``split == test`` rows of a run's predictions.csv, or None."""
+    """(p, y) of the decided ``split == test`` rows of a run's predictions.csv, or None; a row of counts
+    (``--wins-col``, ``--losses-col``) is its wins and losses, each a label of its own, and a row's
+    ``--weight-col`` is ignored (each row once)."""
     pred = run_dir / "predictions.csv"
     if not pred.is_file():
         return None
@@ -42,6 +44,12 @@ def _held_out_rows(run_dir: Path, run: dict):
     if split not in frame:
         return None
     test = frame[frame[split] == "test"]
+    if has_counts(argparse.Namespace(**run)):
+        p = test[p_col].to_numpy(float)
+        wins, losses = (test[run.get(col) or name].to_numpy(np.int64)
+                        for col, name in (("wins_col", "wins"), ("losses_col", "losses")))
+        y = np.r_[np.ones(wins.sum()), np.zeros(losses.sum())]
+        return (np.r_[np.repeat(p, wins), np.repeat(p, losses)], y) if y.size else None
     y = _decided_labels(test, run)
     keep = ~np.isnan(y)
     return (test[p_col].to_numpy(float)[keep], y[keep]) if keep.any() else None

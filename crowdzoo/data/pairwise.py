@@ -2,8 +2,11 @@
 
 Per label: ``a``, ``b`` (item positions), ``y`` (1 if a ≻ b, 0 if b ≻ a, and ½ for a tie where ties
 are modelled, ``ties="model"``: :mod:`crowdzoo.gp.ordinal`) and optionally ``users``
-(user positions); ``item_features`` (N, D) and optionally ``user_features`` (U, E). The user's
-own item and user ids are kept so that results come back labelled with them.
+(user positions) and ``weights`` (each label's weight: a label of weight w counts as w copies of it in
+every route's likelihood; None, every label 1); ``item_features`` (N, D) and optionally
+``user_features`` (U, E). The user's own item and user ids are kept so that results come back
+labelled with them. :meth:`PairwiseData.from_counts` reads counts per pair (wins, losses, ties) as
+weighted labels.
 
 Validation happens here, at the boundary: every error names the argument or column, the row and
 the problem. Nothing is repaired silently and the caller's arrays and frames are copied, never
@@ -193,6 +196,61 @@ def _flags(col: str, s: pd.Series, where, arg: str = "tie") -> np.ndarray:
     return num == 1.0
 
 
+def _amounts(col: str, s: pd.Series, where, arg: str, whole: bool) -> np.ndarray:
+    """A column of weights (``whole=False``: finite numbers > 0) or of counts (``whole=True``: whole
+    numbers ≥ 0) as float64; a blank, non-numeric, negative (or, for a weight, zero) or, for a count,
+    fractional value is refused, naming ``col``, the row (``where(r)``) and the value; ``arg``: the
+    argument that names the column."""
+    raw = s.to_numpy()
+    num = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    if pd.api.types.is_bool_dtype(s):
+        num = np.full(len(s), np.nan)
+    bad = ~np.isfinite(num) | ((num < 0) if whole else (num <= 0))
+    if whole:
+        bad |= np.isfinite(num) & (num != np.round(num))
+    rows = np.flatnonzero(bad)
+    if rows.size:
+        r = int(rows[0])
+        v = raw[r]
+        name, detail = (("count", "a whole number ≥ 0: how many times the row's outcome was given") if whole
+                        else ("weight", "a number > 0: how many labels the row counts as"))
+        problem = f"missing {name} ({detail})" if pd.isna(v) else f"{_show(v)} is not a {name} ({detail})"
+        problem += f"; {rows.size} row(s) affected" if rows.size > 1 else ""
+        raise DataError(f"column {col!r}, {where(r)}: {problem}", arg=arg, row=r, problem=problem)
+    return num
+
+
+def _check_columns(df: pd.DataFrame, named: dict) -> None:
+    """Each column of ``named`` ({argument: column name or None}) is in ``df``, once."""
+    for arg, col in named.items():
+        if col is None:
+            continue
+        if col not in df.columns:
+            raise DataError(f"{arg}: column {col!r} not found in df (columns: {list(df.columns)})",
+                            arg=arg, problem=f"column {col!r} not found (columns: {list(df.columns)})")
+        if (df.columns == col).sum() > 1:
+            raise DataError(f"{arg}: column {col!r} appears more than once in df", arg=arg,
+                            problem=f"column {col!r} appears more than once")
+
+
+def _weights(weights, n: int) -> np.ndarray | None:
+    """``weights`` of :meth:`PairwiseData.from_arrays` as a (P,) float64 array (finite, > 0), or None
+    when not given or every weight is 1."""
+    if weights is None:
+        return None
+    arr = np.asarray(weights)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise DataError(f"weights: expected a 1-D array of one weight per label ({n}), got shape {arr.shape}",
+                        arg="weights", problem=f"shape {arr.shape} where the labels have {n} rows")
+    num = pd.to_numeric(pd.Series(arr), errors="coerce").to_numpy(np.float64)
+    bad = np.flatnonzero(~np.isfinite(num) | (num <= 0))
+    if bad.size:
+        r = int(bad[0])
+        problem = f"weight {_show(arr[r])} is not a number > 0 ({bad.size} row(s) affected)"
+        raise DataError(f"weights: row {r}: {problem}", arg="weights", row=r, problem=problem)
+    return None if np.all(num == 1.0) else num
+
+
 @dataclass(frozen=True)
 class PairwiseData:
     """Pairwise preference labels with item (and optional user) features.
@@ -207,8 +265,12 @@ class PairwiseData:
     item_ids, user_ids : the caller's ids, so that results come back labelled.
     source_rows : (P,) int64 or None — the row (position) of the frame each label was read from
         (:meth:`from_frame`; a tie under ``ties="half"`` gives two labels of one row, under
-        ``ties="model"`` one), so that
+        ``ties="model"`` one; :meth:`from_counts`: up to four labels of one row), so that
         results per label can be written back beside the caller's rows; None for arrays.
+    weights : (P,) float64 or None — each label's weight (> 0): a label of weight w enters every
+        route's likelihood as w copies of it would (its log-likelihood times w); None: every label 1.
+    tie_halves : (P,) bool or None — the labels that are halves of a tie (``ties="half"``: a tie
+        written as a ≻ b and b ≻ a of weight ½ each); None where there are none.
     """
 
     a: np.ndarray
@@ -221,6 +283,8 @@ class PairwiseData:
     user_ids: np.ndarray | None = None
     label_range: tuple[int, int, int] | None = None  # (lo, hi, P): one rank's labels lo..hi-1 of P
     source_rows: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    tie_halves: np.ndarray | None = None
 
     @classmethod
     def read_shard(cls, path, rank: int | None = None, world: int | None = None, **kw) -> PairwiseData:
@@ -231,17 +295,19 @@ class PairwiseData:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_arrays(cls, a, b, y, item_features, users=None, user_features=None,
-                    item_ids=None, user_ids=None, ties: str = "error") -> PairwiseData:
+                    item_ids=None, user_ids=None, ties: str = "error", weights=None) -> PairwiseData:
         """Build from index arrays. ``a``, ``b`` index rows of ``item_features`` (N, D; D may be 0:
         items without features); ``users`` (optional) index rows of ``user_features`` (or count users
         0..U-1). ``y`` is 1 (a ≻ b) or 0 (b ≻ a); with ``ties="model"`` also 0.5, a tie kept as a third
-        outcome for the models that have one (:mod:`crowdzoo.gp.ordinal`). Warns
-        (:class:`~crowdzoo.errors.DataWarning`) about constant or duplicated feature columns and about
-        items that share one feature vector."""
+        outcome for the models that have one (:mod:`crowdzoo.gp.ordinal`). ``weights`` (optional, one
+        number > 0 per label): each label counts as that many copies of it (a weight of 2 is the label
+        given twice); all 1 is stored as None. Warns (:class:`~crowdzoo.errors.DataWarning`) about
+        constant or duplicated feature columns and about items that share one feature vector."""
         if ties not in ("error", "model"):
             raise DataError(f"ties: expected 'error' or 'model', got {ties!r}", arg="ties")
-        return cls._build(a, b, y, item_features, users, user_features, item_ids, user_ids,
+        data = cls._build(a, b, y, item_features, users, user_features, item_ids, user_ids,
                           ties_ok=ties == "model")
+        return replace(data, weights=_weights(weights, data.n_pairs))
 
     @classmethod
     def _build(cls, a, b, y, item_features, users=None, user_features=None, item_ids=None, user_ids=None,
@@ -320,7 +386,7 @@ class PairwiseData:
     @classmethod
     def from_frame(cls, df: pd.DataFrame, items: pd.DataFrame | None = None, a: str = "a", b: str = "b",
                    y: str | None = "y", user: str | None = None, users: pd.DataFrame | None = None,
-                   ties: str = "error", tie: str | None = None) -> PairwiseData:
+                   ties: str = "error", tie: str | None = None, weight: str | None = None) -> PairwiseData:
         """Build from a DataFrame of labels with named columns (and optional tables of items and users).
 
         ``df[a]``, ``df[b]`` hold item ids. ``df[y]`` is 1 where a ≻ b and 0 where b ≻ a; ``y=None``
@@ -336,10 +402,15 @@ class PairwiseData:
 
         Ties are rows with y = 0.5, or rows where the column ``tie`` (bool, 0/1 or yes/no) is true, whatever
         their y. ``ties="error"`` refuses them, ``"drop"`` leaves them out, ``"half"`` writes each
-        as two labels, a ≻ b and b ≻ a, so that a tie counts as half a win each way (and adds two
-        labels to ``n_pairs``), and ``"model"`` keeps each as one label with y = 0.5, a third outcome
-        for the models and routes that have a tie likelihood (:mod:`crowdzoo.gp.ordinal`; others
-        refuse such data).
+        as two labels, a ≻ b and b ≻ a, of weight ½ each, so that a tie counts as half a win each way
+        (10 wins and 10 ties fit as 15 wins and 5 losses; it adds two labels to ``n_pairs``, marked in
+        ``tie_halves``), and ``"model"`` keeps each as one label with y = 0.5, a third outcome for the
+        models and routes that have a tie likelihood (:mod:`crowdzoo.gp.ordinal`; others refuse such
+        data).
+
+        ``weight`` names a column of each row's weight (a number > 0; a blank, zero, negative or
+        non-numeric value is refused): the row counts as that many copies of it (a tie's halves take
+        half of it each). Counts per pair are :meth:`from_counts`.
 
         Errors name the argument or column, the row of ``df`` (``row`` is its position, ``index`` its
         index label) and the item or user id; ``df``, ``items`` and ``users`` are never changed.
@@ -354,16 +425,7 @@ class PairwiseData:
         if users is not None and user is None:
             raise DataError("users: a users table needs user= (the column of df holding user ids)",
                             arg="user", problem="a table of users needs a column of user ids")
-        named = {"a": a, "b": b, "y": y, "tie": tie, "user": user}
-        for arg, col in named.items():
-            if col is None:
-                continue
-            if col not in df.columns:
-                raise DataError(f"{arg}: column {col!r} not found in df (columns: {list(df.columns)})",
-                                arg=arg, problem=f"column {col!r} not found (columns: {list(df.columns)})")
-            if (df.columns == col).sum() > 1:
-                raise DataError(f"{arg}: column {col!r} appears more than once in df", arg=arg,
-                                problem=f"column {col!r} appears more than once")
+        _check_columns(df, {"a": a, "b": b, "y": y, "tie": tie, "user": user, "weight": weight})
         for arg, table, what in (("items", items, "item"), ("users", users, "user")):
             if table is not None and table.index.has_duplicates:
                 dup = table.index[table.index.duplicated()][0]
@@ -379,7 +441,8 @@ class PairwiseData:
         def where(r):
             return f"row {r} (index {_show(df.index[r])})"
 
-        # ---- labels and ties, over every row of df
+        # ---- weights, labels and ties, over every row of df
+        row_weight = np.ones(n) if weight is None else _amounts(weight, df[weight], where, "weight", False)
         is_tie = np.zeros(n, dtype=bool)
         flagged = np.zeros(n, dtype=bool)
         if tie is not None:
@@ -454,7 +517,7 @@ class PairwiseData:
             raise DataError(f"columns {a!r}, {b!r}, {where(r)}: {problem}", arg="a, b", row=int(r),
                             problem=problem)
 
-        # ---- one label per kept row; a tie under ties="half" becomes a ≻ b and b ≻ a
+        # ---- one label per kept row; a tie under ties="half" becomes a ≻ b and b ≻ a, ½ of its weight each
         twice = is_tie[kept] & (ties == "half")
         rows = np.repeat(np.arange(kept.size), np.where(twice, 2, 1))
         second = np.zeros(rows.size, dtype=bool)
@@ -489,7 +552,81 @@ class PairwiseData:
                 kw.update(users=codes[rows], user_ids=np.asarray(uniq))
         data = cls._build(la, lb, ly, features, item_ids=item_index.to_numpy(), items_name="items",
                           users_name="users", ties_ok=ties == "model", **kw)
-        return replace(data, source_rows=kept[rows])
+        lw = row_weight[kept][rows] * np.where(twice[rows], 0.5, 1.0)
+        return replace(data, source_rows=kept[rows], weights=None if np.all(lw == 1.0) else lw,
+                       tie_halves=twice[rows] if twice.any() else None)
+
+    @classmethod
+    def from_counts(cls, df: pd.DataFrame, items: pd.DataFrame | None = None, a: str = "a", b: str = "b",
+                    wins: str = "wins", losses: str = "losses", tied: str | None = None,
+                    user: str | None = None, users: pd.DataFrame | None = None,
+                    ties: str = "error") -> PairwiseData:
+        """Build from a DataFrame of counts per pair: each row a pair ``df[a]``, ``df[b]`` (and user
+        ``df[user]``) with how often a ≻ b (``df[wins]``), b ≻ a (``df[losses]``) and, with ``tied``, how
+        often the two tied. Each row becomes up to three weighted labels, in its own orientation: a ≻ b
+        of weight wins, b ≻ a (y = 0) of weight losses, and its ties by the ``ties`` rule of
+        :meth:`from_frame`: ``"error"`` refuses a row with ties, ``"drop"`` leaves them out, ``"half"``
+        writes them as a ≻ b and b ≻ a of weight ties/2 each (so that 10 wins and 10 ties fit as 15 wins
+        and 5 losses), ``"model"`` as one label y = 0.5 of weight ties. A count of 0 gives no label.
+
+        Counts are whole numbers ≥ 0: a blank, negative, fractional or non-numeric count is refused,
+        naming its column and row, and so is a row whose counts are all 0 (a row of ties alone is left
+        out under ``ties="drop"``). Fractional weights are :meth:`from_frame`'s ``weight=``.
+        ``source_rows`` maps each label to its row. ``items``, ``user`` and ``users`` as for
+        :meth:`from_frame`, which reads and checks the pairs and users of the rows; ``df`` is never
+        changed."""
+        if not isinstance(df, pd.DataFrame):
+            raise DataError(f"df: expected a pandas DataFrame, got {type(df).__name__}", arg="df")
+        if ties not in TIES:
+            raise DataError(f"ties: expected one of {', '.join(map(repr, TIES))}, got {ties!r}", arg="ties")
+        named = {"wins": wins, "losses": losses, "tied": tied}
+        _check_columns(df, named)
+        if len(df) == 0:
+            raise DataError("df: empty data (no labels)", arg="df")
+
+        def where(r):
+            return f"row {r} (index {_show(df.index[r])})"
+
+        n = {arg: _amounts(col, df[col], where, arg, whole=True) if col else np.zeros(len(df))
+             for arg, col in named.items()}
+        given = [repr(col) for col in named.values() if col]
+        empty = np.flatnonzero(n["wins"] + n["losses"] + n["tied"] == 0)
+        if empty.size:
+            r = int(empty[0])
+            problem = (f"every count ({', '.join(given)}) is 0: the row holds no label ({empty.size} row(s) "
+                       "affected); leave it out")
+            raise DataError(f"{where(r)}: {problem}", arg="wins, losses", row=r, problem=problem)
+        if ties == "error" and n["tied"].any():
+            r = int(np.flatnonzero(n["tied"])[0])
+            k = int((n["tied"] > 0).sum())
+            problem = f"{int(n['tied'][r])} tie(s) in column {tied!r} ({k} row(s) with ties)"
+            raise DataError(f"{where(r)}: {problem}: pass ties='drop' to leave ties out, "
+                            "ties='half' to count each as half a win each way, or ties='model' to model them "
+                            "as a third outcome", arg="ties", row=r, problem=problem)
+        t = n["tied"] * (ties != "drop")
+        # one label a ≻ b per row that holds a label, its pair and user read and checked by from_frame
+        flag = "__crowdzoo_no_label__"
+        while flag in df.columns:
+            flag += "_"
+        none = n["wins"] + n["losses"] + t == 0
+        if none.all():
+            raise DataError("df: no labels left: every row holds ties alone and ties='drop' leaves them out",
+                            arg="df", problem="no labels left: every row holds ties alone, left out")
+        base = cls.from_frame(df.assign(**{flag: none}), items, a=a, b=b, y=None, user=user, users=users,
+                              tie=flag, ties="drop")
+        r = base.source_rows
+        half = ties == "half"
+        # slots: a ≻ b (wins), b ≻ a (losses), the ties (under "half" their a ≻ b half), their b ≻ a half
+        amount = np.column_stack([n["wins"][r], n["losses"][r], t[r] / (2 if half else 1), t[r] / 2])
+        lab, slot = np.nonzero(amount * [1, 1, 1, half] > 0)  # row by row, in slot order
+        swap = slot == 3
+        ly = np.select([slot == 0, slot == 1, half | swap], [1.0, 0.0, 1.0], 0.5)
+        lw = amount[lab, slot]
+        halves = (slot >= 2) & half
+        return replace(base, a=np.where(swap, base.b[lab], base.a[lab]),
+                       b=np.where(swap, base.a[lab], base.b[lab]), y=ly,
+                       users=None if base.users is None else base.users[lab], source_rows=r[lab],
+                       weights=None if np.all(lw == 1.0) else lw, tie_halves=halves if halves.any() else None)
 
     # ------------------------------------------------------------------ views
     @property
@@ -509,13 +646,20 @@ class PairwiseData:
     def n_users(self) -> int:
         return 0 if self.user_ids is None else len(self.user_ids)
 
+    @property
+    def label_weights(self) -> np.ndarray:
+        """Each label's weight (P,) float64: ``weights``, or ones where it is None."""
+        return np.ones(self.n_pairs) if self.weights is None else self.weights
+
     def to_frame(self) -> pd.DataFrame:
-        """One row per label with the caller's ids: columns a, b, y (and user); y is an integer 0/1, or a
-        float 0/0.5/1 when some label is a tie."""
+        """One row per label with the caller's ids: columns a, b, y (and user, and weight when the labels
+        are weighted); y is an integer 0/1, or a float 0/0.5/1 when some label is a tie."""
         out = {"a": self.item_ids[self.a], "b": self.item_ids[self.b]}
         if self.users is not None:
             out = {"user": self.user_ids[self.users], **out}
         out["y"] = self.y.copy() if self.has_ties else self.y.astype(np.int64)
+        if self.weights is not None:
+            out["weight"] = self.weights.copy()
         return pd.DataFrame(out)
 
     def items_frame(self) -> pd.DataFrame:
@@ -525,18 +669,23 @@ class PairwiseData:
                             columns=[f"x{d}" for d in range(D)])
 
     def subset(self, rows) -> PairwiseData:
-        """The labels in ``rows`` (indices or boolean mask); item and user tables are kept whole."""
+        """The labels in ``rows`` (indices or boolean mask), with their weights and tie halves; item and
+        user tables are kept whole."""
         rows = np.asarray(rows)
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
         if rows.size == 0:
             raise DataError("subset: no rows selected", arg="rows", problem="no rows selected")
+        def pick(x):
+            return None if x is None else x[rows]
+
+        halves, weights = pick(self.tie_halves), pick(self.weights)
         return PairwiseData(a=self.a[rows], b=self.b[rows], y=self.y[rows],
-                            item_features=self.item_features,
-                            users=None if self.users is None else self.users[rows],
+                            item_features=self.item_features, users=pick(self.users),
                             user_features=self.user_features, item_ids=self.item_ids,
-                            user_ids=self.user_ids,
-                            source_rows=None if self.source_rows is None else self.source_rows[rows])
+                            user_ids=self.user_ids, source_rows=pick(self.source_rows),
+                            weights=None if weights is None or np.all(weights == 1.0) else weights,
+                            tie_halves=halves if halves is not None and halves.any() else None)
 
     def __repr__(self) -> str:
         u = f", users={self.n_users}" if self.users is not None else ""
@@ -544,5 +693,6 @@ class PairwiseData:
         if self.label_range is not None:
             lo, hi, P = self.label_range
             sh = f", shard=labels {lo}..{hi - 1} of {P}"
-        return (f"PairwiseData(pairs={self.n_pairs}, items={self.n_items}, "
+        w = "" if self.weights is None else f", weight={self.weights.sum():g}"
+        return (f"PairwiseData(pairs={self.n_pairs}{w}, items={self.n_items}, "
                 f"item_dims={self.item_features.shape[1]}{u}{sh})")

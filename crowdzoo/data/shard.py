@@ -138,8 +138,8 @@ def read_links_shard(cls, path, O, i: str = "i", j: str = "j", same: str = "same
 
 def read_shard(cls, path, items: pd.DataFrame | None = None, users: pd.DataFrame | None = None,
                a: str = "a", b: str = "b", y: str | None = "y", user: str | None = None,
-               tie: str | None = None, ties: str = "error", sep: str = ",", rank: int | None = None,
-               world: int | None = None, chunksize: int = 1_000_000):
+               tie: str | None = None, ties: str = "error", weight: str | None = None, sep: str = ",",
+               rank: int | None = None, world: int | None = None, chunksize: int = 1_000_000):
     """Rank ``rank`` of ``world``'s share of the pairs CSV at ``path`` (module docstring); the other
     arguments as for :meth:`~crowdzoo.PairwiseData.from_frame`, ``items``/``users`` the tables
     indexed by id. ``rank``/``world`` default to the torch.distributed process group's (initialised
@@ -164,7 +164,7 @@ def read_shard(cls, path, items: pd.DataFrame | None = None, users: pd.DataFrame
                         arg="path")
     if items is None:
         items = pd.DataFrame(index=_sorted(x for x in item_ids if not pd.isna(x)))
-    kw = dict(a=a, b=b, y=y, tie=tie, ties=ties)
+    kw = dict(a=a, b=b, y=y, tie=tie, ties=ties, weight=weight)
     if user:
         kw.update(user=user, users=users if users is not None else
                   pd.DataFrame(index=_sorted(x for x in user_ids if not pd.isna(x))))

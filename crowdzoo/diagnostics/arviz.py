@@ -3,7 +3,10 @@ lives in its package (``crowdzoo/models/<name>/arviz.py``).
 
 Groups: ``posterior`` (f over items, s), ``posterior_predictive`` (replicated labels),
 ``observed_data``, ``constant_data`` (the two items and the user of each label, as the user's own
-ids), ``log_likelihood`` (per label), ``sample_stats`` (NUTS: diverging, lp, tree_depth, energy)
+ids, and each label's weight where the labels are weighted), ``log_likelihood`` (per label, the
+label's own log p(y_p | θ): a label of weight w enters the data's log-likelihood as w times that
+value, so that Σ_p w_p log p(y_p | θ) is the weighted fit's, and PSIS-LOO over this group leaves out
+one label at a time, whatever its weight), ``sample_stats`` (NUTS: diverging, lp, tree_depth, energy)
 and, for optimisation routes, ``optimisation`` (the loss, bound or EP's largest change per
 iteration; GPPL's EP: the log evidence over its grid of s). Draws of an approximate route are
 draws from the approximation: the root attribute ``approximate`` says so. Root attributes also
@@ -72,11 +75,13 @@ def _sha(*parts) -> str:
 
 def data_checksums(data) -> dict:
     """SHA-256 checksums of what a fit saw: ``labels`` (each label's items, user and outcome, as
-    positions), ``items`` and ``users`` (the ids, in order), ``features`` (item and user features).
+    positions, and each label's weight where the labels are weighted), ``items`` and ``users`` (the ids,
+    in order), ``features`` (item and user features).
     For choices: each row's set, best, worst and user. For links: the annotations (worker, i, j,
     same), item and worker ids, the observations O."""
     if hasattr(data, "a"):
-        return {"labels": _sha(data.a, data.b, data.users, data.y), "items": _sha(data.item_ids),
+        weights = () if getattr(data, "weights", None) is None else (data.weights,)
+        return {"labels": _sha(data.a, data.b, data.users, data.y, *weights), "items": _sha(data.item_ids),
                 "users": _sha(data.user_ids), "features": _sha(data.item_features, data.user_features)}
     if hasattr(data, "sets"):  # choices: each row's set, best and worst, and user
         return {"labels": _sha(data.sets, data.best, data.worst, data.users), "items": _sha(data.item_ids),
@@ -115,6 +120,8 @@ def finish(post, groups, coords, dims, obs_dim, identified):
         const = {"a": ids[d.a], "b": ids[d.b]}
         if d.users is not None:
             const["user"] = np.asarray(d.user_ids)[d.users]
+        if getattr(d, "weights", None) is not None:
+            const["weight"] = np.asarray(d.weights)
     elif hasattr(d, "sets"):  # choices: the item chosen as best (and the user) of each row
         const = {"chosen": ids[d.chosen_items]}
         if d.users is not None:

@@ -54,19 +54,19 @@ def _decided(data, rows: np.ndarray) -> np.ndarray:
 
 def confident_share(post, data, users: bool, seed: int = 0) -> float:
     """The share of (up to :data:`SAMPLE` of) the decided training labels predicted beyond .99 either
-    way."""
+    way, each label counted by its weight (``data.weights``)."""
     rows = _decided(data, np.arange(data.n_pairs))
     if rows.size == 0:
         return 0.0
     if rows.size > SAMPLE:
         rows = np.sort(np.random.default_rng(seed).choice(rows, SAMPLE, replace=False))
     p = _predict(post, data.subset(rows).to_frame(), users)
-    return float(np.mean(np.maximum(p, 1 - p) > 0.99))
+    return float(np.average(np.maximum(p, 1 - p) > 0.99, weights=data.label_weights[rows]))
 
 
 def held_out_log_loss(refit, data, users: bool, seed: int = 0) -> float:
     """Refit without a random :data:`HOLD_OUT` of the labels (``refit(train)`` → posterior) and return
-    its log loss on the decided ones among them (NaN if all are ties)."""
+    its log loss on the decided ones among them, weighted by their weights (NaN if all are ties)."""
     rng = np.random.default_rng(seed)
     test = np.zeros(data.n_pairs, dtype=bool)
     test[rng.choice(data.n_pairs, max(1, int(round(HOLD_OUT * data.n_pairs))), replace=False)] = True
@@ -77,7 +77,7 @@ def held_out_log_loss(refit, data, users: bool, seed: int = 0) -> float:
     frame = data.subset(held).to_frame()
     p = np.clip(_predict(post, frame, users), 1e-12, 1 - 1e-12)
     y = frame["y"].to_numpy(dtype=float)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+    return float(-np.average(y * np.log(p) + (1 - y) * np.log1p(-p), weights=data.label_weights[held]))
 
 
 def check(post, data, method: str, refit, users: bool, seed: int = 0) -> dict | None:

@@ -74,12 +74,18 @@ def _choices(post, data, where: str):
 
 
 def _held_out(post, test):
+    """(p, y) of the held-out labels, a label of whole weight w (a count) written w times, so that the
+    calibration check counts it as the w labels it stands for (fractional weights: each label once)."""
     if test is None or getattr(post, "tau", None) is not None or hasattr(test, "sets"):
         return None  # ties: three ways, in _outcomes; choices: over every set member, in _choices
     frame = test.to_frame()
     kw = {"users": frame["user"].to_numpy()} if "user" in frame and test.users is not None else {}
     p = np.asarray(post.predict_proba(frame["a"].to_numpy(), frame["b"].to_numpy(), **kw), dtype=float)
-    return p, frame["y"].to_numpy(dtype=float)
+    y = frame["y"].to_numpy(dtype=float)
+    w = test.weights
+    if w is not None and np.all(w == np.round(w)):
+        p, y = np.repeat(p, w.astype(np.int64)), np.repeat(y, w.astype(np.int64))
+    return p, y
 
 
 def _settings(post, dt, extra):

@@ -155,10 +155,11 @@ def threshold_step(tau, y, mu, var, scale, prior, steps: int = 3, n: int = 20, r
     as the generic map engine finds it). The likelihood is concave in τ; a step where the whole
     objective does not curve down is a gradient step, and each step is clipped to ±½ and times
     ``rate`` (ρ_i on a mini-batch, so that τ settles as q does). ``reduce`` sums the labels' terms
-    over the ranks of a distributed fit."""
+    over the ranks of a distributed fit. ``scale``: a number, or one per label (π_i times each label's
+    weight)."""
     for _ in range(steps):
         _, _, _, g_t, g_tt = expected_log_outcome(y, mu, var, tau, n)
-        d1, d2 = scale * g_t.sum(), scale * g_tt.sum()
+        d1, d2 = _scaled_sum(scale, g_t), _scaled_sum(scale, g_tt)
         if reduce is not None:
             d1, d2 = reduce(d1, d2)
         theta = tau.log().detach().requires_grad_(True)
@@ -172,17 +173,26 @@ def threshold_step(tau, y, mu, var, scale, prior, steps: int = 3, n: int = 20, r
     return tau.detach()
 
 
+def _scaled_sum(scale, x):
+    """scale · Σ x for a number ``scale``, Σ scale_p x_p for one per label."""
+    return (scale * x).sum() if torch.is_tensor(scale) and scale.dim() else scale * x.sum()
+
+
 def threshold_step_groups(tau, groups, y, mu, var, scale, prior, steps: int = 3, n: int = 20, reduce=None,
                           rate: float = 1.0):
     """:func:`threshold_step` for a threshold per group (per user): ``tau`` (U,), ``groups`` (P,) each
     label's group; each τ_u climbs its own labels' expected log-likelihood plus the log density of
     log τ_u under ``prior`` (the same prior for every group, independently), all groups at once. A group
-    without labels in the batch moves to its prior's mode of log τ."""
+    without labels in the batch moves to its prior's mode of log τ. ``scale``: a number, or one per
+    label."""
     U = tau.shape[0]
+    per_label = torch.is_tensor(scale) and bool(scale.dim())
     for _ in range(steps):
         _, _, _, g_t, g_tt = expected_log_outcome(y, mu, var, tau[groups], n)
-        d1 = scale * torch.zeros(U, dtype=tau.dtype).index_add_(0, groups, g_t)
-        d2 = scale * torch.zeros(U, dtype=tau.dtype).index_add_(0, groups, g_tt)
+        if per_label:
+            g_t, g_tt = scale * g_t, scale * g_tt
+        d1 = (1.0 if per_label else scale) * torch.zeros(U, dtype=tau.dtype).index_add_(0, groups, g_t)
+        d2 = (1.0 if per_label else scale) * torch.zeros(U, dtype=tau.dtype).index_add_(0, groups, g_tt)
         if reduce is not None:
             d1, d2 = reduce(d1, d2)
         theta = tau.log().detach().requires_grad_(True)

@@ -80,6 +80,13 @@ class Shard:
         every = torch.cat(parts)
         return torch.unique(every[every >= 0])
 
+    def tie_share(self, y: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+        """The share of ties (y = ½) among every rank's labels, this rank's ``y``, each label counted by
+        its weight ``w`` (None: by 1)."""
+        if w is None:
+            return self.sum((y == 0.5).sum().to(torch.float64)) / self.n_labels
+        return self.sum((w * (y == 0.5)).sum()) / self.sum(w.sum())
+
     def sum(self, *tensors):
         """The sums over ranks of ``tensors`` (each rank's share of a sum over labels)."""
         if self.world == 1:

@@ -17,6 +17,14 @@ z ~ N(m, v), z + ε ~ N(m, 1 + v), so the tilted normaliser is the same outcome 
 Δ = m/√(1 + v) and threshold t_p/√(1 + v), and its mean and variance are the truncated normal's
 (the EP of Gaussian-process ordinal regression, Chu & Ghahramani 2005, §3.2;
 :func:`ordinal_tilted_moments`). A decided row at t_p = 0 is the binary site exactly.
+
+Weights (``weights``: w_p > 0 per row, ``PairwiseData.weights``): a row of weight w_p stands for w_p
+copies of its factor. At EP's fixed point w identical factors have identical sites, so the row keeps
+one site whose natural parameters (τ_p, ν_p) are w_p times one copy's, and each update removes one copy,
+(τ_p, ν_p)/w_p, from the marginal to form the cavity, matches the tilted moments of one factor against
+that cavity (the closed forms above), and sets the row's site to w_p times the copy's new site: power
+EP with power 1/w_p (Minka 2004), which for a whole w_p is EP on the rows written w_p times, update for
+update. The evidence counts each copy's normaliser, w_p log C̃_p.
 """
 from __future__ import annotations
 
@@ -69,14 +77,16 @@ def _cavity(m, v, tau, nu):
     return m_cav, v_cav
 
 
-def probit_site_update(m, v, tau, nu, sgn, damping=0.5, threshold=None):
+def probit_site_update(m, v, tau, nu, sgn, damping=0.5, threshold=None, weights=None):
     """One damped parallel EP update of rank-one probit sites Φ(sgn_p z_p), from the current marginals
     N(m_p, v_p) of z_p and the sites (τ_p, ν_p): cavity, tilted moments (R&W Eq. 3.58), moment match.
     With ``threshold`` (each row's tie threshold t_p) the sites are the ordered probit's
-    (:func:`ordinal_tilted_moments`; ``sgn`` 0 for a tie).
+    (:func:`ordinal_tilted_moments`; ``sgn`` 0 for a tie). With ``weights`` each row's site is w_p
+    copies' (module docstring): the cavity removes one copy, the new site is w_p times one copy's.
 
     Returns the new (τ, ν); raises :class:`NumericalError` on a non-positive cavity variance."""
-    m_cav, v_cav = _cavity(m, v, tau, nu)
+    w = 1.0 if weights is None else weights
+    m_cav, v_cav = _cavity(m, v, tau / w, nu / w)
     if threshold is None:
         denom = torch.sqrt(1.0 + v_cav)
         zi = sgn * m_cav / denom
@@ -85,14 +95,16 @@ def probit_site_update(m, v, tau, nu, sgn, damping=0.5, threshold=None):
         v_new = v_cav - v_cav ** 2 * ratio * (zi + ratio) / (1.0 + v_cav)
     else:
         _, m_new, v_new = ordinal_tilted_moments(m_cav, v_cav, sgn, threshold)
-    tau_new = (1.0 / v_new - 1.0 / v_cav).clamp_min(0.0)
-    nu_new = m_new / v_new - m_cav / v_cav
+    tau_new = w * (1.0 / v_new - 1.0 / v_cav).clamp_min(0.0)
+    nu_new = w * (m_new / v_new - m_cav / v_cav)
     return (1 - damping) * tau + damping * tau_new, (1 - damping) * nu + damping * nu_new
 
 
-def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6, L=None, threshold=None):
+def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6, L=None, threshold=None,
+               weights=None):
     """Parallel damped EP for prior N(0, K) and sites Φ(sgn_p h_pᵀ f) (with ``threshold``, each row's tie
-    threshold t_p: the ordered probit's sites, ``sgn`` 0 for a tie; module docstring).
+    threshold t_p: the ordered probit's sites, ``sgn`` 0 for a tie; with ``weights``, each row w_p copies
+    of its factor; module docstring).
 
     ``L``: the Cholesky factor of K when the caller already has it (e.g. one prior for many fits).
     Returns (mu, Sigma, tau, nu, log_Z, n_iter).
@@ -105,26 +117,27 @@ def ep_fixed_s(K, H, sgn, tau=None, nu=None, damping=0.5, max_iter=200, tol=1e-6
     HL = H @ L  # (P, M): rows Lᵀ h_p
     for it in range(1, max_iter + 1):
         mu, Sigma, v, _ = site_posterior(L, H, tau, nu, HL)
-        tau, nu = probit_site_update(H @ mu, v, tau, nu, sgn, damping, threshold)
+        tau, nu = probit_site_update(H @ mu, v, tau, nu, sgn, damping, threshold, weights)
         delta = (mu - mu_old).abs().max().item()
         mu_old = mu
         if delta < tol and it > 1:
             break
     # final posterior and evidence with the final sites
     mu, Sigma, v, C = site_posterior(L, H, tau, nu, HL)
-    return mu, Sigma, tau, nu, float(_log_evidence(H, sgn, tau, nu, mu, v, C, threshold)), it
+    return mu, Sigma, tau, nu, float(_log_evidence(H, sgn, tau, nu, mu, v, C, threshold, weights)), it
 
 
-def ep_log_evidence(L, H, sgn, tau, nu, HL=None, threshold=None):
+def ep_log_evidence(L, H, sgn, tau, nu, HL=None, threshold=None, weights=None):
     """log Z_EP of prior N(0, L Lᵀ) and probit sites Φ(sgn_p h_pᵀ f) replaced by the rank-one Gaussian
     sites (τ, ν) (R&W Eq. 3.65 with rank-one sites), as a differentiable function of L, H and (with
     ties) the rows' thresholds t_p, whose tilted normalisers are the ordered probit's.
 
     At an EP fixed point the sites are stationary points of log Z_EP, so with (τ, ν) held fixed the
     gradient of this function with respect to the kernel's hyper-parameters (through L and H) is the
-    exact gradient of the EP evidence (Seeger 2005; R&W §5.5.2 for the Laplace analogue)."""
+    exact gradient of the EP evidence (Seeger 2005; R&W §5.5.2 for the Laplace analogue). ``weights``:
+    each row w_p copies of its factor (module docstring)."""
     mu, _, v, C = site_posterior(L, H, tau, nu, HL)
-    return _log_evidence(H, sgn, tau, nu, mu, v, C, threshold)
+    return _log_evidence(H, sgn, tau, nu, mu, v, C, threshold, weights)
 
 
 def ordinal_log_normaliser(m, v, sgn, threshold):
@@ -137,7 +150,10 @@ def ordinal_log_normaliser(m, v, sgn, threshold):
     return logp.gather(-1, k[..., None])[..., 0]
 
 
-def _log_evidence(H, sgn, tau, nu, mu, v, C, threshold=None):
+def _log_evidence(H, sgn, tau, nu, mu, v, C, threshold=None, weights=None):
+    global_part = -0.5 * logdet_from_chol(C) + 0.5 * (H.T @ nu) @ mu  # of the rows' sites together
+    w = 1.0 if weights is None else weights
+    tau, nu = tau / w, nu / w  # one copy's site and its cavity; each row's copies count w_p times
     v_cav = 1.0 / (1.0 / v - tau)
     m_cav = v_cav * (H @ mu / v - nu)
     if threshold is None:
@@ -146,4 +162,4 @@ def _log_evidence(H, sgn, tau, nu, mu, v, C, threshold=None):
         log_Z = ordinal_log_normaliser(m_cav, v_cav, sgn, threshold)
     log_C = (log_Z + 0.5 * torch.log1p(v_cav * tau)
              - 0.5 * (nu + m_cav / v_cav) ** 2 / (tau + 1.0 / v_cav) + 0.5 * m_cav ** 2 / v_cav)
-    return log_C.sum() - 0.5 * logdet_from_chol(C) + 0.5 * (H.T @ nu) @ mu
+    return (w * log_C).sum() + global_part

@@ -2,7 +2,8 @@
 
 Two ranks launched by ``torchrun`` each hold half of the labels and sum their step statistics with an
 all-reduce; the posterior equals a single-process fit on the same mini-batches to within 1e-8, for
-both likelihoods. A rank that fails ends the other with a clear DistributedError, not a hang."""
+both likelihoods (the exact one on weighted labels, each rank holding its labels' weights). A rank
+that fails ends the other with a clear DistributedError, not a hang."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,7 +28,8 @@ FIT = dict(n_inducing=12)
 SETTINGS = dict(method="natgrad", batch_size=150, max_iter=30, tol=0.0, progress_bar=False)
 
 WORKER = textwrap.dedent('''
-    import os, sys, torch, warnings
+    import dataclasses, os, sys, torch, warnings
+    import numpy as np
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     import crowdzoo as cz
@@ -39,6 +41,8 @@ WORKER = textwrap.dedent('''
             raise SystemExit("rank 1 stops on purpose")
 
     data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
+    if lik == "exact":  # weighted labels: 1, 2, 3, 1, ...
+        data = dataclasses.replace(data, weights=np.resize([1.0, 2.0, 3.0], data.n_pairs))
     post = cz.fit(cz.GPPL(n_inducing=12), data, method="natgrad", likelihood=lik, distributed=True,
                   batch_size=150, max_iter=30, tol=0.0, progress_bar=False, callback=callback)
     torch.save({"means": post.means, "covs": post.covs, "s": post.s, "ranks": post.settings["ranks"],
@@ -67,6 +71,8 @@ def test_two_ranks_give_the_single_process_posterior(tmp_path, worker, likelihoo
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
+    if likelihood == "exact":
+        data = dataclasses.replace(data, weights=np.resize([1.0, 2.0, 3.0], data.n_pairs))
     single = cz.fit(cz.GPPL(**FIT), data, likelihood=likelihood, **SETTINGS)
     assert single.settings["ranks"] == 1
     for rank in (0, 1):
@@ -145,7 +151,8 @@ def test_cli_fit_distributed_writes_once_and_matches_one_process(tmp_path):
 
 
 CROWD_WORKER = textwrap.dedent('''
-    import os, sys, torch, warnings
+    import dataclasses, os, sys, torch, warnings
+    import numpy as np
     import pandas as pd
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)

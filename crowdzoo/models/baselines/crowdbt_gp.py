@@ -31,6 +31,9 @@ Fitting (route ``"map"``): two stages, as the baseline is built.
    and σ_r² by L-BFGS on the marginal likelihood (:func:`_learn`), and a labelled item predicted
    from g and its own evidence (:class:`CrowdBTGPPosterior`); ties say nothing of η.
 
+A label of weight w (``PairwiseData.weights``) counts as w copies of it: its log-likelihood in stage 1
+and its curvature in each score's evidence are multiplied by w.
+
 All GP algebra in float64 with Cholesky solves; whitened inducing values u (g_m = L_mm u).
 """
 from __future__ import annotations
@@ -46,7 +49,7 @@ import torch
 
 from ...core.ids import distinct_pairs, positions, seen_users
 from ...core.posterior import Posterior
-from ...data.tensors import label_tensors
+from ...data.tensors import label_tensors, weight_tensor
 from ...errors import ConvergenceWarning, DataError, NumericalError
 from ...gp.kernels import Kernel
 from ...gp.learn import ARDGP, learns_by_default
@@ -115,26 +118,25 @@ def crowdbt_label_log_lik(s: torch.Tensor, logit_eta: torch.Tensor, a, b, k, y,
     return _label_log_lik_of_d(s[..., a] - s[..., b], logit_eta, k, y, tie)
 
 
-def crowdbt_log_lik(s: torch.Tensor, logit_eta: torch.Tensor, a, b, k, y, tie=None) -> torch.Tensor:
-    """Σ_p log P(y_p | s, η) of the crowdBT likelihood, vectorised over labels."""
-    return crowdbt_label_log_lik(s, logit_eta, a, b, k, y, tie).sum(-1)
+def crowdbt_log_lik(s: torch.Tensor, logit_eta: torch.Tensor, a, b, k, y, tie=None, w=None) -> torch.Tensor:
+    """Σ_p w_p log P(y_p | s, η) of the crowdBT likelihood, vectorised over labels (``w``: each label's
+    weight, as that many copies of it; None: 1)."""
+    ll = crowdbt_label_log_lik(s, logit_eta, a, b, k, y, tie)
+    return ll.sum(-1) if w is None else (ll * w).sum(-1)
 
 
 def tie_labels(data) -> torch.Tensor | None:
-    """Which labels are halves of a tie (``ties="half"`` writes a tie as a ≻ b and b ≻ a read from one
-    row: two labels sharing a source row), or None where the data do not say."""
-    rows = getattr(data, "source_rows", None)
-    if rows is None:
-        return None
-    rows = np.asarray(rows)
-    _, inverse, counts = np.unique(rows, return_inverse=True, return_counts=True)
-    return torch.from_numpy(counts[inverse] > 1)
+    """Which labels are halves of a tie (``ties="half"`` writes a tie as a ≻ b and b ≻ a, marked in
+    ``data.tie_halves``), or None where there are none."""
+    halves = getattr(data, "tie_halves", None)
+    return None if halves is None else torch.from_numpy(np.asarray(halves, dtype=bool))
 
 
-def score_evidence(s, logit_eta, a, b, k, y, tie, score_sd: float):
+def score_evidence(s, logit_eta, a, b, k, y, tie, score_sd: float, weights=None):
     """Each score's own evidence, as a Gaussian pseudo-observation t̃_i ~ N(s_i, 1/λ_i) (the Laplace
     approximation of the labels' likelihood about s_i, the other scores held at the MAP ŝ):
-    λ_i = Σ_{p ∋ i} w_p with w_p = −∂² log P(y_p | d_p)/∂d_p² at ŝ, d_p = s_a − s_b, and
+    λ_i = Σ_{p ∋ i} w_p with w_p = −∂² log P(y_p | d_p)/∂d_p² at ŝ (times the label's weight, where
+    ``weights`` gives one), d_p = s_a − s_b, and
     t̃_i = ŝ_i (λ_i + 1/σ_s²)/λ_i, the MAP with the N(0, σ_s²) prior of stage 1 divided out (stage 2's GP
     replaces it). The mixture's w_p can be negative where a worker's η is near ½: those count 0.
     Returns (t̃, 1/λ) (N,) each."""
@@ -143,6 +145,8 @@ def score_evidence(s, logit_eta, a, b, k, y, tie, score_sd: float):
     (g1,) = torch.autograd.grad(ll.sum(), d, create_graph=True)
     (g2,) = torch.autograd.grad(g1.sum(), d)
     w = (-g2).clamp_min(0.0).detach()
+    if weights is not None:
+        w = w * weights
     lam = torch.zeros(s.shape[0], dtype=s.dtype).index_add(0, a, w).index_add(0, b, w).clamp_min(1e-6)
     return s * (1.0 + 1.0 / (score_sd ** 2 * lam)), 1.0 / lam
 
@@ -332,6 +336,7 @@ def fit_map(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
     K = int(k.max()) + 1
     N = data.n_items
     tie = None if model.tie_reliability else tie_labels(data)
+    wt = weight_tensor(data)
     # stage 1: crowdBT MAP, all labels at once
     s = torch.zeros(N, dtype=DTYPE, requires_grad=True)
     al, be = model.reliability_prior
@@ -344,7 +349,7 @@ def fit_map(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
 
     def closure():
         opt.zero_grad()
-        loss = -(crowdbt_log_lik(s, logit_eta, a, b, k, y, tie) + crowdbt_log_prior(s, logit_eta, model))
+        loss = -(crowdbt_log_lik(s, logit_eta, a, b, k, y, tie, wt) + crowdbt_log_prior(s, logit_eta, model))
         loss.backward()
         losses.append(float(loss.detach()))
         return loss
@@ -377,7 +382,8 @@ def fit_map(model: CrowdBTGP, data, seed: int = 0, max_iter: int = 200,
     else:
         setup = gp.setup_features(X_seen, seed=seed)
     if model.item_posterior:  # each score's own evidence, t̃ ~ N(s, v), beside the GP
-        t, v = (x[seen] for x in score_evidence(s_hat, logit_eta.detach(), a, b, k, y, tie, model.score_sd))
+        t, v = (x[seen] for x in score_evidence(s_hat, logit_eta.detach(), a, b, k, y, tie, model.score_sd,
+                                                wt))
     else:  # the MAP scores as the regression's targets, one noise for all
         t, v = s_hat[seen], torch.zeros(int(seen.sum()), dtype=DTYPE)
     t = t - t.mean()

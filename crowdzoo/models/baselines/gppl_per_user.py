@@ -16,7 +16,8 @@ q(s_j) = Gamma(α_j, β_j) (Eq. 12–15 per user). All users are updated at once
 rank-one term to its own user's natural parameters (an ``index_add`` over labels, in chunks), then
 one batched Cholesky solves every user. Steps are full-batch — each user's data are few, so no user
 is left out of an iteration — with the exact expected probit log-likelihood by Gauss–Hermite
-quadrature (the ``"exact"`` natgrad of GPPL), run by the shared loop of
+quadrature (the ``"exact"`` natgrad of GPPL; a label of weight w, ``PairwiseData.weights``, has its
+derivatives and its term of the bound times w, as w copies of it), run by the shared loop of
 :mod:`crowdzoo.inference.natgrad` as the algorithm :func:`init`, :func:`step`, :func:`bound` on a
 :class:`Problem`; the bound is Eq. 30 summed over users. Memory is O(U M²) plus a
 chunk of labels.
@@ -32,7 +33,7 @@ import torch
 
 from ...core.ids import by_rows, distinct_pairs, positions, seen_users
 from ...core.posterior import Posterior
-from ...data.tensors import label_tensors, user_tensor
+from ...data.tensors import label_tensors, user_tensor, weight_tensor
 from ...errors import DataError
 from ...gp import natural
 from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
@@ -74,7 +75,8 @@ def _accumulate(U, j, rows, lam, nu):
 
 class Problem(NamedTuple):
     """What the fit holds fixed: every label's pair rows A_a − A_b (P, M), conditional variance c,
-    user position j and outcome y; K_mm⁻¹, ln|K_mm|; the Gamma prior (α₀, β₀) of every s_j."""
+    user position j and outcome y; K_mm⁻¹, ln|K_mm|; the Gamma prior (α₀, β₀) of every s_j; each
+    label's weight ``w`` (None: every label 1)."""
 
     rows: torch.Tensor
     c: torch.Tensor
@@ -86,6 +88,13 @@ class Problem(NamedTuple):
     alpha0: float
     beta0: float
     n_gh: int = 20
+    w: torch.Tensor | None = None
+
+
+def _expected(p: Problem, y, mu, var, idx):
+    """Each label's expected log-likelihood and its derivatives (Gauss–Hermite), times its weight."""
+    out = expected_log_probit(y, mu, var, p.n_gh)
+    return out if p.w is None else tuple(x * p.w[idx] for x in out)
 
 
 class State(NamedTuple):
@@ -127,7 +136,7 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
     pull through c / E[s_j] (g_v from this iteration's start, the same at the fixed point)."""
     p, rho = problem, batch.rho
     mu, var = _marginals(state, p, batch.idx)  # full batches: idx is every label
-    _, g_mu, g_v = expected_log_probit(p.y, mu, var, p.n_gh)
+    _, g_mu, g_v = _expected(p, p.y, mu, var, batch.idx)
     Es = state.shape / state.rate
     Lam_lik, eta_lik = _accumulate(p.n_users, p.j, p.rows, -2.0 * g_v, g_mu - 2.0 * g_v * mu)
     q = natural.step(state.q, Es[:, None, None] * p.K_inv, Lam_lik, eta_lik, rho, WHAT)
@@ -139,7 +148,7 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
 def bound(state: State, idx, scale: float, problem: Problem) -> float:
     """Eq. 30 summed over users, the likelihood term of the labels ``idx`` times ``scale``."""
     p = problem
-    ell, _, _ = expected_log_probit(p.y[idx], *_marginals(state, p, idx), p.n_gh)
+    ell, _, _ = _expected(p, p.y[idx], *_marginals(state, p, idx), idx)
     Es, Elog = gamma_moments(state.shape, state.rate)
     kl_f = natural.kl(state.q, p.K_inv, p.logdet_K, Es, Elog, WHAT)
     return float(scale * ell.sum() - kl_f.sum() - kl_gamma(state.shape, state.rate, p.alpha0, p.beta0).sum())
@@ -156,7 +165,7 @@ def fit_natgrad(model, data, seed: int = 0, delay: float = 1.0, forgetting_rate:
     rows, c = setup.pair_rows(a, b)
     problem = Problem(rows, c, user_tensor(data), y, data.n_users,
                       cho_solve(setup.L_mm, torch.eye(setup.M, dtype=DTYPE)), logdet_from_chol(setup.L_mm),
-                      alpha0, beta0, n_gh)
+                      alpha0, beta0, n_gh, weight_tensor(data))
     P = a.shape[0]
     settings = loop.Settings(batch_size=P, delay=delay, forgetting_rate=forgetting_rate, max_iter=max_iter,
                              min_iter=min_iter, tol=tol, eval_every=eval_every, eval_size=P,

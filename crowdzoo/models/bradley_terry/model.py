@@ -21,6 +21,10 @@ worst) take the same utilities through the first stage of Plackett–Luce (:mod:
 and, with the probit link, Thurstone's multinomial probit (one-dimensional quadrature); a set of two
 items is the pairwise model exactly.
 
+Weighted labels (``PairwiseData.weights``: counts per pair, ``ties="half"``'s halves): a label of weight
+w_p enters as w_p copies of it, its log-likelihood times w_p (``poutine.scale`` on the observed site
+inside the pairs plate, so within a mini-batch too: :func:`~crowdzoo.data.tensors.label_scale`).
+
 With the probit link this is GPPL with the identity kernel and a fixed scale s = 1/σ². It is the
 zoo's worked example of adding a model (docs/guides/add-a-model.md): this file, a posterior, an
 ArviZ converter, a tiny example and one entry in ``crowdzoo/zoo.py``; its routes (map, svi, nuts)
@@ -34,7 +38,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-from ...data.tensors import choice_tensors, label_tensors
+from ...data.tensors import choice_tensors, label_scale, label_tensors, weight_tensor, weighted
 from ...errors import DataError
 from ...gp.choice import observe_choices
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
@@ -71,7 +75,7 @@ class BradleyTerry:
         if hasattr(data, "sets"):  # a ChoiceData
             return bradley_terry_choice_model, (setup, *choice_tensors(data), subsample_size)
         a, b, y = label_tensors(data)
-        return bradley_terry_model, (setup, a, b, y, subsample_size)
+        return weighted(bradley_terry_model, weight_tensor(data)), (setup, a, b, y, subsample_size)
 
 
 @dataclass
@@ -87,18 +91,20 @@ def logits(setup: BTSetup, z: torch.Tensor) -> torch.Tensor:
     return z if setup.link == "logit" else probit_logits(z)
 
 
-def bradley_terry_model(setup: BTSetup, a, b, y, subsample_size=None):
-    """The Pyro model (module docstring). ``a``, ``b``, ``y``: (P,) tensors."""
+def bradley_terry_model(setup: BTSetup, a, b, y, subsample_size=None, weights=None):
+    """The Pyro model (module docstring). ``a``, ``b``, ``y``: (P,) tensors; ``weights`` (P,) (None:
+    every label 1): each label's log-likelihood times its weight, as that many copies of it."""
     loc = torch.zeros(setup.n_items, dtype=torch.float64)
     f = pyro.sample("f", dist.Normal(loc, setup.prior_sd).to_event(1))
     tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size) as idx:
         z = f[a[idx]] - f[b[idx]]
-        if tau is None:
-            pyro.sample("y", dist.Bernoulli(logits=logits(setup, z)), obs=None if y is None else y[idx])
-        else:  # three outcomes, k = 2y
-            pyro.sample("y", outcome_distribution(z, tau, setup.link),
-                        obs=None if y is None else outcome_codes(y[idx]))
+        with label_scale(weights, idx):
+            if tau is None:
+                pyro.sample("y", dist.Bernoulli(logits=logits(setup, z)), obs=None if y is None else y[idx])
+            else:  # three outcomes, k = 2y
+                pyro.sample("y", outcome_distribution(z, tau, setup.link),
+                            obs=None if y is None else outcome_codes(y[idx]))
 
 
 def bradley_terry_choice_model(setup: BTSetup, items, mask, best, worst, subsample_size=None):

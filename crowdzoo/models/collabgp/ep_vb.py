@@ -50,6 +50,10 @@ EP stops when no mean of Q(g) moves by more than ``tol`` between sweeps.
 The printed Eq. 23, 27, 31–36 have typos (the braces are inverted and Eq. 31–36 subtract the site's
 own old value): the updates here are the standard ones, new site = new marginal ÷ cavity.
 
+A label of weight w (``setup.w``) is w copies of it with its own g: each copy keeps the label's sites
+f̂₁, f̂₂, the messages to W and H sum the copies' (w times the label's), and its terms of the
+evidence count w times; for a whole w this is EP–VB on the label written w times, update for update.
+
 The model evidence (§4.3, Eq. 44–52) is written per variable, which stays finite while some sites
 are still uniform (:func:`log_evidence`); log Z̃₂ is the VB lower bound Z₂ of Eq. 47.
 """
@@ -374,18 +378,28 @@ def vb_bilinear(z, u, obs: Site, h_post, w_post, mh, vh, mw, vw, sweeps: int, to
     return mh, vh, mw, vw, Site(h_tau, h_nu), Site(w_tau, w_nu)
 
 
-def _A(site: Site) -> torch.Tensor:
-    """Σ log ∫ exp(−½ τ x² + ν x) dx = Σ [ν²/(2τ) + ½ log(2π/τ)]."""
-    return (site.nu ** 2 / (2 * site.tau) + 0.5 * (LOG2PI - torch.log(site.tau))).sum()
+def _A(site: Site, w=None) -> torch.Tensor:
+    """Σ log ∫ exp(−½ τ x² + ν x) dx = Σ [ν²/(2τ) + ½ log(2π/τ)] (each term times its weight ``w``)."""
+    return _sum(site.nu ** 2 / (2 * site.tau) + 0.5 * (LOG2PI - torch.log(site.tau)), w)
+
+
+def _sum(x, w=None):
+    """Σ x, each term times its weight ``w`` where given (a label of weight w: w copies of it)."""
+    return x.sum() if w is None else (w * x).sum()
+
+
+def _weighted(site: Site, w=None) -> Site:
+    """The site of each label times its weight (the copies' sites summed), as the VB step sees it."""
+    return site if w is None else Site(w * site.tau, w * site.nu)
 
 
 def _add(s1: Site, s2: Site) -> Site:
     return Site(s1.tau + s2.tau, s1.nu + s2.nu)
 
 
-def _expected(site: Site, m, v):
-    """Σ E[−½ τ x² + ν x] under x ~ N(m, v), elementwise."""
-    return (-0.5 * site.tau * (m * m + v) + site.nu * m).sum()
+def _expected(site: Site, m, v, w=None):
+    """Σ E[−½ τ x² + ν x] under x ~ N(m, v), elementwise (each term times its weight ``w``)."""
+    return _sum(-0.5 * site.tau * (m * m + v) + site.nu * m, w)
 
 
 def log_evidence(setup: CollabSetup, st: EPState, gp_factors: str = "exact") -> float:
@@ -400,11 +414,12 @@ def log_evidence(setup: CollabSetup, st: EPState, gp_factors: str = "exact") -> 
     log Z_d − E_Q[log f̂₂] = E_Q[log-lik sites] − KL(Q ‖ GP); for the paper's factorised f̂₃, f̂₄
     (``gp_factors="factorised"``) Q is the product of sites 2·3 and 2·4 and the same expression
     is Eq. 47's entropy and cross terms rearranged. With learned scales (``st.scales``) Q(h_d) is the
-    GP posterior at s̄_d = E[s_d] and the bound adds :meth:`Scales.bound` (the terms of q(s))."""
-    z, u, t = setup.z, setup.u, setup.t
+    GP posterior at s̄_d = E[s_d] and the bound adds :meth:`Scales.bound` (the terms of q(s)). A label
+    of weight w is w copies of it, each with the label's sites: its terms count w times."""
+    z, u, t, w = setup.z, setup.u, setup.t, setup.w
     v2 = 1.0 / st.g2.tau
     beta = t * st.g2.nu * v2 / torch.sqrt(1.0 + v2)
-    out = fast_log_ndtr(beta).sum() + _A(st.g2) - _A(_add(st.g1, st.g2))
+    out = _sum(fast_log_ndtr(beta), w) + _A(st.g2, w) - _A(_add(st.g1, st.g2), w)
     gw = gp_marginals(setup.Phi_w, setup.delta_w, st.w2, "users")
     s = None if st.scales is None else st.scales.mean
     gh = scaled_marginals(PairBasis.of(setup) or setup.Phi_h, setup.delta_h, st.h2, s, "items")
@@ -418,7 +433,7 @@ def log_evidence(setup: CollabSetup, st: EPState, gp_factors: str = "exact") -> 
         vw, vh = 1.0 / qw.tau, 1.0 / qh.tau
         mw, mh = qw.nu * vw, qh.nu * vh
     mg, vg = g_moments(z, u, mh, vh, mw, vw)
-    out = out + _expected(st.g1, mg, vg) - _expected(st.w2, mw, vw) - _expected(st.h2, mh, vh)
+    out = out + _expected(st.g1, mg, vg, w) - _expected(st.w2, mw, vw) - _expected(st.h2, mh, vh)
     return float(out)
 
 
@@ -476,8 +491,9 @@ def run_ep(setup: CollabSetup, max_iter: int = 200, tol: float = 1e-3, damping: 
                     vh, vw = 1.0 / sh.tau, 1.0 / sw.tau
                     mh, mw = sh.nu * vh, sw.nu * vw
             # f̂₂ by VB (Eq. 30–38), from the current Q(W) Q(H)
-            mh, vh, mw, vw, h_lik, w_lik = vb_bilinear(z, u, st.g1, h_post, w_post, mh, vh, mw, vw,
-                                                       vb_sweeps, tol)
+            obs = _weighted(st.g1, setup.w)  # a label of weight w: the messages of its w copies
+            mh, vh, mw, vw, h_lik, w_lik = vb_bilinear(z, u, obs, h_post, w_post, mh, vh, mw, vw, vb_sweeps,
+                                                       tol)
             mg, vg = g_moments(z, u, mh, vh, mw, vw)
             if gp_factors == "factorised":
                 h2 = _damp(st.h2, _divide(mh, vh, h4), eps)

@@ -45,6 +45,10 @@ and the rest of the story is :func:`collabgp_model`'s on the prior bases rebuilt
 (:mod:`crowdzoo.models.collabgp.lengthscales`). The same program with ``learn_kernel=True`` (svi, no
 prior) makes the ARD length-scales ``pyro.param`` s (type-II maximum likelihood inside VI).
 
+A label of weight w (``PairwiseData.weights``; the setup's ``w``) enters as w copies of it: its
+log-likelihood times w in the program, and w copies of its sites in EP–VB
+(:mod:`crowdzoo.models.collabgp.ep_vb`).
+
 The setup (pairs, kernels, FITC pseudo-inputs and the prior bases Φ, δ the story is written on) is
 :mod:`crowdzoo.models.collabgp.setup`.
 """
@@ -57,6 +61,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
+from ...data.tensors import label_scale
 from ...errors import DataError
 from ...gp.linalg import DTYPE
 from ...gp.priors import check_priors
@@ -190,7 +195,8 @@ def collab_story(setup: CollabSetup, Phi_h, sd_h, Phi_w, sd_w, subsample_size=No
     Eq. 1, supplement a Eq. 1) on given prior bases: h_d = Φ_h a_d + √δ_h ε, w_·,d = Φ_w b_d + √δ_w ε
     (``sd_*`` = √δ, None where no residual is sampled; Φ_w None: K_users = I), g_u,p = Σ_d w_u,d h_d,p,
     P(t | g) = Φ(t g). With ``setup.scale_prior`` each h_d is divided by √s_d, s_d ~ Gamma(α₀, β₀)
-    (site "s_h"). Labels, pairs and users are ``setup``'s."""
+    (site "s_h"). Labels, pairs, users and the labels' weights are ``setup``'s (a label's
+    log-likelihood times its weight, as that many copies of it)."""
     D, P, U = setup.D, setup.P, setup.n_users
     a = pyro.sample("a", dist.Normal(torch.zeros(D, Phi_h.shape[1], dtype=DTYPE), 1.0).to_event(2))
     h = a @ Phi_h.T  # (D, P)
@@ -212,7 +218,8 @@ def collab_story(setup: CollabSetup, Phi_h, sd_h, Phi_w, sd_w, subsample_size=No
     with pyro.plate("labels", setup.L, subsample_size=subsample_size) as idx:
         g = (w[setup.u[idx]] * h[:, setup.z[idx]].T).sum(-1)
         y = 0.5 * (setup.t[idx] + 1.0)
-        pyro.sample("y", dist.Bernoulli(logits=probit_logits(g)), obs=y if obs else None)
+        with label_scale(setup.w, idx):
+            pyro.sample("y", dist.Bernoulli(logits=probit_logits(g)), obs=y if obs else None)
 
 
 _TINY = 1e-30  # floor under δ before √: the gradient of √δ stays finite where δ is 0 to round-off

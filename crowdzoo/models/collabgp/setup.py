@@ -82,7 +82,8 @@ class CollabSetup:
     """What is fixed before inference. Labels l = 1..L: pair ``z`` (L,), user ``u`` (L,), t = ±1
     (L,). Pairs (P, 2) of item rows (lo < hi). Priors: h_d = Φ_h a_d + √δ_h ε (Φ_h (P, M)),
     w_·,d = Φ_w b_d + √δ_w ε (Φ_w (U, M_u), or None with δ_w = 1: K_users = I). ``scale_prior``: (α₀, β₀)
-    of the Gamma prior on the inverse scales s_d of h_d (None: s_d = 1, the paper's prior)."""
+    of the Gamma prior on the inverse scales s_d of h_d (None: s_d = 1, the paper's prior). ``w`` (L,):
+    each label's weight (``PairwiseData.weights``; None: every label 1)."""
 
     D: int
     X: torch.Tensor
@@ -99,6 +100,7 @@ class CollabSetup:
     delta_w: torch.Tensor
     n_users: int
     scale_prior: tuple[float, float] | None = None
+    w: torch.Tensor | None = None
 
     @property
     def P(self) -> int:
@@ -192,7 +194,8 @@ def build_setup(model, data, seed, pseudo_pairs, pseudo_users) -> CollabSetup:
                        t=torch.as_tensor(t, dtype=DTYPE), Phi_h=Phi_h, delta_h=delta_h, Phi_w=Phi_w,
                        delta_w=delta_w, n_users=U_n,
                        scale_prior=((float(model.shape_s0), float(model.rate_s0)) if model.learn_scale
-                                    else None))
+                                    else None),
+                       w=None if data.weights is None else torch.as_tensor(data.weights, dtype=DTYPE))
 
 
 

@@ -27,6 +27,10 @@ ordinal probit of :mod:`crowdzoo.gp.ordinal` with one threshold τ for the crowd
     τ     ~ tie_prior                     default LogNormal(log ½, 1)   (site "tau")
     P(a ≻ b | inducing, τ) = Φ((z̄_p − τ)/√(1 + σ²_p)),  P(b ≻ a) = Φ((−z̄_p − τ)/√(1 + σ²_p)),  tie the rest
 
+Weighted labels (``PairwiseData.weights``: counts per pair, ``ties="half"``'s halves): a label of weight
+w_p enters as w_p copies of it, its log-likelihood times w_p (``poutine.scale`` on the observed site
+inside the pairs plate, so within a mini-batch too: :func:`~crowdzoo.data.tensors.label_scale`).
+
 An item-level residual (:mod:`crowdzoo.gp.residual`; by default where the item side is sparse, M < N)
 adds to the consensus each item's own utility, which the sparse conditional cannot carry:
 
@@ -56,7 +60,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-from ...data.tensors import label_tensors, user_tensor
+from ...data.tensors import label_scale, label_tensors, user_tensor, weight_tensor, weighted
 from ...errors import DataError
 from ...gp.conditional import identity_gp
 from ...gp.linalg import DTYPE
@@ -257,9 +261,10 @@ class CrowdGPPL:
         from ...gp.learn import varying_space
 
         space = varying_space(self, setup, learn_kernel)
+        w = weight_tensor(data)
         if space is None:
-            return crowdgppl_model, (setup, *args)
-        return crowdgppl_lengthscale_model, (space, *args)
+            return weighted(crowdgppl_model, w), (setup, *args)
+        return weighted(crowdgppl_lengthscale_model, w), (space, *args)
 
     def lengthscale_space(self, setup: CrowdSetup, prior: bool = False) -> LengthscaleSpace:
         """The setup as a function of the item and user length-scales (:class:`LengthscaleSpace`). With
@@ -337,7 +342,8 @@ def z_moments(dt, dv, w, c, d, s_t, s_v, s_w):
     return dt + cross, var + c / s_t[..., None]
 
 
-def crowdgppl_lengthscale_model(space: LengthscaleSpace, a, b, j, y, subsample_size: int | None = None):
+def crowdgppl_lengthscale_model(space: LengthscaleSpace, a, b, j, y, subsample_size: int | None = None,
+                                weights=None):
     """:func:`crowdgppl_model` with the item (and user) ARD length-scales ("lengthscale",
     "user_lengthscale") random under their priors, or ``pyro.param`` s (positive) where a side has none,
     optimised by svi's ELBO with the guide (module docstring)."""
@@ -348,11 +354,13 @@ def crowdgppl_lengthscale_model(space: LengthscaleSpace, a, b, j, y, subsample_s
         ell[name] = (pyro.param(name, start.detach().clone(), constraint=constraints.positive)
                      if prior is None else pyro.sample(name, prior))
     crowdgppl_model(space.setup_at(ell.get("lengthscale"), ell.get("user_lengthscale")), a, b, j, y,
-                    subsample_size)
+                    subsample_size, weights)
 
 
-def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = None):
-    """The Pyro model of crowdGPPL (module docstring). ``a``, ``b``, ``j`` (users), ``y``: (P,)."""
+def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = None, weights=None):
+    """The Pyro model of crowdGPPL (module docstring). ``a``, ``b``, ``j`` (users), ``y``: (P,);
+    ``weights`` (P,) (None: every label 1): each label's log-likelihood times its weight, as that many
+    copies of it."""
     u_t, s_t, u_v, s_v, u_w, s_w = global_sites(setup)
     tau = tie_thresholds(setup)
     r = residual(setup)
@@ -366,13 +374,14 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
             dt = dt + r[a[idx]] - r[b[idx]]
         zbar, var = z_moments(dt, dv, w, c, d, s_t, s_v, s_w)
         sd = torch.sqrt(1.0 + var)
-        if tau is None:
-            pyro.sample("y", dist.Bernoulli(logits=probit_logits(zbar / sd)),
-                        obs=None if y is None else y[idx])
-        else:  # three outcomes (k = 2y)
-            tau_p = tau[j[idx]] if setup.tie_per_user else tau
-            pyro.sample("y", outcome_distribution(zbar / sd, tau_p / sd),
-                        obs=None if y is None else outcome_codes(y[idx]))
+        with label_scale(weights, idx):
+            if tau is None:
+                pyro.sample("y", dist.Bernoulli(logits=probit_logits(zbar / sd)),
+                            obs=None if y is None else y[idx])
+            else:  # three outcomes (k = 2y)
+                tau_p = tau[j[idx]] if setup.tie_per_user else tau
+                pyro.sample("y", outcome_distribution(zbar / sd, tau_p / sd),
+                            obs=None if y is None else outcome_codes(y[idx]))
 
 
 def tie_thresholds(setup: CrowdSetup):

@@ -31,6 +31,10 @@ changes by less than ``tol`` (relative) or after ``max_iter`` iterations.
 held fixed in the whitened basis u = L⁻¹ f (where the KL terms do not depend on the length-scales), a
 floor under ρ, and the exact likelihood by default.
 
+Weights (``PairwiseData.weights``): a label of weight w counts as w copies of it: its (λ, ν) (the
+linearised likelihood's through its noise Q/w), its pull on q(s) and τ and its term of the bound are
+multiplied by w; τ starts at the weighted share of ties.
+
 The algorithm is module-level and pure (BlackJAX style): :func:`init`, :func:`step` (one iteration on
 a :class:`~crowdzoo.inference.natgrad.Batch`: a :class:`State` and an :class:`Info`) and :func:`bound`
 on a :class:`Problem` that holds what the fit keeps fixed; every factor is a
@@ -157,10 +161,13 @@ def _step(blk: Gaussian, prior_prec, rows, lam, nu, r_i, pi, j=None, what="S⁻�
 
 def _grads(bt, mu, var, n_gh, tau=None):
     """dE/dμ and dE/dv of each label's expected log-likelihood under z ~ N(μ, v): the probit's, or with
-    ties the ordinal probit's at threshold ``tau`` (:mod:`crowdzoo.gp.ordinal`)."""
+    ties the ordinal probit's at threshold ``tau`` (:mod:`crowdzoo.gp.ordinal`); times each label's
+    weight ``bt.w`` where the labels have weights."""
     if tau is None:
-        return probit_grads(bt.sgn, mu, var, n_gh)
-    return expected_log_outcome(bt.y, mu, var, tau, n_gh)[1:3]
+        g = probit_grads(bt.sgn, mu, var, n_gh)
+    else:
+        g = expected_log_outcome(bt.y, mu, var, tau, n_gh)[1:3]
+    return g if bt.w is None else (g[0] * bt.w, g[1] * bt.w)
 
 
 def _ell(y, mu, var, n_gh, tau=None):
@@ -191,15 +198,21 @@ class Batch(NamedTuple):
     sgn: torch.Tensor  # (P,) 2y − 1
     a: torch.Tensor  # (P,) item positions (the item residual's)
     b: torch.Tensor
+    w: torch.Tensor | None = None  # (P,) the labels' weights, or None: every label 1
 
 
-def _batch(setup, items: Side, users: Side | None, a, b, j, y) -> Batch:
+def _batch(setup, items: Side, users: Side | None, a, b, j, y, w=None) -> Batch:
     dA, c = setup.items.pair_terms(a, b) if items.whitened else setup.items.pair_rows(a, b)
     if users is None:
-        return Batch(dA, c, None, torch.zeros_like(c), j, y, 2.0 * y - 1.0, a, b)
+        return Batch(dA, c, None, torch.zeros_like(c), j, y, 2.0 * y - 1.0, a, b, w)
     Aw = users.A[j]
     e, d = setup.user_terms(j)
-    return Batch(dA, c, Aw, d, j, y, 2.0 * y - 1.0, a, b)
+    return Batch(dA, c, Aw, d, j, y, 2.0 * y - 1.0, a, b, w)
+
+
+def _weighted(x, bt: Batch):
+    """Each label's ``x`` times its weight (x itself without weights)."""
+    return x if bt.w is None else x * bt.w
 
 
 class Moments(NamedTuple):
@@ -314,6 +327,11 @@ class Problem(NamedTuple):
     tie_prior: object = None  # the prior of τ when the labels have ties (a third outcome), else None
     tie_steps: int = 3  # Newton steps on log τ per iteration
     residual: tuple | None = None  # the Gamma prior (α_r, β_r) of the item residual's s_r, or None
+    w: torch.Tensor | None = None  # this rank's labels' weights, or None: every label 1
+
+    def weights(self, idx):
+        """The weights of this rank's labels ``idx``, or None where every label weighs 1."""
+        return None if self.w is None else self.w[idx]
 
     @property
     def reduce(self):
@@ -357,8 +375,9 @@ def _labels(p: Problem, idx, sides: Sides):
     ``idx`` is every label (a full-batch step, or the bound on every label) and θ is fixed."""
     if p.every is not None and loop.is_every(idx, p.a.shape[0]):
         return p.every
-    bt = _batch(*sides, p.a[idx], p.b[idx], p.j[idx], p.y[idx])
-    return bt, beta_bernoulli_Q(torch.full_like(bt.y, p.prior_var_z), bt.y)
+    bt = _batch(*sides, p.a[idx], p.b[idx], p.j[idx], p.y[idx], p.weights(idx))
+    Q = beta_bernoulli_Q(torch.full_like(bt.y, p.prior_var_z), bt.y)
+    return bt, Q if bt.w is None else Q / bt.w  # w copies of a Gaussian pseudo-observation: noise Q/w
 
 
 def _raw_of(state: State, idx, bt: Batch) -> Raw:
@@ -393,7 +412,7 @@ def init(problem: Problem, gen: torch.Generator) -> State:
                torch.full((1 if k == "t" else C,), r, dtype=DTYPE)) for k, (s, r) in p.pri.items()}
     tau = None
     if p.tie_prior is not None:
-        tau = initial_tau(p.shard.sum((p.y == 0.5).sum().to(DTYPE)) / p.shard.n_labels)
+        tau = initial_tau(p.shard.tie_share(p.y, p.w))
         if setup.tie_per_user:  # every user starts at the crowd's share of ties
             tau = tau.expand(setup.n_users).clone()
     r = None if p.residual is None else residual.init(setup.N, *p.residual, init_var)
@@ -418,11 +437,12 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
         Es = {k: s / r for k, (s, r) in gam.items()}
         mu, var = _total(_moments(raw, bt, Es["t"], Es["v"], Es["w"]))
         full = loop.is_every(batch.idx, p.shard.n_labels)
+        pi = _weighted(batch.pi, bt)
         if tau.dim():  # a τ per user, each from its user's labels
-            tau = threshold_step_groups(tau, bt.j, bt.y, mu, var, batch.pi, p.tie_prior, p.tie_steps, p.n_gh,
+            tau = threshold_step_groups(tau, bt.j, bt.y, mu, var, pi, p.tie_prior, p.tie_steps, p.n_gh,
                                         p.reduce, 1.0 if full else batch.rho)
         else:
-            tau = threshold_step(tau, bt.y, mu, var, batch.pi, p.tie_prior, p.tie_steps, p.n_gh, p.reduce,
+            tau = threshold_step(tau, bt.y, mu, var, pi, p.tie_prior, p.tie_steps, p.n_gh, p.reduce,
                                  1.0 if full else batch.rho)
     new = State(st["t"], st["v"], st["w"], gam, state.hyper, state.sides,
                 Carried(idx, raw) if state.hyper is None else None, tau, st["r"])
@@ -446,9 +466,9 @@ def _kernel_step(state: State, idx, pi, p: Problem) -> State:
 
     def likelihood_term(theta):
         s_th = p.space.build(theta)
-        b_th = _batch(*sides(s_th, True), p.a[idx], p.b[idx], p.j[idx], p.y[idx])
+        b_th = _batch(*sides(s_th, True), p.a[idx], p.b[idx], p.j[idx], p.y[idx], p.weights(idx))
         mu, var = _total(_moments(_raw(st, b_th, batched=True), b_th, Es["t"], Es["v"], Es["w"]))
-        ell = pi * _ell(b_th.y, mu, var, p.n_gh, label_tau(state.tau, b_th.j)).sum()
+        ell = pi * _weighted(_ell(b_th.y, mu, var, p.n_gh, label_tau(state.tau, b_th.j)), b_th).sum()
         return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
 
     hyper = ascend(state.hyper, likelihood_term, p.kernel_lr, p.reduce)
@@ -741,7 +761,7 @@ def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=
     (``reduce``: the likelihood term summed over the ranks of a distributed fit)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     mu, var = _total(_moments(raw, bt, Es["t"], Es["v"], Es["w"]))
-    ell = _ell(bt.y, mu, var, n_gh, tau)
+    ell = _weighted(_ell(bt.y, mu, var, n_gh, tau), bt)
     ell = ell.sum() if reduce is None else reduce(ell.sum())
     return float(pi_ev * ell - kl_terms(st, gam, pri, items, users, res_prior))
 

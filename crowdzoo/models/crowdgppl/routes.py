@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ...data.tensors import label_tensors, user_tensor
+from ...data.tensors import label_tensors, user_tensor, weight_tensor
 from ...errors import DataError
 from ...gp.conjugate import require_gamma
 from ...gp.learn import at_learning_start
@@ -146,7 +146,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     pri.setdefault("t", (1.0, 1.0))
     a, b, y = label_tensors(data)
     j = user_tensor(data)
+    w = weight_tensor(data)
     a, b, j, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, j, y))  # this rank's labels
+    w = None if w is None else w[sh.lo - sh.offset:sh.hi - sh.offset]
     P = sh.n_labels
     if forgetting_rate is None:
         forgetting_rate = 0.0 if likelihood == "exact" and min(batch_size, P) == P else 0.9
@@ -163,7 +165,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                          conditional, likelihood, n_gh, init_var, space,
                          None if space is None else space.log_prior(model, counted=sh.lead), kernel_lr,
                          kernel_batch=ng.default_kernel_batch(kernel_batch),
-                         tie_prior=model.prior_tau() if ties else None, residual=res_prior)
+                         tie_prior=model.prior_tau() if ties else None, residual=res_prior, w=w)
     if space is None and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
         problem = problem._replace(every=ng._labels(problem, torch.arange(a.shape[0]), problem.sides))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,

@@ -51,6 +51,11 @@ from that approximate conditional, not from the exact p(τ | c, D); on the crowd
 (docs/dpm.md). With ``tie_threshold="per_user"`` each user's τ_u takes its own random-walk step (step
 sizes adapted apart) against log p(τ_u) + log τ_u + log Z_EP(D_c; τ) of u's community c alone, the only
 evidence τ_u enters: two EP fits of one community per user and sweep.
+
+Weights (``PairwiseData.weights``): a label of weight w is w copies of it: its EP site holds w copies'
+natural parameters, updated by power EP (:mod:`crowdzoo.inference.ep`), its term of the marginal rule's
+Π_p is raised to the power w (its log-probability times w), its terms of the EP evidence count w times,
+and τ starts at the weighted share of ties.
 """
 from __future__ import annotations
 
@@ -61,6 +66,7 @@ import numpy as np
 import torch
 from torch.special import log_ndtr
 
+from ...data.tensors import weight_tensor
 from ...errors import DataError
 from ...gp.linalg import DTYPE, cho_solve, cholesky, solve_lower
 from ...gp.ordinal import initial_tau
@@ -107,6 +113,7 @@ class _Rule:
         self.ep = ep
         P = self.G.shape[0]
         self.tau, self.nu = torch.zeros(P, dtype=DTYPE), torch.zeros(P, dtype=DTYPE)
+        self.w = weight_tensor(data)  # each label's weight (None: every label 1)
         self.threshold = None
         if data.has_ties:
             a, b = (torch.as_tensor(x, dtype=torch.long) for x in (data.a, data.b))
@@ -120,12 +127,15 @@ class _Rule:
     def _thresholds(self, idx):
         return None if self.threshold is None else self.threshold[idx]
 
+    def _weights(self, idx):
+        return None if self.w is None else self.w[idx]
+
     def ep_fit(self, idx):
         """EP to convergence on the labels ``idx`` under the prior N(0, I), warm-started from (and
         writing back) their sites; returns (m, Σ_w, log Z_EP)."""
         m, Sigma, tau, nu, log_Z, _ = ep_fixed_s(self.I, self.G[idx], self.sgn[idx], self.tau[idx],
                                                 self.nu[idx], L=self.I, threshold=self._thresholds(idx),
-                                                **self.ep)
+                                                weights=self._weights(idx), **self.ep)
         self.tau[idx], self.nu[idx] = tau, nu
         return m, Sigma, log_Z
 
@@ -184,9 +194,10 @@ class _Marginal(_Rule):
         V = torch.linalg.solve_triangular(Cs, Gu.T.expand(Cs.shape[0], -1, -1), upper=False)
         var = (V * V).sum(1)
         if self.threshold is None:
-            loglik = log_ndtr(self.sgn[idx] * mean / torch.sqrt(1.0 + var)).sum(-1)
+            loglik = log_ndtr(self.sgn[idx] * mean / torch.sqrt(1.0 + var))
         else:  # the three-outcome predictive of each label
-            loglik = ordinal_log_normaliser(mean, var, self.sgn[idx], self.threshold[idx]).sum(-1)
+            loglik = ordinal_log_normaliser(mean, var, self.sgn[idx], self.threshold[idx])
+        loglik = (loglik if self.w is None else loglik * self.w[idx]).sum(-1)
         return self._ids + [-1], torch.log(n) + loglik  # log 0 = −inf: a singleton's own slot
 
     def move(self, u, c0, c1, new_id):
@@ -210,7 +221,7 @@ class _Marginal(_Rule):
             m = cho_solve(C, (base.b + Gu.T @ nu)[:, None])[:, 0]
             V = solve_lower(C, Gu.T)
             tau_new, nu_new = probit_site_update(Gu @ m, (V * V).sum(0), tau, nu, s, LOCAL_DAMPING,
-                                                 self._thresholds(idx))
+                                                 self._thresholds(idx), self._weights(idx))
             done = float((tau_new - tau).abs().max() + (nu_new - nu).abs().max()) < LOCAL_TOL
             tau, nu = tau_new, nu_new
             if done:
@@ -393,7 +404,8 @@ def fit_gibbs(model, data, seed: int = 0, n_sweeps: int = 300, burn_in: int = 10
             z = _crp_draw(rng, U, lam)
             rule = _Joint(setup, data, ep, cache_size) if joint else _Marginal(setup, data, ep)
             if ties:  # every user starts at the crowd's share of ties
-                tau = np.full(shape[2:], float(initial_tau(np.mean(data.y == 0.5))))
+                share = np.average(data.y == 0.5, weights=data.label_weights)
+                tau = np.full(shape[2:], float(initial_tau(share)))
                 step = np.full(shape[2:], TIE_STEP)
                 rule.set_tie_threshold(tau)
             rule.start(z)

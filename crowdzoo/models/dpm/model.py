@@ -35,7 +35,8 @@ p(D_u | π, u_{1:T}) = Σ_c π_c Π_{p ∈ D_u} p(y_p | u_c), added per user as 
 (logsumexp over the T communities) inside ``pyro.plate("users", U, subsample_size=...)``. This is
 the enumeration of c_u done by hand rather than by ``TraceEnum_ELBO``: the same objective, but it
 runs under the generic engines' ``Trace_ELBO`` and NUTS with any guide (AutoNormal, ...), which
-then sees only (λ, β, u). The memberships come back per draw in the posterior (their conditional
+then sees only (λ, β, u); a label of weight w (``PairwiseData.weights``) counts w times in Π_{p ∈ D_u}
+(its log-likelihood times w). The memberships come back per draw in the posterior (their conditional
 p(c_u = c | π, u, D_u) ∝ π_c p(D_u | u_c)). With ``concentration_prior`` λ is sampled too.
 
 Ties (labels y = ½ of ``PairwiseData.from_frame(..., ties="model")``; every route): a third outcome
@@ -326,7 +327,7 @@ class DPMCommunities:
         a = torch.as_tensor(data.a, dtype=torch.long)
         b = torch.as_tensor(data.b, dtype=torch.long)
         sgn = 2.0 * torch.as_tensor(data.y, dtype=DTYPE) - 1.0
-        lab, mask = user_labels(data.users, data.n_users)
+        lab, mask = user_labels(data.users, data.n_users, data.weights)  # the mask holds the weights
         rest = (sgn, lab, mask, int(self.truncation), self._concentration(), subsample_size)
         if learn_kernel and self.lengthscale_prior is not None:
             raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
@@ -407,7 +408,9 @@ def user_loglik(G, sgn, lab, mask, u, tau=None) -> torch.Tensor:
 
     ``tau``: None (no ties: log Φ(±z)), or each label's threshold τ_p (P,) or (..., P) per draw
     (τ · :func:`tie_scale`), under which a label with ``sgn`` 0 is a tie and every label takes the
-    ordered probit's log-probability of its outcome (:func:`~crowdzoo.gp.ordinal.outcome_log_probs`)."""
+    ordered probit's log-probability of its outcome (:func:`~crowdzoo.gp.ordinal.outcome_log_probs`).
+    ``mask`` holds each label's weight (0 in the padding; :func:`~crowdzoo.models.dpm.setup.user_labels`):
+    a label of weight w counts as w copies of it."""
     z = torch.einsum("...nlm,...tm->...nlt", G[..., lab, :], u)
     if tau is None:
         ll = log_ndtr(sgn[lab][:, :, None] * z)

@@ -89,29 +89,34 @@ def learn_residual_variance(gp: GPPLSetup, data, s: float, alpha: float, grid=RE
     Pooled rather than per community: the communities do not exist before the sampler, and whatever
     item effect the crowd shares shows in the pooled labels; a community's own effects, which the
     pooled labels average out, are not seen. Needs an exact item side (:func:`with_item_residual`)."""
+    from ...data.tensors import weight_tensor
     from ...gp.conditional import probit_rows
     from ...gp.ordinal import initial_tau
     from ...inference.ep import ep_fixed_s
 
     a, b = (torch.as_tensor(x, dtype=torch.long) for x in (data.a, data.b))
     sgn = 2.0 * torch.as_tensor(data.y, dtype=DTYPE) - 1.0
+    w = weight_tensor(data)
     threshold = None
     if data.has_ties:
-        threshold = torch.full_like(sgn, float(initial_tau(np.mean(data.y == 0.5))))
+        share = np.average(data.y == 0.5, weights=data.label_weights)
+        threshold = torch.full_like(sgn, float(initial_tau(share)))
     tau = nu = None
     log_z = torch.empty(len(grid), dtype=DTYPE)
     for i, v in enumerate(grid):
         g = with_item_residual(gp, s * v) if v > 0 else gp
         H = probit_rows(g, a, b, s, alpha)
         L = g.L_mm / s ** 0.5
-        *_, tau, nu, log_z[i], _ = ep_fixed_s(None, H, sgn, tau, nu, L=L, threshold=threshold, tol=tol)
+        *_, tau, nu, log_z[i], _ = ep_fixed_s(None, H, sgn, tau, nu, L=L, threshold=threshold, tol=tol,
+                                              weights=w)
     grid = torch.as_tensor(grid, dtype=DTYPE)
     return float(grid[torch.argmax(log_z)]), grid, log_z
 
 
-def user_labels(users, n_users: int):
+def user_labels(users, n_users: int, weights=None):
     """Each user's label indices, padded: (U, L) long and its (U, L) float mask (L: the most labels
-    of any user)."""
+    of any user), which holds each label's weight (``weights``, (P,); 1 without) and 0 in the padding, so
+    that Σ mask · log p(y_p) is the user's weighted log-likelihood."""
     users = np.asarray(users)
     order = np.argsort(users, kind="stable")
     n = np.bincount(users, minlength=n_users)
@@ -120,6 +125,8 @@ def user_labels(users, n_users: int):
     pos = np.arange(L)[None, :]
     mask = pos < n[:, None]
     lab = np.where(mask, order[np.minimum(start[:, None] + pos, len(order) - 1)], 0)
+    if weights is not None:
+        mask = np.where(mask, np.asarray(weights)[lab], 0.0)
     return torch.as_tensor(lab, dtype=torch.long), torch.as_tensor(mask, dtype=DTYPE)
 
 

@@ -27,6 +27,10 @@ GPPL's model on the scale of h_p. τ is a point estimate, as natgrad's: log τ j
 (with log s, and the length-scales under ``learn_kernel``), which then maximises
 log Z_EP + log p(s) + log p(log τ) under ``tie_prior`` (the mode of log τ, started where a tie of equal
 items is as common as ties are in the data); the grid over s then runs at that τ.
+
+Weights (``PairwiseData.weights``): a label of weight w is w copies of its factor, one site of w copies'
+natural parameters updated by power EP (:mod:`crowdzoo.inference.ep`); its terms of the evidence count w
+times, and the share of ties that starts τ is the weighted share.
 """
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ import numpy as np
 import torch
 
 from ...core.seeds import isolated
-from ...data.tensors import label_tensors
+from ...data.tensors import label_tensors, weight_tensor
 from ...gp.conditional import probit_rows
 from ...gp.learn import at_learning_start, check_learnable, log_prior_of_theta
 from ...gp.linalg import DTYPE, cholesky
@@ -59,6 +63,7 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
     if s_mode not in ("integrate", "max"):
         raise ValueError(f"s_mode: expected 'integrate' or 'max', got {s_mode!r}")
     a, b, y = label_tensors(data)
+    w = weight_tensor(data)
     sgn = 2.0 * y - 1.0  # 0: a tie
     learned, tie = {}, None
     if learn_kernel or data.has_ties:
@@ -84,7 +89,7 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
         H = probit_rows(setup, a, b, s)
         t_p = None if tie is None else tie_thresholds(tie, c, s)
         mu, Sigma, tau, nu, log_Z, it = ep_fixed_s(setup.K_mm / s, H, sgn, tau, nu, damping, max_iter, tol,
-                                                   threshold=t_p)
+                                                   threshold=t_p, weights=w)
         means.append(mu)
         covs.append(Sigma)
         logZs.append(log_Z)
@@ -130,9 +135,11 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
     ell0 = base.kernel.lengthscale if learn_kernel else base.kernel.lengthscale[:0]
     prior = model.prior_s()
     ties = data.has_ties
+    w = weight_tensor(data)
     start = [torch.log(ell0), torch.log(prior.mean.reshape(1))]
     if ties:
-        start.append(torch.log(initial_tau(float((sgn == 0).double().mean()))).reshape(1))
+        share = float(np.average(data.y == 0.5, weights=data.label_weights))  # the weighted share of ties
+        start.append(torch.log(initial_tau(share)).reshape(1))
     theta = torch.cat(start).detach().to(DTYPE).requires_grad_()
     n_ell = ell0.shape[0]
     sites = {"tau": None, "nu": None}
@@ -154,9 +161,10 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
         with torch.no_grad():  # the sites at the EP fixed point; the same L for EP and the gradient
             _, _, tau, nu, _, _ = ep_fixed_s(K.detach(), H.detach(), sgn, sites["tau"], sites["nu"], damping,
                                              max_iter, tol * 1e-2, L=L.detach(),
-                                             threshold=None if threshold is None else threshold.detach())
+                                             threshold=None if threshold is None else threshold.detach(),
+                                             weights=w)
         sites.update(tau=tau, nu=nu)
-        objective = ep_log_evidence(L, H, sgn, tau, nu, threshold=threshold) + prior.log_prob(s)
+        objective = ep_log_evidence(L, H, sgn, tau, nu, threshold=threshold, weights=w) + prior.log_prob(s)
         if ties:  # the density of log τ
             objective = objective + tie_prior.log_prob(theta[-1].exp()) + theta[-1]
         return -(objective if log_prior_ell is None else objective + log_prior_ell(theta))

@@ -23,6 +23,10 @@ pair, the ordinal probit of :mod:`crowdzoo.gp.ordinal` with a threshold τ under
 (the same integral over the pair's conditional Gaussian as above: with τ = 0 and no ties, the
 model without them).
 
+Weighted labels (``PairwiseData.weights``: counts per pair, ``ties="half"``'s halves): a label of weight
+w_p enters as w_p copies of it, its log-likelihood times w_p (``poutine.scale`` on the observed site
+inside the pairs plate, so within a mini-batch too: :func:`~crowdzoo.data.tensors.label_scale`).
+
 Choices (a :class:`~crowdzoo.data.ChoiceData`: a set of k items per row, the best and optionally the
 worst) take the same utilities through Thurstone's multinomial probit (:mod:`crowdzoo.gp.choice`),
 each member's noise ε_j ~ N(0, ½) widened by its conditional variance c_j / s given f_m (the members'
@@ -61,7 +65,7 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 
-from ...data.tensors import choice_tensors, label_tensors
+from ...data.tensors import choice_tensors, label_scale, label_tensors, weight_tensor, weighted
 from ...errors import DataError
 from ...gp.choice import observe_choices
 from ...gp.conditional import SparseGP, identity_gp
@@ -193,16 +197,17 @@ class GPPL:
                                 arg="lengthscale_prior", settings=("learn_kernel",))
             return gppl_choice_model, (setup, *choice_tensors(data), subsample_size)
         a, b, y = label_tensors(data)
+        w = weight_tensor(data)
         if self.lengthscale_prior is None and not learn_kernel:
-            return gppl_model, (setup, a, b, y, subsample_size)
+            return weighted(gppl_model, w), (setup, a, b, y, subsample_size)
         if self.lengthscale_prior is not None and learn_kernel:
             raise DataError("learn_kernel: with lengthscale_prior the length-scales are already inferred "
                             "(a posterior under the prior); pass one of the two", arg="learn_kernel")
         if np.asarray(data.item_features).shape[1] == 0:  # the setup's X is then the row index
             what = "learn_kernel" if learn_kernel else "lengthscale_prior"
             raise DataError(f"{what}: the items have no features, so there are no length-scales to learn")
-        return gppl_lengthscale_model, (self.lengthscale_space(setup, prior=not learn_kernel), a, b, y,
-                                        subsample_size)
+        return weighted(gppl_lengthscale_model, w), (self.lengthscale_space(setup, prior=not learn_kernel), a,
+                                                     b, y, subsample_size)
 
     def lengthscale_space(self, setup: GPPLSetup, prior: bool = False) -> LengthscaleSpace:
         """The setup as a function of the ARD length-scales (:class:`LengthscaleSpace`): with ``prior``
@@ -256,8 +261,9 @@ def residual(setup: GPPLSetup):
 
 
 def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,
-               subsample_size: int | None = None):
-    """The Pyro model of GPPL (module docstring). ``a``, ``b``, ``y``: (P,) tensors."""
+               subsample_size: int | None = None, weights: torch.Tensor | None = None):
+    """The Pyro model of GPPL (module docstring). ``a``, ``b``, ``y``: (P,) tensors; ``weights`` (P,)
+    (None: every label 1): each label's log-likelihood times its weight, as that many copies of it."""
     s = pyro.sample("s", setup.s_prior)
     u = pyro.sample("u", dist.Normal(torch.zeros(setup.M, dtype=DTYPE), 1.0).to_event(1))
     pyro.deterministic("f_m", setup.L_mm @ u / s.sqrt())
@@ -269,11 +275,12 @@ def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tens
         z = (d @ u) / sd
         if r is not None:
             z = z + (r[a[idx]] - r[b[idx]]) * s.sqrt() / sd
-        if tau is None:
-            pyro.sample("y", dist.Bernoulli(logits=probit_logits(z)), obs=None if y is None else y[idx])
-        else:  # three outcomes (k = 2y) with Δ and τ both over √(1 + c/s)
-            pyro.sample("y", outcome_distribution(z, tau * s.sqrt() / sd),
-                        obs=None if y is None else outcome_codes(y[idx]))
+        with label_scale(weights, idx):
+            if tau is None:
+                pyro.sample("y", dist.Bernoulli(logits=probit_logits(z)), obs=None if y is None else y[idx])
+            else:  # three outcomes (k = 2y) with Δ and τ both over √(1 + c/s)
+                pyro.sample("y", outcome_distribution(z, tau * s.sqrt() / sd),
+                            obs=None if y is None else outcome_codes(y[idx]))
 
 
 @dataclass
@@ -296,7 +303,7 @@ class LengthscaleSpace:
 
 
 def gppl_lengthscale_model(space: LengthscaleSpace, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,
-                           subsample_size: int | None = None):
+                           subsample_size: int | None = None, weights: torch.Tensor | None = None):
     """GPPL with the length-scales ℓ (D,) a random variable (site "lengthscale", under
     ``space.prior``) or, without a prior, a ``pyro.param`` (module docstring); the rest is
     :func:`gppl_model` on the setup built from ℓ."""
@@ -304,7 +311,7 @@ def gppl_lengthscale_model(space: LengthscaleSpace, a: torch.Tensor, b: torch.Te
         ell = pyro.param("lengthscale", space.ell0.clone(), constraint=constraints.positive)
     else:
         ell = pyro.sample("lengthscale", space.prior)
-    gppl_model(space.setup_at(ell), a, b, y, subsample_size)
+    gppl_model(space.setup_at(ell), a, b, y, subsample_size, weights)
 
 
 def gppl_choice_model(setup: GPPLSetup, items, mask, best, worst, subsample_size=None):

@@ -31,6 +31,12 @@ without the residual a few full-batch steps of every factor (:func:`full_batch_s
 paper, :func:`finish`): the last mini-batch iterate of a block that each batch sees through a few
 labels, such as an item's residual, is a noisy estimate of the full-batch optimum.
 
+Weights (``PairwiseData.weights``): a label of weight w counts as w copies of it: its likelihood's
+statistics (the exact likelihood's derivatives, the linearised one's precision G²/Q, i.e. noise Q/w)
+and its term of the bound are multiplied by w, and so is its pull on τ; mini-batches stay uniform over
+labels with π_i = P / P_i, an unbiased estimate of the weighted sums, and τ starts at the weighted share
+of ties.
+
 The algorithm is module-level and pure (BlackJAX style): :func:`init` (q at the prior), :func:`step`
 (one iteration on a :class:`~crowdzoo.inference.natgrad.Batch`: a :class:`State` and an :class:`Info`)
 and :func:`bound`, each on a :class:`Problem` that holds what the fit keeps fixed; :func:`fit_natgrad`
@@ -58,7 +64,7 @@ import numpy as np
 import torch
 from torch.special import ndtr
 
-from ...data.tensors import label_tensors
+from ...data.tensors import label_tensors, weight_tensor
 from ...errors import DataError, NumericalError
 from ...gp import natural, residual
 from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
@@ -109,7 +115,8 @@ def basis_of(setup, whitened: bool = False) -> Basis:
 
 
 class Problem(NamedTuple):
-    """What a GPPL fit holds fixed: this rank's labels (a, b, y), the Gamma prior (α₀, β₀) of s, the
+    """What a GPPL fit holds fixed: this rank's labels (a, b, y; ``w`` their weights, None: all 1), the
+    Gamma prior (α₀, β₀) of s, the
     basis at the model's kernel, the kernel's space when θ learns (``space``, ``log_prior`` its prior
     term, ``kernel_lr`` Adam's step) and the route's options."""
 
@@ -130,6 +137,11 @@ class Problem(NamedTuple):
     tie_prior: object = None  # the prior of τ when the labels have ties (a third outcome), else None
     tie_steps: int = 3  # Newton steps on log τ per iteration
     residual: tuple | None = None  # the Gamma prior (α_r, β_r) of the item residual's s_r, or None
+    w: torch.Tensor | None = None  # this rank's labels' weights, or None: every label 1
+
+    def weights(self, idx):
+        """The weights of this rank's labels ``idx``, or None where every label weighs 1."""
+        return None if self.w is None else self.w[idx]
 
     def pairs(self, idx):
         """The items (a, b) of this rank's labels ``idx``."""
@@ -175,12 +187,14 @@ def _marginals(rows, c, m, S, Es, r=None, ab=None):
     return rows.mean(m) + dm, c / Es + rows.quad(S) + dv
 
 
-def _expected(p: Problem, tau, y, mu, v):
+def _expected(p: Problem, tau, y, mu, v, w=None):
     """E_q[log p(y | Δ)] and its derivatives in μ and v per label: the probit's, or with ties the
-    ordinal probit's at threshold ``tau``."""
+    ordinal probit's at threshold ``tau``; each times the label's weight ``w`` where given."""
     if tau is None:
-        return expected_log_probit(y, mu, v, p.n_gh)
-    return expected_log_outcome(y, mu, v, tau, p.n_gh)[:3]
+        out = expected_log_probit(y, mu, v, p.n_gh)
+    else:
+        out = expected_log_outcome(y, mu, v, tau, p.n_gh)[:3]
+    return out if w is None else tuple(x * w for x in out)
 
 
 def init(problem: Problem, gen: torch.Generator) -> State:
@@ -190,7 +204,7 @@ def init(problem: Problem, gen: torch.Generator) -> State:
     q = natural.gaussian(Es0 * problem.basis.K_inv, torch.zeros(problem.basis.setup.M, dtype=DTYPE), WHAT)
     tau = None
     if problem.tie_prior is not None:
-        tau = initial_tau(problem.shard.sum((problem.y == 0.5).sum().to(DTYPE)) / problem.shard.n_labels)
+        tau = initial_tau(problem.shard.tie_share(problem.y, problem.w))
     r = None if problem.residual is None else residual.init(problem.basis.setup.N, *problem.residual)
     return State(q, torch.tensor(problem.alpha0, dtype=DTYPE), torch.tensor(problem.beta0, dtype=DTYPE),
                  None if problem.space is None else adam_init(problem.space.theta0), tau=tau, r=r)
@@ -208,38 +222,40 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
     return state, Info(batch.rho, state.shape / state.rate)
 
 
-def _Q(p: Problem, y):
+def _Q(p: Problem, y, w=None):
     """Q of Eq. 8 from the prior variance of z_p: 2/E₀[s] (f_a, f_b independent), plus 2/E₀[s_r] with
-    the item residual."""
+    the item residual; divided by each label's weight ``w`` where given (w copies of a Gaussian
+    pseudo-observation are one with noise Q/w)."""
     var_z = 2.0 * p.beta0 / p.alpha0 + (0.0 if p.residual is None else 2.0 * p.residual[1] / p.residual[0])
-    return beta_bernoulli_Q(torch.full_like(y, var_z), y)
+    Q = beta_bernoulli_Q(torch.full_like(y, var_z), y)
+    return Q if w is None else Q / w
 
 
 def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem, tau_rate: float = 1.0) -> State:
     K_inv = basis.K_inv
     A_d, c = p.rows(basis, idx)
-    yb = p.y[idx]
+    yb, wb = p.y[idx], p.weights(idx)
     ab = p.pairs(idx)
     Es = state.shape / state.rate
     q, r = state.q, state.r
     offset, r_var = residual.pair_moments(r, *ab)
     if p.likelihood == "linearised":
-        q = _linearised_step(q, A_d, yb, Es, _Q(p, yb), K_inv, r_i, pi, p.inner_iter, p.shard.sum, offset)
+        q = _linearised_step(q, A_d, yb, Es, _Q(p, yb, wb), K_inv, r_i, pi, p.inner_iter, p.shard.sum, offset)
     else:
         mu_f = A_d.mean(q.m)
-        _, g_mu, g_v = _expected(p, state.tau, yb, mu_f + offset, c / Es + A_d.quad(q.S) + r_var)
+        _, g_mu, g_v = _expected(p, state.tau, yb, mu_f + offset, c / Es + A_d.quad(q.S) + r_var, wb)
         Lam_lik, eta_lik = p.shard.sum(-2.0 * pi * A_d.gram(g_v), pi * A_d.tmul(g_mu - 2.0 * g_v * mu_f))
         q = natural.step(q, Es * K_inv, Lam_lik, eta_lik, r_i, WHAT)
     if r is not None:  # q(r) given the new q(f_m): coordinate ascent, as crowdGPPL's factors
-        r = _residual_step(r, p, yb, ab, *_marginals(A_d, c, q.m, q.S, Es, r, ab), state.tau, r_i, pi)
+        r = _residual_step(r, p, yb, ab, *_marginals(A_d, c, q.m, q.S, Es, r, ab), state.tau, r_i, pi, wb)
     shape, rate = q_s(p.alpha0, p.beta0, basis.setup.M, natural.second(q, K_inv))  # Eq. 15
     if p.likelihood == "exact" and not basis.setup.exact:  # the likelihood's pull through c / E[s]
-        _, _, g_v = _expected(p, state.tau, yb, *_marginals(A_d, c, q.m, q.S, Es, r, ab))
+        _, _, g_v = _expected(p, state.tau, yb, *_marginals(A_d, c, q.m, q.S, Es, r, ab), wb)
         rate = scale_rate(rate, shape, p.shard.sum(-pi * (g_v * c).sum()))
     tau = state.tau
     if tau is not None:
         mu, v = _marginals(A_d, c, q.m, q.S, shape / rate, r, ab)
-        tau = threshold_step(tau, yb, mu, v, pi, p.tie_prior, p.tie_steps, p.n_gh,
+        tau = threshold_step(tau, yb, mu, v, pi if wb is None else pi * wb, p.tie_prior, p.tie_steps, p.n_gh,
                              p.shard.sum if p.shard.world > 1 else None, tau_rate)
     return state._replace(q=q, shape=shape, rate=rate, tau=tau, r=r)
 
@@ -276,7 +292,7 @@ def full_batch_steps(state: State, p: Problem, steps: int, chunk: int, rho: floa
             ab = p.pairs(idx)
             mu_f = A_d.mean(q.m)
             mu, v = _marginals(A_d, c, q.m, q.S, Es, r, ab)
-            _, g_mu, g_v = _expected(p, None, p.y[idx], mu, v)
+            _, g_mu, g_v = _expected(p, None, p.y[idx], mu, v, p.weights(idx))
             Lam_lik = Lam_lik - 2.0 * A_d.gram(g_v)
             eta_lik = eta_lik + A_d.tmul(g_mu - 2.0 * g_v * mu_f)
             gvc = gvc - (g_v * c).sum()
@@ -345,6 +361,8 @@ def sweep_residual(state: State, p: Problem, chunk: int, sweeps: int = 30,
             sl = slice(lo, min(lo + chunk, n))
             a, b = p.a[sl], p.b[sl]
             g_mu, g_v = probit_grads(sgn[sl], mu_f[sl] + m[a] - m[b], v_f[sl] + S[a] + S[b], p.n_gh)
+            if p.w is not None:
+                g_mu, g_v = g_mu * p.w[sl], g_v * p.w[sl]
             la, nu = residual.item_sums(r, a, b, *residual.exact_weights(g_mu, g_v, r, a, b))
             lam_r, nu_r = lam_r + la, nu_r + nu
         if p.shard.world > 1:
@@ -421,13 +439,13 @@ def finish(state: State, p: Problem, steps: int, sweeps: int, chunk: int) -> tup
     return state, taken
 
 
-def _residual_step(r: residual.Residual, p: Problem, y, ab, mu, v, tau, r_i, pi) -> residual.Residual:
+def _residual_step(r: residual.Residual, p: Problem, y, ab, mu, v, tau, r_i, pi, w=None) -> residual.Residual:
     """One natural-gradient step of the item residual's q(r) and q(s_r) (:mod:`crowdzoo.gp.residual`) at
-    the labels' marginals (μ, v) of z under the current q."""
+    the labels' marginals (μ, v) of z under the current q (``w``: the labels' weights, or None)."""
     if p.likelihood == "linearised":
-        weights = residual.linearised_weights(mu, _Q(p, y), y, r, *ab)
+        weights = residual.linearised_weights(mu, _Q(p, y, w), y, r, *ab)
     else:
-        _, g_mu, g_v = _expected(p, tau, y, mu, v)
+        _, g_mu, g_v = _expected(p, tau, y, mu, v, w)
         weights = residual.exact_weights(g_mu, g_v, r, *ab)
     return residual.step(r, *ab, *weights, r_i, pi, *p.residual,
                          reduce=p.shard.sum if p.shard.world > 1 else None)
@@ -442,7 +460,7 @@ def _kernel_step(state: State, idx, pi, p: Problem) -> State:
     def likelihood_term(theta):
         d, c = p.space.build(theta).pair_factors(p.a[idx], p.b[idx])
         marg = _marginals(d, c, m_u, S_u, Es, state.r, p.pairs(idx))
-        ell = pi * _expected(p, state.tau, p.y[idx], *marg)[0].sum()
+        ell = pi * _expected(p, state.tau, p.y[idx], *marg, p.weights(idx))[0].sum()
         return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
 
     hyper = ascend(state.hyper, likelihood_term, p.kernel_lr, p.shard.sum)
@@ -459,7 +477,8 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
     idx = p.shard.local(idx)
     A_d, c = p.rows(basis, idx)
     Es, Elog_s = gamma_moments(state.shape, state.rate)
-    ell, _, _ = _expected(p, state.tau, p.y[idx], *_marginals(A_d, c, q.m, q.S, Es, state.r, p.pairs(idx)))
+    ell, _, _ = _expected(p, state.tau, p.y[idx], *_marginals(A_d, c, q.m, q.S, Es, state.r, p.pairs(idx)),
+                          p.weights(idx))
     kl_f = natural.kl(q, basis.K_inv, basis.logdet_K, Es, Elog_s, WHAT)
     kl_r = 0.0 if state.r is None else residual.kl(state.r, *p.residual)
     return float(scale * p.shard.sum(ell.sum()) - kl_f - kl_r
@@ -549,6 +568,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                         settings=("likelihood",))
     a, b, y = label_tensors(data)
     a, b, y = (x[sh.lo - sh.offset:sh.hi - sh.offset] for x in (a, b, y))  # this rank's labels (a view)
+    w = weight_tensor(data)
+    w = None if w is None else w[sh.lo - sh.offset:sh.hi - sh.offset]
     P = sh.n_labels
     space = KernelSpace.of(model, data.item_features, setup, seed, learn_kernel, learn_inducing)
     learning = space is not None
@@ -561,7 +582,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                       n_gh, space, log_prior, kernel_lr,
                       tie_prior=model.prior_tau() if ties else None,
                       residual=None if setup.residual_prior is None
-                      else require_gamma(setup.residual_prior, "shape_r0, rate_r0"))
+                      else require_gamma(setup.residual_prior, "shape_r0, rate_r0"), w=w)
     if not learning and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
         problem = problem._replace(every=problem.basis.rows(a, b))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
