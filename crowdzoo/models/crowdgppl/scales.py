@@ -71,13 +71,14 @@ def applies(model, data, setup) -> str | None:
 
 
 def _log_loss(post, test) -> np.ndarray:
-    """Each decided held-out label's log loss under ``post``."""
+    """Each decided held-out label's log loss under ``post``, times its weight over the mean weight."""
     keep = np.flatnonzero(np.asarray(test.y) != 0.5)
+    w = np.asarray(test.label_weights, dtype=float)[keep]
     a, b = test.item_ids[test.a[keep]], test.item_ids[test.b[keep]]
     p = np.asarray(post.predict_proba(a, b, users=test.user_ids[test.users[keep]]), dtype=float)
     p = np.clip(p, 1e-12, 1 - 1e-12)
     y = np.asarray(test.y)[keep]
-    return -(y * np.log(p) + (1 - y) * np.log1p(-p))
+    return -(y * np.log(p) + (1 - y) * np.log1p(-p)) * w / w.mean()
 
 
 def select(model, data, setup, fit, seed: int = 0):
