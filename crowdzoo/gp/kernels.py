@@ -94,11 +94,17 @@ class Kernel(KernelBase):
     ``Kernel("matern32", ell)(X1, X2)`` gives the (n, m) kernel matrix in float64;
     ``pairs(Xa, Xb)`` gives k(x_a, x_b) row by row (the diagonal of the cross matrix, without it).
     ``Kernel("se")`` with no length-scale takes the model's (the median heuristic of Eq. 26).
+
+    ``white`` adds an independent part of that variance to each input of the set the kernel is built on
+    (``k(X, X)`` and ``diag``; a cross matrix ``k(Z, X)`` between two different sets carries none):
+    with every input inducing, f(x_j) = g(x_j) + ε_j, ε_j ~ N(0, white), so inputs with equal features
+    keep values of their own; a new input gets g's prediction and ε's variance.
     """
 
     name: str
     lengthscale: torch.Tensor | None = None
     variance: float = 1.0
+    white: float = 0.0
 
     def __post_init__(self):
         if self.name not in KERNELS:
@@ -106,6 +112,8 @@ class Kernel(KernelBase):
                             "or pass a kernel object or a callable k(X1, X2)")
         if not float(self.variance) > 0:
             raise DataError(f"kernel variance: must be positive, got {self.variance}")
+        if not float(self.white) >= 0:
+            raise DataError(f"kernel white: must be at least 0, got {self.white}")
         if self.lengthscale is None:
             return
         ls = torch.as_tensor(self.lengthscale, dtype=DTYPE).reshape(-1)
@@ -119,18 +127,21 @@ class Kernel(KernelBase):
         return self.lengthscale
 
     def __call__(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        return self.variance * KERNELS[self.name][0](x1, x2, self._ell())
+        K = self.variance * KERNELS[self.name][0](x1, x2, self._ell())
+        if self.white and x1 is x2:  # the set's own matrix: each input's independent part
+            K = K + self.white * torch.eye(K.shape[-1], dtype=K.dtype)
+        return K
 
     def pairs(self, xa: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
         return self.variance * KERNELS[self.name][1](_pair_r2(xa, xb, self._ell()))
 
     def diag(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.full(x.shape[:-1], float(self.variance), dtype=x.dtype)
+        return torch.full(x.shape[:-1], float(self.variance + self.white), dtype=x.dtype)
 
     def with_lengthscale(self, ell):
         if self.lengthscale is not None:
             return self
-        return Kernel(self.name, torch.as_tensor(ell, dtype=DTYPE), self.variance)
+        return Kernel(self.name, torch.as_tensor(ell, dtype=DTYPE), self.variance, self.white)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
-from .linalg import DTYPE
+from .linalg import DTYPE, solve_lower
 from .priors import check_positive_prior
 
 
@@ -204,6 +204,7 @@ class ARDGP:
     Z: torch.Tensor
     exact: bool
     jitter: float
+    white: float = 0.0  # each inducing input's independent part (Kernel's ``white``)
 
     @classmethod
     def of(cls, model, setup, what: str = "lengthscale_prior"):
@@ -214,7 +215,8 @@ class ARDGP:
         kern = model.kernel
         name, variance = (kern, 1.0) if isinstance(kern, str) else (kern.name, float(kern.variance))
         Kernel(name)  # the kernel's name is checked here
-        return cls(name, variance, setup.X, setup.Z, bool(setup.exact), float(model.jitter))
+        return cls(name, variance, setup.X, setup.Z, bool(setup.exact), float(model.jitter),
+                   float(getattr(kern, "white", 0.0)))
 
     @property
     def D(self) -> int:
@@ -224,7 +226,7 @@ class ARDGP:
         """The kernel object at one ℓ (D,)."""
         from .kernels import Kernel
 
-        return Kernel(self.name, ell, self.variance)
+        return Kernel(self.name, ell, self.variance, self.white)
 
     def k(self, x1, x2, ell):
         """k(x1, x2) at every ℓ: x1 (n, D), x2 (m, D), ℓ (..., D) → (..., n, m)."""
@@ -237,6 +239,8 @@ class ARDGP:
     def chol(self, ell):
         """(K_mm, L_mm) at every ℓ: (..., M, M) each; L_mm L_mmᵀ = K_mm + jitter·variance·I."""
         K = self.k(self.Z, self.Z, ell)
+        if self.white:
+            K = K + self.white * torch.eye(K.shape[-1], dtype=K.dtype)
         return K, fixed_jitter_chol(K, self.jitter * self.variance)
 
     def sparse_gp(self, ell, cls=None, **extra):
@@ -247,7 +251,7 @@ class ARDGP:
 
         K_mm, L_mm = self.chol(ell)
         kern = self.kernel(ell)
-        B = solve_lower(L_mm, self.k(self.Z, self.X, ell))
+        B = solve_lower(L_mm, K_mm if self.exact else self.k(self.Z, self.X, ell))
         return (cls or SparseGP)(kernel=kern, X=self.X, Z=self.Z, K_mm=K_mm, L_mm=L_mm, B=B,
                                  exact=self.exact, jitter=self.jitter, **extra)
 
@@ -265,11 +269,15 @@ class ARDGP:
         ``idx``: only those rows of the items (x None); ``L``: :meth:`chol`'s factors at ℓ when at hand."""
         L = self.chol(ell)[1] if L is None else L
         xs = self.X if x is None else x
-        B = self.whitened(L, xs if idx is None else xs[idx], ell)  # (..., M, n)
+        K_zx = self.k(self.Z, xs if idx is None else xs[idx], ell)
+        if x is None and self.exact and self.white:  # the training inputs' own independent parts
+            eye = torch.eye(self.Z.shape[0], dtype=K_zx.dtype)
+            K_zx = K_zx + self.white * (eye if idx is None else eye[:, idx])
+        B = solve_lower(L, K_zx)  # (..., M, n)
         A = torch.linalg.solve_triangular(L.mT, B, upper=True).mT
         if x is None and self.exact:
             return A, torch.zeros(B.shape[:-2] + B.shape[-1:], dtype=B.dtype)
-        return A, (self.variance - (B * B).sum(-2)).clamp_min(0.0)
+        return A, (self.variance + self.white - (B * B).sum(-2)).clamp_min(0.0)
 
     def pair_terms(self, ell, a, b, x=None, L=None):
         """Whitened rows d = L_mm⁻¹ (k_m(x_a) − k_m(x_b)) (..., P, M) and the conditional variance of
@@ -280,7 +288,7 @@ class ARDGP:
         d = (self.whitened(L, xa, ell) - self.whitened(L, xb, ell)).mT
         if x is None and self.exact:
             return d, torch.zeros(d.shape[:-1], dtype=d.dtype)
-        k_d = 2.0 * self.variance - 2.0 * self.k_pairs(xa, xb, ell)
+        k_d = 2.0 * (self.variance + self.white) - 2.0 * self.k_pairs(xa, xb, ell)
         return d, (k_d - (d * d).sum(-1)).clamp_min(0.0)
 
     def pair_rows(self, ell, a, b, x=None, L=None):

@@ -37,6 +37,11 @@ adds to the consensus each item's own utility, which the sparse conditional cann
     s_r   ~ Gamma(α_r, β_r),   r_i ~ N(0, 1/s_r)                       (sites "s_r", "u_r" = r √s_r)
     z_p   = (t_a + r_a − t_b − r_b) + Σ_c (v_c,a − v_c,b) w_c,j
 
+With user features x_j the user components are a GP over them plus each user's own part
+(``user_individual`` = λ; every user inducing):
+
+    w_c,j = g_c(x_j) + ε_c,j,   g_c ~ GP(0, L / s_w,c),   ε_c,j ~ N(0, λ / s_w,c)   (L_mm + λ I)
+
 Length-scales under a prior (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` (and ``user_lengthscale_prior=`` when there is a user kernel) the svi and nuts
 routes' program samples the ARD length-scales first,
@@ -63,6 +68,7 @@ import torch
 from ...data.tensors import label_scale, label_tensors, user_tensor, weight_tensor, weighted
 from ...errors import DataError
 from ...gp.conditional import identity_gp
+from ...gp.kernels import Kernel
 from ...gp.linalg import DTYPE
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.priors import check_priors
@@ -134,6 +140,12 @@ class CrowdGPPL:
         then fell behind per-item win rates: docs/benchmarks.md, "A large crowd through the command
         line"). Needs the consensus.
     shape_r0, rate_r0 : α_r, β_r of the Gamma prior on s_r (default 2, ½, as GPPL's).
+    user_individual : with user features, each user's own part of w beside the user GP, as a share of
+        the GP's variance: w_c,j = g_c(x_j) + ε_c,j, ε_c,j ~ N(0, λ / s_w,c) (module docstring), so users
+        with equal covariates keep tastes of their own and a new user gets the covariates' prediction
+        with the individual part's variance. 0: w is the user GP alone (the paper's). With fewer
+        inducing users than users, the individual part is the conditional variance alone. A named user
+        kernel (or a :class:`~crowdzoo.gp.kernels.Kernel`) carries it; other kernel objects do not.
     """
 
     n_components: int = 20
@@ -164,6 +176,7 @@ class CrowdGPPL:
     item_residual: bool | str = "auto"
     shape_r0: float = 2.0
     rate_r0: float = 0.5
+    user_individual: float = 1.0
 
     def __post_init__(self):
         resolve(self.item_residual, False)  # a bad setting fails here, by name
@@ -179,6 +192,13 @@ class CrowdGPPL:
                      scale_priors=("prior_t", "prior_v", "prior_w"),
                      lengthscale_priors=("lengthscale_prior", "user_lengthscale_prior"),
                      positive_priors={"tie_prior": "tie thresholds"})
+        try:
+            ok = float(self.user_individual) >= 0 and math.isfinite(float(self.user_individual))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise DataError(f"user_individual: expected a number ≥ 0 (each user's own variance beside "
+                            f"the user GP; 0: none), got {self.user_individual!r}", arg="user_individual")
         if int(self.n_components) < 1:
             raise DataError(f"n_components: must be at least 1, got {self.n_components} "
                             "(for the consensus alone fit GPPL to the pooled labels)")
@@ -240,10 +260,16 @@ class CrowdGPPL:
 
     def user_gp(self) -> GPPL:
         """The GP over user features: ``user_kernel``, or the item kernel when that is named (a kernel
-        object is built for the item features' dimensions, so the users then get Matérn 3/2)."""
+        object is built for the item features' dimensions, so the users then get Matérn 3/2), with each
+        user's own part of variance ``user_individual`` (a named kernel's ``white``)."""
         kern = self.user_kernel
         if kern is None:
             kern = self.kernel if isinstance(self.kernel, str) else "matern32"
+        if self.user_individual:
+            if isinstance(kern, str):
+                kern = Kernel(kern, white=float(self.user_individual))
+            elif isinstance(kern, Kernel):
+                kern = dataclasses.replace(kern, white=float(self.user_individual))
         return GPPL(n_inducing=self.n_inducing_users, kernel=kern, lengthscale=self.user_lengthscale,
                     jitter=self.jitter)
 

@@ -98,8 +98,10 @@ def test_recovers_consensus_and_beats_pooled_gppl(crowd):
 
 
 def test_new_items_and_users_by_features_match_training_ids(crowd):
+    """Without the users' individual part, a user is its features: given by them or by id, one taste."""
     train, test, _ = crowd
-    post = cz.fit(CrowdGPPL(n_components=3), train, method="natgrad", max_iter=30, progress_bar=False)
+    post = cz.fit(CrowdGPPL(n_components=3, user_individual=0.0), train, method="natgrad", max_iter=30,
+                  progress_bar=False)
     ids, uids = test.item_ids, test.user_ids[test.users]
     by_id = post.predict_proba(ids[test.a], ids[test.b], users=uids)
     by_features = post.predict_proba(test.a, test.b, users=test.users, item_features=train.item_features,
