@@ -55,6 +55,14 @@ CROWDS = {
     "many-per-item": (Panel(n_items=150, n_users=300, labels_per_user=20, residual=1.0, personal=0.5), "api"),
     "sparse-big": (Panel(n_items=300, n_users=2000, labels_per_user=4, features="irrelevant", n_features=6,
                          taste="low-rank", personal=0.4), "api"),
+    # survey panels: every respondent answers every pair, categorical covariates shared by many
+    "survey-weak": (Panel(n_items=6, n_users=200, all_pairs=True, features="none", taste="low-rank",
+                          personal=1.0, covariates=5, covariate_taste=0.3, scale=0.5, tie_rate=0.16), "api"),
+    "survey-individual": (Panel(n_items=8, n_users=250, all_pairs=True, features="none", taste="low-rank",
+                                personal=1.5, covariates=6, covariate_taste=0.3, scale=1.5), "api"),
+    "survey-covariates": (Panel(n_items=6, n_users=300, all_pairs=True, features="none", taste="communities",
+                                personal=0.5, covariates=5, covariate_taste=1.0, scale=4.0, tie_rate=0.16),
+                          "api"),
 }
 QUICK = ("one-rater", "coffee-cli", "sushi-like", "noisy", "decided", "dense-panel", "ties")
 #: crowdGPPL (C = 20) by NUTS beside the defaults on crowds this small: about two minutes on one core
@@ -83,7 +91,7 @@ def _as_data(train, items, users, crowd: bool):
     from ..data import PairwiseData
 
     feats = pd.get_dummies(items, dtype=float) if items.shape[1] else items
-    numeric = users.select_dtypes("number")
+    numeric = pd.get_dummies(users.drop(columns="barista"), dtype=float)  # the respondents' covariates
     kw = dict(user="taster", users=numeric if numeric.shape[1] else None) if crowd else {}
     return PairwiseData.from_frame(train, feats, a="winner", b="loser", y=None, tie="tie", ties="half", **kw)
 
@@ -218,16 +226,7 @@ def run_one(seed: int, quick: bool = False) -> pd.DataFrame:
     with the oracle, a coin, win rates and crowdGPPL by NUTS beside them."""
     crowds = list(QUICK if quick else CROWDS)
     defaults = {e.name: (e.name, None, {}) for e in pairwise_models()}
-    frames = [score_models(defaults, crowds, seed)]
-    rows = []
-    for crowd in crowds:
-        train, test, items, users, truth, read = crowd_data(crowd, seed)
-        decided = test[test["tie"] == "no"]
-        base = {"seed": seed, "crowd": crowd, "labels": len(train), "oracle": truth["oracle"]}
-        rows.append(dict(base, model="oracle", **{"log loss": truth["oracle"]}))
-        rows.append(dict(base, model="coin", **_scores(np.full(len(decided), 0.5))))
-        rows.append(dict(base, model="win rate", **_scores(win_rates(train, decided))))
-    frames.append(pd.DataFrame(rows))
+    frames = [score_models(defaults, crowds, seed), references(crowds, seed)]
     small = [c for c in crowds if len(crowd_data(c, seed)[0]) <= NUTS_LABELS]
     if small:
         from ..models import CrowdGPPL
@@ -236,13 +235,31 @@ def run_one(seed: int, quick: bool = False) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def references(crowds, seed: int) -> pd.DataFrame:
+    """The oracle's, a coin's and the items' win rates' rows of ``crowds`` at ``seed``."""
+    rows = []
+    for crowd in crowds:
+        train, test, items, users, truth, read = crowd_data(crowd, seed)
+        decided = test[test["tie"] == "no"]
+        base = {"seed": seed, "crowd": crowd, "labels": len(train), "oracle": truth["oracle"]}
+        rows.append(dict(base, model="oracle", **{"log loss": truth["oracle"]}))
+        rows.append(dict(base, model="coin", **_scores(np.full(len(decided), 0.5))))
+        rows.append(dict(base, model="win rate", **_scores(win_rates(train, decided))))
+    return pd.DataFrame(rows)
+
+
 def _crowd_line(crowd: str, labels: int) -> str:
     panel, read = CROWDS[crowd]
     how = ("read by `crowdzoo fit` / `crowdzoo predict` from CSV" if read == "cli"
            else "PairwiseData.from_frame")
     extras = [f"ties {panel.tie_rate:.0%}"] * bool(panel.tie_rate) + ["user features"] * panel.user_features
     extras += ["labels from full rankings"] * panel.rankings
-    return (f"{panel.n_items} items, {panel.n_users} users, about {panel.labels_per_user} labels each "
+    extras += ["every pair asked of every user"] * panel.all_pairs
+    if panel.covariates:
+        extras.append(f"{panel.covariates} categorical user covariates, one-hot (taste share "
+                      f"{panel.covariate_taste})")
+    per_user = panel.n_items * (panel.n_items - 1) // 2 if panel.all_pairs else panel.labels_per_user
+    return (f"{panel.n_items} items, {panel.n_users} users, about {per_user} labels each "
             f"({labels} training labels at seed 0); features {panel.features}, tastes {panel.taste}, "
             f"scale {panel.scale}" + "".join(f", {x}" for x in extras) + f"; {how}.")
 
@@ -329,6 +346,9 @@ def update(models: list[str], md_path, repeats: int = 2, note: str = "", crowds=
         raise DataError(f"crowds: {unknown} are not battery crowds (those are {list(CROWDS)})", arg="crowds")
     fresh = pd.concat([score_models({m: (m, None, {}) for m in models}, crowds, seed=s)
                        for s in range(repeats)], ignore_index=True)
+    new = [c for c in crowds or list(CROWDS) if not ((old["crowd"] == c) & (old["model"] == "oracle")).any()]
+    if new:  # a crowd new to the battery gets its reference rows
+        fresh = pd.concat([fresh] + [references(new, s) for s in range(repeats)], ignore_index=True)
     replaced = old["model"].isin(models) & (old["crowd"].isin(crowds) if crowds else True)
     df = pd.concat([old[~replaced], fresh], ignore_index=True)
     order = {m: i for i, m in enumerate(old["model"].drop_duplicates())}
