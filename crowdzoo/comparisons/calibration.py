@@ -91,7 +91,8 @@ def _as_data(train, items, users, crowd: bool):
     from ..data import PairwiseData
 
     feats = pd.get_dummies(items, dtype=float) if items.shape[1] else items
-    numeric = pd.get_dummies(users.drop(columns="barista"), dtype=float)  # the respondents' covariates
+    covariates = users.drop(columns="barista")
+    numeric = pd.get_dummies(covariates, dtype=float) if covariates.shape[1] else covariates
     kw = dict(user="taster", users=numeric if numeric.shape[1] else None) if crowd else {}
     return PairwiseData.from_frame(train, feats, a="winner", b="loser", y=None, tie="tie", ties="half", **kw)
 

@@ -159,7 +159,8 @@ def test_battery_runs_every_pairwise_model_on_a_crowd(one_thread):
 def test_battery_update_reruns_only_the_crowds_asked_for(tmp_path, one_thread):
     """``update(models, md, crowds=[...])`` refits those models on those crowds alone: the other
     crowds' rows are kept as they were (here marked by an impossible log loss), the rerun row is the
-    model's score on that crowd, and the page says which rows were rerun and by what command."""
+    model's score on that crowd (with the oracle's, a coin's and the win rates' rows where the page had
+    none), and the page says which rows were rerun and by what command."""
     from crowdzoo.comparisons.calibration import CROWDS
 
     CROWDS["_tiny_a"] = (Panel(n_items=8, n_users=3, labels_per_user=12, scale=1.0), "api")
@@ -181,7 +182,11 @@ def test_battery_update_reruns_only_the_crowds_asked_for(tmp_path, one_thread):
         del CROWDS["_tiny_a"], CROWDS["_tiny_b"]
     new = pd.read_csv(md.with_suffix(".csv")).set_index(["crowd", "model"])["log loss"]
     assert new[("_tiny_b", "bradley-terry")] == pytest.approx(direct["log loss"].iloc[0])
-    assert (new.drop(("_tiny_b", "bradley-terry")) == 9.0).all()
+    refs = new.index.get_level_values("model").isin(["oracle", "coin", "win rate"])
+    assert (new[~refs].drop(("_tiny_b", "bradley-terry")) == 9.0).all()
+    # a crowd the page had no reference rows for gets them with its rerun; the others are left alone
+    assert set(new[refs].index.get_level_values("crowd")) == {"_tiny_b"}
+    assert new[("_tiny_b", "coin")] == pytest.approx(np.log(2))
     assert "Rows of bradley-terry on _tiny_b rerun by" in md.read_text().splitlines()[0]
     assert "--crowds _tiny_b" in md.read_text().splitlines()[0]
 
