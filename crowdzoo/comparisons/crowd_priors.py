@@ -1,12 +1,14 @@
 """crowdGPPL's scale priors on the calibration battery: the default against the alternatives it was
 chosen over.
 
-Each variant is ``CrowdGPPL(**settings)`` with its default route, scored on the battery's crowds by
-:func:`crowdzoo.comparisons.calibration.score_models` beside pooled GPPL at the median heuristic's
-kernel (``learn_kernel=False``); held-out log loss, ECE, accuracy, seconds. The variants: the default
-(Gamma(2, 2) on s_t, Gamma(2, 2/√C) on s_v,c and s_w,c), the paper's Sushi priors (Gamma(1, 100) and
-Gamma(1, 10), every item inducing as the default is), Gamma(2, 2) everywhere, and shape 1 on the
-components (rate 1, or 2/√C).
+Each variant is ``CrowdGPPL(**settings)`` with its default route (and its route settings), scored on the
+battery's crowds by :func:`crowdzoo.comparisons.calibration.score_models` beside pooled GPPL at the
+median heuristic's kernel (``learn_kernel=False``); held-out log loss, ECE, accuracy, seconds. The
+variants: the default (the components' scale chosen from the data,
+:mod:`crowdzoo.models.crowdgppl.scales`), each of its two candidates alone (Gamma(2, 2) on s_t and
+Gamma(2, 2/√C) on s_v,c and s_w,c; the side with fewer inducing values held broad), the paper's Sushi
+priors (Gamma(1, 100) and Gamma(1, 10), every item inducing as the default is), Gamma(2, 2) everywhere,
+and shape 1 on the components (rate 1, or 2/√C).
 
 ``crowdzoo compare crowdgppl-priors --repeats 2 --jobs 2 --out docs/crowdgppl-priors.md``; ``--quick``
 leaves out the two largest crowds.
@@ -18,13 +20,16 @@ import pandas as pd
 from . import calibration
 from .markdown import cell
 
+#: name → (CrowdGPPL settings, natgrad route settings)
 VARIANTS = {
-    "default: Gamma(2, 2) on s_t, Gamma(2, 2/√C) on s_v, s_w": {},
-    "paper: Gamma(1, 100) on s_t, Gamma(1, 10) on s_v, s_w": dict(shape_t0=1, rate_t0=100, shape_v0=1,
-                                                                  rate_v0=10, shape_w0=1, rate_w0=10),
-    "Gamma(2, 2) everywhere": dict(rate_v0=2, rate_w0=2),
-    "Gamma(1, 1) on s_v, s_w": dict(shape_v0=1, rate_v0=1, shape_w0=1, rate_w0=1),
-    "Gamma(1, 2/√C) on s_v, s_w": dict(shape_v0=1, shape_w0=1),
+    "default: the components' scale chosen from the data": ({}, {}),
+    "Gamma(2, 2) on s_t, Gamma(2, 2/√C) on s_v, s_w (select_scales=False)": ({}, {"select_scales": False}),
+    "the fewer side's scale held broad (select_scales='held')": ({}, {"select_scales": "held"}),
+    "paper: Gamma(1, 100) on s_t, Gamma(1, 10) on s_v, s_w": (dict(shape_t0=1, rate_t0=100, shape_v0=1,
+                                                                   rate_v0=10, shape_w0=1, rate_w0=10), {}),
+    "Gamma(2, 2) everywhere": (dict(rate_v0=2, rate_w0=2), {}),
+    "Gamma(1, 1) on s_v, s_w": (dict(shape_v0=1, rate_v0=1, shape_w0=1, rate_w0=1), {}),
+    "Gamma(1, 2/√C) on s_v, s_w": (dict(shape_v0=1, shape_w0=1), {}),
 }
 LARGE = ("many-per-item", "sparse-big")
 
@@ -33,7 +38,7 @@ def run_one(seed: int, quick: bool = False) -> pd.DataFrame:
     from ..models import GPPL, CrowdGPPL
 
     models = {"GPPL (pooled)": ("gppl", GPPL(), {"learn_kernel": False})}  # the median heuristic
-    models.update({name: ("crowdgppl", CrowdGPPL(**kw), {}) for name, kw in VARIANTS.items()})
+    models.update({name: ("crowdgppl", CrowdGPPL(**kw), route) for name, (kw, route) in VARIANTS.items()})
     crowds = [c for c in calibration.CROWDS if not (quick and c in LARGE)]
     return calibration.score_models(models, crowds, seed)
 

@@ -27,7 +27,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                 learn_kernel: bool | None = None, kernel_lr: float = 0.1, kernel_batch: int | None = None,
                 rho_min: float | None = None, distributed: bool = False, progress_bar: bool | None = None,
                 setup=None, resume=None, checkpoint=None, checkpoint_every: int = 0,
-                callback=None, n_points: int = 64, select_scales: bool | None = None) -> CrowdGPPLPosterior:
+                callback=None, n_points: int = 64,
+                select_scales: bool | str | None = None) -> CrowdGPPLPosterior:
     """Fit crowdGPPL by the paper's natural-gradient SVI (Alg. 2; settings, ``checkpoint`` and
     ``resume`` as for GPPL's :func:`~crowdzoo.models.gppl.natgrad.fit_natgrad`). ``batch_size`` P_i:
     by default the paper's 1000 labels, or P / 200 above 2·10⁵ labels
@@ -83,7 +84,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
     the side with fewer inducing values held broad, by the held-out log loss of a fit to 80 % of the
     labels); None (default): wherever the model leaves the component priors at their defaults, on one
     process, up to :data:`~crowdzoo.models.crowdgppl.scales.MAX_LABELS` labels. What was compared is in
-    ``posterior.settings["scales"]``."""
+    ``posterior.settings["scales"]``. ``"held"``: the held scale without a choice; False: the model's
+    priors as given."""
     if hasattr(data, "sets"):  # a ChoiceData: the probit choice's route
         return natgrad_choices.fit_choices(
             model, data, seed=seed, likelihood=likelihood, batch_size=batch_size, delay=delay,
@@ -101,7 +103,11 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                                learn_kernel=learn_kernel, kernel_lr=kernel_lr, kernel_batch=kernel_batch,
                                rho_min=rho_min, progress_bar=False, select_scales=False)
 
-        model, chosen = scales.select(model, data, model.setup(data, seed=seed), candidate, seed)
+        if select_scales not in (None, True, "held"):
+            raise DataError(f"select_scales: expected None, True, False or 'held', got {select_scales!r}",
+                            arg="select_scales")
+        model, chosen = scales.select(model, data, model.setup(data, seed=seed), candidate, seed,
+                                      select_scales)
     else:
         chosen = {"choice": "prior", "skipped": "select_scales=False" if select_scales is False else
                   "a caller's setup, a resumed or a distributed fit"}

@@ -81,15 +81,21 @@ def _log_loss(post, test) -> np.ndarray:
     return -(y * np.log(p) + (1 - y) * np.log1p(-p)) * w / w.mean()
 
 
-def select(model, data, setup, fit, seed: int = 0):
+def select(model, data, setup, fit, seed: int = 0, mode: bool | str | None = None):
     """``(model, record)``: ``model`` or :func:`held` of it, chosen by held-out log loss (module
-    docstring). ``fit(model, train)`` fits a candidate; ``record`` says what was compared."""
+    docstring). ``fit(model, train)`` fits a candidate; ``record`` says what was compared. ``mode``
+    "held": the held scale without a choice (where the component priors are left at their defaults)."""
     from ...data.split import split_pairs
 
+    side = held_side(setup)
+    if mode == "held":
+        if not leaves_scales_to_data(model):
+            return model, {"choice": "prior", "skipped": "component priors given"}
+        return held(model, side), {"choice": "held", "held_side": "items" if side == "v" else "users",
+                                   "skipped": "select_scales='held'"}
     why = applies(model, data, setup)
     if why is not None:
         return model, {"choice": "prior", "skipped": why}
-    side = held_side(setup)
     train, test = split_pairs(data, HOLD_OUT, seed=seed + 7919)
     loss = {"prior": _log_loss(fit(model, train), test)}
     try:

@@ -57,3 +57,15 @@ def test_the_held_side_is_the_one_with_fewer_inducing_values(users, items, side)
                           "y": rng.integers(0, 2, 300), "u": rng.integers(0, users, 300)})
     data = cz.PairwiseData.from_frame(frame, user="u")
     assert scales.held_side(cz.CrowdGPPL().setup(data)) == side
+
+
+def test_held_without_a_choice_and_a_bad_setting_refused():
+    panel = Panel(n_items=6, n_users=40, all_pairs=True, features="none")
+    train, _, items, _, _ = simulate_panel(panel, seed=1)
+    data = cz.PairwiseData.from_frame(train, items, a="winner", b="loser", y=None, user="taster")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = cz.fit(cz.CrowdGPPL(), data, seed=0, select_scales="held")
+    assert post.settings["scales"]["choice"] == "held" and post.model.shape_v0 == scales.HELD_SHAPE
+    with pytest.raises(cz.DataError, match="select_scales"):
+        cz.fit(cz.CrowdGPPL(), data, seed=0, select_scales="sometimes")
