@@ -660,10 +660,9 @@ def default_likelihood(learning: bool, ties: bool, setup) -> str:
     length-scales climb the bound of Eq. 30, which only the exact q maximises), for ties (the ordinal
     probit), where the GP is sparse and with the order effect; else the paper's ``"linearised"``.
 
-    The linearisation about the mean shrinks the order effect δ: on eight simulated leagues of 12 teams
-    (two seasons of home and away matches, δ = 0.3 on the probit scale;
-    :func:`~crowdzoo.data.simulate_league`) the linearised route's posterior mean of δ averaged .252, the
-    exact one's .276, EP's .273 and Bradley–Terry's MAP .270.
+    The linearisation about the mean shrinks the order effect δ towards 0 on simulated leagues
+    (:func:`~crowdzoo.data.simulate_league`; docs/gppl.md, "An order effect"), where the exact
+    likelihood agrees with EP.
 
     A sparse GP's pairs carry the conditional variance c_p / s of Eq. 19, which the linearisation about
     the mean (Eq. 9–11) leaves out while every prediction (Eq. 3) includes it: fitted as if there were
