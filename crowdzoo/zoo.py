@@ -184,7 +184,8 @@ ZOO: list[Entry] = [
           weights=("natgrad", "ep", "svi", "nuts"),
           honours={"item_residual": ("natgrad", "svi", "nuts"),
                    "lengthscale_prior": ("svi", "nuts", "natgrad if learn_kernel != False",
-                                         "ep if learn_kernel")},
+                                         "ep if learn_kernel"),
+                   "order_effect": ("natgrad", "ep", "svi", "nuts")},
           paper="Chu & Ghahramani 2005; Simpson & Gurevych 2020 §3.1",
           summary="GP preference learning for one user (or a pooled crowd)"),
     Entry(name="crowdgppl", model=f"{_M}.crowdgppl.model:CrowdGPPL", data="crowd pairs",
@@ -193,8 +194,9 @@ ZOO: list[Entry] = [
           guide=f"{_M}.crowdgppl.guide:default_guide", paper="Simpson & Gurevych 2020 §3.2",
           ties=("natgrad", "svi", "nuts"), choices=("svi", "nuts", "natgrad"),
           weights=("natgrad", "svi", "nuts"),
-          honours={p: ("svi", "nuts", "natgrad if learn_kernel")
-                   for p in ("lengthscale_prior", "user_lengthscale_prior")},
+          honours={**{p: ("svi", "nuts", "natgrad if learn_kernel")
+                      for p in ("lengthscale_prior", "user_lengthscale_prior")},
+                   "order_effect": ("natgrad", "svi", "nuts")},
           summary="consensus and personal preferences: GP matrix factorisation"),
     Entry(name="collabgp", model=f"{_M}.collabgp.model:CollabGP", data="crowd pairs",
           routes={"ep": f"{_M}.collabgp.ep_vb:fit_ep", "svi": SVI, "nuts": NUTS},
@@ -208,6 +210,7 @@ ZOO: list[Entry] = [
           posterior=f"{_M}.bradley_terry.posterior:BradleyTerryPosterior",
           example=f"{_M}.bradley_terry.examples:tiny", n_draws=1000, ties=("map", "svi", "nuts"),
           choices=("map", "svi", "nuts"), weights=("map", "svi", "nuts"),
+          honours={"order_effect": ("map", "svi", "nuts")},
           paper="Bradley & Terry 1952; Thurstone 1927",
           summary="independent utilities without features (logit or probit link); the worked "
                   "example of docs/guides/add-a-model.md"),
@@ -215,6 +218,7 @@ ZOO: list[Entry] = [
           routes={"natgrad": f"{_M}.baselines.gppl_per_user:fit_natgrad"},
           posterior=f"{_M}.baselines.gppl_per_user:PerUserPosterior",
           example=f"{_M}.baselines.examples:gppl_per_user", weights=("natgrad",),
+          honours={"order_effect": ()},  # a GPPL's setting that GPPL per user has not
           paper="Simpson & Gurevych 2020 §5", summary="an independent GPPL per user (baseline)"),
     Entry(name="crowdbt-gp", model=f"{_M}.baselines.crowdbt_gp:CrowdBTGP", data="worker pairs",
           routes={"map": f"{_M}.baselines.crowdbt_gp:fit_map"},

@@ -124,9 +124,20 @@ def run_fit(data, args, out: Path, f_true=None, plan: dict | None = None, pairs=
     if f_true is not None and mean is not None:
         metrics["kendall_tau_vs_truth"] = kendall_tau(f_true, mean.values)
     metrics.update({k: post.settings[k] for k in ("iterations", "converged") if k in post.settings})
+    metrics.update(order_metrics(post))
     _write_run(out, args, metrics, crowd)
     args.written = written + ["metrics.json", "run.json", "posterior.pt"]
     return metrics
+
+
+def order_metrics(post) -> dict:
+    """The order effect δ of a fit with ``--order-effect`` (the first item's advantage): its posterior
+    mean, sd and P(δ > 0); nothing for a fit without it."""
+    if getattr(post, "order_means", None) is None:
+        return {}
+    oe = post.order_effect()
+    return {"order_effect_mean": oe["mean"], "order_effect_sd": oe["sd"],
+            "order_effect_p_positive": oe["p_positive"]}
 
 
 def fit_choices(args) -> int:

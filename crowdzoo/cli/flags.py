@@ -150,7 +150,18 @@ def method_defaults_static(module: str, cls: str, name: str) -> dict:
 
 #: CLI option → the model setting it fills (only models with that setting receive it)
 MODEL_OPTIONS = {"n_inducing": "n_inducing", "kernel": "kernel", "components": "n_components",
-                 "n_inducing_users": "n_inducing_users", "item_residual": "item_residual"}
+                 "n_inducing_users": "n_inducing_users", "item_residual": "item_residual",
+                 "order_effect": "order_effect"}
+
+#: the model options that are switches (a bare flag turns the setting on; its help names its models)
+SWITCHES = frozenset({"order_effect"})
+
+
+def has_setting(e: Entry, name: str) -> bool:
+    """Whether the model of ``e`` has the setting ``name`` (a field of its dataclass, read from source),
+    and its table entry does not declare that no route honours it (a setting inherited from another
+    model, ``honours={name: ()}``)."""
+    return name in model_defaults_static(e) and e.honours.get(name, True) != ()
 
 
 #: the model settings the links options fill: {CLI option: model setting}

@@ -8,7 +8,7 @@ import argparse
 
 from .. import zoo
 from .choices import CHOICE_COLUMNS, api_defaults, takers
-from .flags import ALL, MODEL_OPTIONS, model_defaults_static, route_flags
+from .flags import ALL, MODEL_OPTIONS, SWITCHES, has_setting, model_defaults_static, route_flags
 from .links import links_models
 from .reading import ITEMS, ONE_HOT_HELP, USERS
 from .suggest import add_parser as add_suggest
@@ -77,6 +77,12 @@ def make_parser() -> argparse.ArgumentParser:
                           "utility (default: the model's; 'auto': gppl and crowdgppl where the GP is sparse, "
                           "dpm where every item is inducing over item features; 'learned', dpm only: "
                           "where 'auto' has it, with its variance at the pooled EP evidence's maximum)")
+    fit.add_argument("--order-effect", action="store_true", default=None,
+                     help=f"{', '.join(order_models())}: learn an advantage of the item in --a-col, the one "
+                          "listed first (the home side of a match, the item shown first), reported in "
+                          "metrics.json (order_effect_mean, order_effect_sd) and by `crowdzoo report`; "
+                          "predictions are for the pairs as given. --pairs must give each pair in the order "
+                          "it was played or shown, with its label (not --winner-first)")
     _csv_options(fit)
     add_fit_options(fit)
     _fit_options(fit)
@@ -202,6 +208,11 @@ def _residual(value: str):
     return table[value]
 
 
+def order_models() -> list:
+    """The models with an order effect (``order_effect``), from their source."""
+    return [e.name for e in zoo.ZOO if e.data != "links" and has_setting(e, "order_effect")]
+
+
 def model_defaults_help() -> str:
     """The model settings the CLI's options fill, with each model's default (those of ``Model()`` in
     Python, which a fit without the option uses), read from the models' source."""
@@ -211,7 +222,7 @@ def model_defaults_help() -> str:
             continue
         d = model_defaults_static(e)
         shown = [f"--{opt.replace('_', '-')} " + _shown(d[name])
-                 for opt, name in MODEL_OPTIONS.items() if name in d]
+                 for opt, name in MODEL_OPTIONS.items() if name in d and opt not in SWITCHES]
         lines.append(f"  {e.name}: {', '.join(shown) or 'none of these options'}")
     return "\n".join(lines)
 

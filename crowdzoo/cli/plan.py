@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import zoo
 from ..errors import DataError
-from .flags import ALL, MODEL_OPTIONS, _setting_type, route_flags, route_signature_static
+from .flags import ALL, MODEL_OPTIONS, _setting_type, has_setting, route_flags, route_signature_static
 from .reading import has_counts
 
 #: options that describe --users (only crowd models take them) and --items
@@ -92,6 +92,12 @@ def _check_tables(args, e) -> None:
     for opt in ITEM_OPTIONS:
         if getattr(args, "items", "") is None and getattr(args, opt, None) is not None:
             raise DataError(f"{_flag(opt)}: applies to --items, which was not given", arg=_flag(opt))
+    if getattr(args, "order_effect", None) and (getattr(args, "winner_first", False)
+                                                 or getattr(args, "y_col", "y") == ""):
+        raise DataError("--order-effect: a winner-first file lists each pair's winner first, so its order is "
+                        "its outcome and a first item's advantage cannot be learned; give each pair in the "
+                        "order it was played or shown (home and away, shown first and second) with a label "
+                        "column (--y-col), or drop --order-effect", arg="--order-effect")
     if getattr(args, "winner_first", False) and args.y_col not in ("y", ""):
         raise DataError(f"--winner-first: says --pairs has no label column, but --y-col names one "
                         f"({args.y_col!r}); give one or the other", arg="--winner-first")
@@ -110,7 +116,8 @@ def _check_tables(args, e) -> None:
 
 def _model_settings(args, e) -> dict:
     """The model settings the options fill (those not given keep the model's own defaults, as
-    ``crowdzoo.fit(Model(), data)`` has them); an option the model has no setting for is refused."""
+    ``crowdzoo.fit(Model(), data)`` has them); an option the model has no setting for is refused, naming
+    the models that have it."""
     cls = e.model_class()
     fields = {p for p in inspect.signature(cls).parameters}  # what the constructor takes by name
     model_kw = {}
@@ -118,8 +125,10 @@ def _model_settings(args, e) -> dict:
         value = getattr(args, opt, None)
         if value is None:
             continue
-        if name not in fields:
-            raise DataError(f"{_flag(opt)}: {e.name} ({cls.__name__}) has no setting {name}", arg=_flag(opt))
+        if name not in fields or e.honours.get(name, True) == ():
+            have = [x.name for x in zoo.ZOO if x.data != "links" and has_setting(x, name)]
+            raise DataError(f"{_flag(opt)}: {e.name} ({cls.__name__}) has no setting {name}; the models that "
+                            f"have it: {', '.join(have) or 'none'}", arg=_flag(opt))
         model_kw[name] = None if value == ALL else value
     return model_kw
 

@@ -105,6 +105,22 @@ class Posterior:
         p = self.outcome_probs(a, b, **kwargs)
         return (p[:, 0] / (p[:, 0] + p[:, 2]).clamp_min(1e-300)).numpy()
 
+    # the order effect (crowdzoo.gp.order): a posterior fitted with ``order_effect=True`` holds the mean
+    # (G,) of δ, the first item's advantage, per component and its variance (G,; None for draws)
+    order_means = None
+    order_vars = None
+
+    def order_effect(self) -> dict:
+        """The posterior of δ, the advantage of the item listed first (the home side, the one shown
+        first; :mod:`crowdzoo.gp.order`): {"mean", "sd", "p_positive" = P(δ > 0)}, mixed over the
+        components. A DataError for a fit without the order effect."""
+        if self.order_means is None:
+            raise DataError("order_effect: this fit has no order effect; fit the model with "
+                            "order_effect=True (gppl, crowdgppl, bradley-terry)", arg="order_effect")
+        from ..gp.order import summary
+
+        return summary(self.weights, self.order_means, self.order_vars)
+
     # choices among k items (crowdzoo.gp.choice): the link of the choice, and the moments of the set
     # members' utilities per component, which a model with a choice likelihood implements
     choice_link = "probit"

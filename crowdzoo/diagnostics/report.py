@@ -116,6 +116,10 @@ def _settings(post, dt, extra):
                     out[f"model.{f.name}.{g.name}"] = getattr(value, g.name)
             else:
                 out[f"model.{f.name}"] = _used(f.name, value, d)
+    if getattr(post, "order_means", None) is not None:  # the first item's advantage δ
+        oe = post.order_effect()
+        out["order effect δ (first item's advantage)"] = (
+            f"{oe['mean']:.3f} ± {oe['sd']:.3f} (posterior mean ± sd), P(δ > 0) = {oe['p_positive']:.3f}")
     for k, v in (post.settings or {}).items():
         out[f"fit.{k}"] = v
     out.update(extra or {})

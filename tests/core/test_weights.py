@@ -4,7 +4,8 @@ example with those labels written once, twice and three times: to round-off for 
 routes (natgrad full-batch, ep, map, gibbs) and, since a weighted program draws the same random numbers
 as the duplicated one, for svi and nuts too. Beside the examples: ties as a third outcome, the paper's
 linearised likelihood, a sparse GP with the item residual, the DPM's joint membership rule and
-collabGP's factorised EP; every model's Pyro program (with and without length-scale priors) has the
+collabGP's factorised EP; the order effect's posterior of δ; every model's Pyro program (with and
+without length-scale priors, with the order effect) has the
 duplicated data's log joint at the same latent values, and the weights follow a mini-batch; 10 wins and
 10 ties as halves fit as 15 wins and 5 losses; counts per pair fit as the rows they count; a route
 outside its entry's ``weights`` refuses weighted data; a weighted fit saves, loads and converts to
@@ -51,6 +52,9 @@ def _same_fit(model, data, method, atol=1e-9, **settings):
              for d in (weighted, duplicated)]
     p = [_predict(post, data) for post in posts]
     np.testing.assert_allclose(p[0], p[1], rtol=0, atol=atol)
+    if posts[0].order_means is not None:  # the order effect δ's posterior too
+        oe = [post.order_effect() for post in posts]
+        assert oe[0] == pytest.approx(oe[1], rel=0, abs=atol), oe
     return posts
 
 
@@ -94,6 +98,14 @@ def _variants():
                                   dict(n_sweeps=3, burn_in=1, membership="joint")),
         "collabgp ep, factorised": (cz.CollabGP(n_latent=2), crowd, "ep",
                                     dict(max_iter=4, vb_sweeps=5, gp_factors="factorised")),
+        "gppl natgrad, order effect": (cz.GPPL(order_effect=True), gppl, "natgrad", NATGRAD),
+        "gppl natgrad, linearised, order effect": (
+            cz.GPPL(order_effect=True), gppl, "natgrad",
+            dict(NATGRAD, learn_kernel=False, likelihood="linearised")),
+        "gppl ep, order effect": (cz.GPPL(order_effect=True), gppl, "ep", dict(n_grid=3, max_iter=30)),
+        "crowdgppl natgrad, order effect": (
+            cz.CrowdGPPL(n_components=2, n_inducing=5, order_effect=True), crowd, "natgrad", NATGRAD),
+        "bradley-terry map, order effect": (cz.BradleyTerry(order_effect=True), gppl, "map", QUICK[zoo.MAP]),
     }
 
 
@@ -118,6 +130,8 @@ def _programs():
         if "lengthscale_prior" in {f.name for f in dataclasses.fields(ex.model)}:
             under = dataclasses.replace(ex.model, lengthscale_prior=prior)
             out[f"{e.name}, length-scales under a prior"] = (under, ex.data)
+        if e.honours.get("order_effect"):
+            out[f"{e.name}, order effect"] = (dataclasses.replace(ex.model, order_effect=True), ex.data)
     return out
 
 

@@ -2,7 +2,8 @@
 
 Two ranks launched by ``torchrun`` each hold half of the labels and sum their step statistics with an
 all-reduce; the posterior equals a single-process fit on the same mini-batches to within 1e-8, for
-both likelihoods (the exact one on weighted labels, each rank holding its labels' weights). A rank
+both likelihoods (the exact one on weighted labels, each rank holding its labels' weights, with the
+order effect, whose q(δ) sums its statistics over the ranks too). A rank
 that fails ends the other with a clear DistributedError, not a hang."""
 from __future__ import annotations
 
@@ -43,10 +44,12 @@ WORKER = textwrap.dedent('''
     data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
     if lik == "exact":  # weighted labels: 1, 2, 3, 1, ...
         data = dataclasses.replace(data, weights=np.resize([1.0, 2.0, 3.0], data.n_pairs))
-    post = cz.fit(cz.GPPL(n_inducing=12), data, method="natgrad", likelihood=lik, distributed=True,
+    model = cz.GPPL(n_inducing=12, order_effect=lik == "exact")
+    post = cz.fit(model, data, method="natgrad", likelihood=lik, distributed=True,
                   batch_size=150, max_iter=30, tol=0.0, progress_bar=False, callback=callback)
     torch.save({"means": post.means, "covs": post.covs, "s": post.s, "ranks": post.settings["ranks"],
-                "r_means": post.r_means, "r_vars": post.r_vars}, f"{out}.{rank}.pt")
+                "r_means": post.r_means, "r_vars": post.r_vars, "order_means": post.order_means,
+                "order_vars": post.order_vars}, f"{out}.{rank}.pt")
 ''')
 
 
@@ -73,7 +76,8 @@ def test_two_ranks_give_the_single_process_posterior(tmp_path, worker, likelihoo
     data, _ = cz.simulate_gppl(n_items=40, n_pairs=600, n_features=2, seed=0)
     if likelihood == "exact":
         data = dataclasses.replace(data, weights=np.resize([1.0, 2.0, 3.0], data.n_pairs))
-    single = cz.fit(cz.GPPL(**FIT), data, likelihood=likelihood, **SETTINGS)
+    model = cz.GPPL(**FIT, order_effect=likelihood == "exact")
+    single = cz.fit(model, data, likelihood=likelihood, **SETTINGS)
     assert single.settings["ranks"] == 1
     for rank in (0, 1):
         got = torch.load(f"{out}.{rank}.pt")
@@ -86,6 +90,9 @@ def test_two_ranks_give_the_single_process_posterior(tmp_path, worker, likelihoo
         # the item residual, swept over every rank's labels at the end of the mini-batches
         torch.testing.assert_close(got["r_means"], single.r_means, rtol=0, atol=1e-8)
         torch.testing.assert_close(got["r_vars"], single.r_vars, rtol=0, atol=1e-8)
+        if likelihood == "exact":  # the order effect's q(δ), its statistics summed over the ranks
+            torch.testing.assert_close(got["order_means"], single.order_means, rtol=0, atol=1e-8)
+            torch.testing.assert_close(got["order_vars"], single.order_vars, rtol=0, atol=1e-8)
 
 
 def test_a_failed_rank_ends_the_others_with_a_clear_error(tmp_path, worker):

@@ -50,7 +50,8 @@ WHAT = "S⁻¹ of a user"
 @dataclass
 class GPPLPerUser(GPPL):
     """One GPPL per user; parameters as for :class:`~crowdzoo.models.gppl.model.GPPL` (the same
-    prior for every user), without the item residual (the paper's baseline has none)."""
+    prior for every user), without the item residual (the paper's baseline has none) and without the
+    order effect."""
 
     item_residual: bool | str = False
 
@@ -58,6 +59,9 @@ class GPPLPerUser(GPPL):
         if self.item_residual is not False:
             raise DataError("item_residual: GPPL per user has no item residual (the paper's baseline); "
                             "leave it False, or fit gppl or crowdgppl for one", arg="item_residual")
+        if self.order_effect is not False:
+            raise DataError("order_effect: GPPL per user has no order effect (the paper's baseline); leave "
+                            "it False, or fit gppl, crowdgppl or bradley-terry for one", arg="order_effect")
         super().__post_init__()
 
 

@@ -1,4 +1,5 @@
-"""Bradley–Terry's ArviZ converter: posterior f (item); per-pair log-likelihood and replicated labels."""
+"""Bradley–Terry's ArviZ converter: posterior f (item), and order (δ) with the order effect; per-pair
+log-likelihood and replicated labels."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,13 +26,17 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
         return finish(post, groups, coords, dims, "row", identified="f")
     a, b = torch.as_tensor(d.a), torch.as_tensor(d.b)
     y = torch.as_tensor(d.y)
+    z = f[:, a] - f[:, b]
+    if "order" in draws:  # the first item's advantage δ in every label's z
+        z = z + draws["order"][:, None]
+        posterior["order"] = chain_shape(draws["order"], chains)
     if "tau" in draws:  # ties: three outcomes per pair
         tau = draws["tau"]
-        loglik, y_rep = outcome_labels(f[:, a] - f[:, b], y, tau, post.setup.link, seed)
+        loglik, y_rep = outcome_labels(z, y, tau, post.setup.link, seed)
         posterior["tau"] = chain_shape(tau, chains)
         observed = d.y.copy()
     else:
-        lg = logits(post.setup, f[:, a] - f[:, b])
+        lg = logits(post.setup, z)
         loglik = -torch.nn.functional.binary_cross_entropy_with_logits(lg, y.expand_as(lg), reduction="none")
         g = torch.Generator().manual_seed(seed + 1)
         y_rep = (torch.rand(lg.shape, generator=g, dtype=lg.dtype) < torch.sigmoid(lg)).to(torch.int64)

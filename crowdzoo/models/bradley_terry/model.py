@@ -12,6 +12,13 @@ Kupper 1967 for the logit):
     τ   ~ tie_prior                         default LogNormal(log ½, 1)
     y_p ∈ {b ≻ a, tie, a ≻ b} with P = (g(−Δ − τ), g(τ − Δ) − g(−τ − Δ), g(Δ − τ)),  Δ = f_a − f_b
 
+An order effect (``order_effect=True``; :mod:`crowdzoo.gp.order`): the item a label lists first (column
+``a``: the home side, the item shown first) gains an advantage δ on the link's scale, shared by every label
+(Davidson & Beaver 1977):
+
+    δ   ~ order_prior                       default N(0, 1)   (site "order")
+    y_p ~ Bernoulli(g(f_a − f_b + δ))        (with ties, Δ = f_a − f_b + δ above)
+
 Choices (a :class:`~crowdzoo.data.ChoiceData`: a set of k items per row, the best and optionally the
 worst) take the same utilities through the first stage of Plackett–Luce (:mod:`crowdzoo.gp.choice`):
 
@@ -40,6 +47,7 @@ import torch
 
 from ...data.tensors import choice_tensors, label_scale, label_tensors, weight_tensor, weighted
 from ...errors import DataError
+from ...gp import order
 from ...gp.choice import observe_choices
 from ...gp.ordinal import default_tie_prior, outcome_codes, outcome_distribution
 from ...gp.priors import check_priors
@@ -52,23 +60,32 @@ LINKS = ("logit", "probit")
 class BradleyTerry:
     """``link``: "logit" (Bradley–Terry) or "probit" (Thurstone); ``prior_sd``: σ of each utility;
     ``tie_prior``: the prior of the tie threshold τ > 0 on the link's scale, used when the data have
-    ties (None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1))."""
+    ties (None: :func:`~crowdzoo.gp.ordinal.default_tie_prior`, LogNormal(log ½, 1)); ``order_effect``:
+    a learned advantage δ of the item each label lists first (the home side, the item shown first; module
+    docstring), reported by ``posterior.order_effect()``; ``order_prior``: δ's Normal prior on the link's
+    scale (None: N(0, 1))."""
 
     link: str = "logit"
     prior_sd: float = 2.0
     tie_prior: object = None
+    order_effect: bool = False
+    order_prior: object = None
 
     def __post_init__(self):
         if self.link not in LINKS:
             raise DataError(f"link: expected one of {list(LINKS)}, got {self.link!r}")
         check_priors(self, {"prior_sd": "a positive number (the prior sd σ of each utility)"},
                      positive_priors={"tie_prior": "tie thresholds"})
+        order.check_settings(self.order_effect, self.order_prior)
 
     def setup(self, data, seed: int = 0) -> BTSetup:
-        """Nothing to precompute but the number of items and the link (and τ's prior, for data with ties)."""
+        """Nothing to precompute but the number of items and the link (and τ's prior, for data with ties;
+        δ's, with the order effect)."""
+        if self.order_effect:
+            order.check_data(data)
         tie_prior = (self.tie_prior or default_tie_prior()) if data.has_ties else None
         return BTSetup(n_items=data.n_items, link=self.link, prior_sd=float(self.prior_sd),
-                       tie_prior=tie_prior)
+                       tie_prior=tie_prior, order_prior=order.prior_of(self))
 
     def program(self, setup: BTSetup, data, subsample_size=None):
         """The Pyro model and its arguments (what the generic map, svi and nuts engines run)."""
@@ -84,6 +101,7 @@ class BTSetup:
     link: str
     prior_sd: float
     tie_prior: object = None  # τ's prior when the labels have ties (a third outcome), else None
+    order_prior: object = None  # δ's prior with the order effect, else None
 
 
 def logits(setup: BTSetup, z: torch.Tensor) -> torch.Tensor:
@@ -97,8 +115,11 @@ def bradley_terry_model(setup: BTSetup, a, b, y, subsample_size=None, weights=No
     loc = torch.zeros(setup.n_items, dtype=torch.float64)
     f = pyro.sample("f", dist.Normal(loc, setup.prior_sd).to_event(1))
     tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
+    delta = order.sample(setup.order_prior)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size) as idx:
         z = f[a[idx]] - f[b[idx]]
+        if delta is not None:  # the first item's advantage
+            z = z + delta
         with label_scale(weights, idx):
             if tau is None:
                 pyro.sample("y", dist.Bernoulli(logits=logits(setup, z)), obs=None if y is None else y[idx])

@@ -13,8 +13,8 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     """crowdGPPL: posterior t (item; with the item residual, t + r), V (component, item), W (component,
     user) and the inverse scales, and ``lengthscale`` (dim) / ``user_lengthscale`` (user_dim) when those
     were inferred under a prior; log-likelihood and replicated labels per pair from the personal
-    utilities. V and W are identified only up to sign and rotation (read diagnostics on t, the
-    length-scales, F and predictions)."""
+    utilities (with the order effect, ``order``: δ, in every label's z). V and W are identified only up
+    to sign and rotation (read diagnostics on t, the length-scales, F and predictions)."""
     if hasattr(post.data, "sets"):  # choices: a log-likelihood per row
         from .choices import to_arviz_choices
         return to_arviz_choices(post, n_draws, seed)
@@ -26,6 +26,8 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     a, b, j = (torch.as_tensor(x) for x in (d.a, d.b, d.users))
     zf = (dr["V"][:, :, a] - dr["V"][:, :, b]) * dr["W"][:, :, j]
     z = zf.sum(1) + (dr["t"][:, a] - dr["t"][:, b] if "t" in dr else 0.0)
+    if "order" in dr:  # the first item's advantage δ
+        z = z + dr["order"][:, None]
     if "tau" in dr:  # ties: three outcomes per pair
         tau = dr["tau"][:, j] if dr["tau"].dim() == 2 else dr["tau"]  # a τ per user: each label's user's
         loglik, y_rep = outcome_labels(z, d.y, tau, "probit", seed)
@@ -40,7 +42,7 @@ def to_arviz(post, n_draws: int = 500, seed: int = 0):
     dims = {"t": ["item"], "V": ["component", "item"], "W": ["component", "user"],
             "s_v": ["component"], "s_w": ["component"], "y": ["pair"]}
     posterior = {k: shape(v) for k, v in dr.items()}
-    identified = (["t", "s_t"] if "t" in dr else []) + [k for k in ("tau", "s_r") if k in dr]
+    identified = (["t", "s_t"] if "t" in dr else []) + [k for k in ("tau", "s_r", "order") if k in dr]
     for name, dim in (("lengthscale", "dim"), ("user_lengthscale", "user_dim")):
         if name in dr:  # one ℓ per draw, identified (unlike V and W): checked like t
             coords[dim] = np.arange(dr[name].shape[1])

@@ -11,6 +11,9 @@ Length-scales under a prior (``CrowdGPPL(lengthscale_prior=...)``, site "lengths
 GPPL's default svi guide (AutoMultivariateNormal) treats log ℓ, less its cross-covariances with the
 functions and scales, which Eq. 20's mean field drops for every factor. It starts at the setup's
 length-scales (the median heuristic, Eq. 26: where the fixed-kernel fit sits) with scale 0.1.
+
+The order effect (``CrowdGPPL(order_effect=True)``, site "order"): q(δ) is a Normal of its own, started at
+the prior's mean with sd ``init_scale``.
 """
 from __future__ import annotations
 
@@ -73,6 +76,11 @@ def crowdgppl_meanfield(setup, a, b, j, y, subsample_size=None, init_scale: floa
         sd = pyro.param("u_r_scale", torch.full((N,), init_scale, dtype=DTYPE),
                         constraint=constraints.positive)
         pyro.sample("u_r", dist.Normal(loc, sd).to_event(1))
+    prior = getattr(setup, "order_prior", None)
+    if prior is not None:  # the order effect δ
+        loc = pyro.param("order_loc", torch.as_tensor(prior.loc, dtype=DTYPE).clone())
+        sd = pyro.param("order_scale", torch.tensor(init_scale, dtype=DTYPE), constraint=constraints.positive)
+        pyro.sample("order", dist.Normal(loc, sd))
     with pyro.plate("components", C, dim=-1):
         _lognormal("s_v", (C,), setup.priors["v"])
         _lognormal("s_w", (C,), setup.priors["w"])

@@ -37,6 +37,12 @@ adds to the consensus each item's own utility, which the sparse conditional cann
     s_r   ~ Gamma(α_r, β_r),   r_i ~ N(0, 1/s_r)                       (sites "s_r", "u_r" = r √s_r)
     z_p   = (t_a + r_a − t_b − r_b) + Σ_c (v_c,a − v_c,b) w_c,j
 
+An order effect (``order_effect=True``; :mod:`crowdzoo.gp.order`): the item a label lists first (column
+``a``: the home side, the item shown first) gains an advantage δ shared by the crowd,
+
+    δ     ~ order_prior                   default N(0, 1)   (site "order")
+    z_p   = (t_a − t_b) + Σ_c (v_c,a − v_c,b) w_c,j + δ,   P(y_p = 1 | inducing, δ) = Φ((z̄_p + δ)/√(1 + σ²_p))
+
 With user features x_j the user components are a GP over them plus each user's own part
 (``user_individual`` = λ; every user inducing):
 
@@ -67,6 +73,7 @@ import torch
 
 from ...data.tensors import label_scale, label_tensors, user_tensor, weight_tensor, weighted
 from ...errors import DataError
+from ...gp import order
 from ...gp.conditional import identity_gp
 from ...gp.kernels import Kernel
 from ...gp.linalg import DTYPE
@@ -146,6 +153,11 @@ class CrowdGPPL:
         with the individual part's variance. 0: w is the user GP alone (the paper's). With fewer
         inducing users than users, the individual part is the conditional variance alone. A named user
         kernel (or a :class:`~crowdzoo.gp.kernels.Kernel`) carries it; other kernel objects do not.
+    order_effect : a learned advantage δ of the item each label lists first (column ``a``: the home side,
+        the item shown first; module docstring, :mod:`crowdzoo.gp.order`), one for the crowd, which every
+        route infers; ``posterior.order_effect()`` reports it and ``predict_proba(..., order=False)``
+        predicts without it. Data whose order is their outcome (winner-first) are refused.
+    order_prior : the Normal prior of δ on the probit scale (None: N(0, 1)); with ``order_effect`` only.
     """
 
     n_components: int = 20
@@ -177,9 +189,12 @@ class CrowdGPPL:
     shape_r0: float = 2.0
     rate_r0: float = 0.5
     user_individual: float = 1.0
+    order_effect: bool = False
+    order_prior: object = None
 
     def __post_init__(self):
         resolve(self.item_residual, False)  # a bad setting fails here, by name
+        order.check_settings(self.order_effect, self.order_prior)
         if self.tie_threshold not in ("crowd", "per_user"):
             raise DataError(f"tie_threshold: expected 'crowd' or 'per_user', got {self.tie_threshold!r}",
                             arg="tie_threshold")
@@ -233,6 +248,8 @@ class CrowdGPPL:
         if data.users is None:
             raise DataError("users: crowdGPPL needs a user per label (PairwiseData(..., users=...)); "
                             "use GPPL for single-user data")
+        if self.order_effect:
+            order.check_data(data)
         N, C = data.n_items, int(self.n_components)
         P = (data.n_rows if hasattr(data, "sets")  # choices: a row per label
              else data.label_range[2] if data.label_range is not None else len(data.a))  # every rank's labels
@@ -247,7 +264,8 @@ class CrowdGPPL:
                           consensus=bool(self.consensus), priors=self.priors(),
                           tie_prior=self.prior_tau() if data.has_ties else None,
                           tie_per_user=data.has_ties and self.tie_threshold == "per_user",
-                          residual_prior=prior_gamma(self.shape_r0, self.rate_r0) if has_residual else None)
+                          residual_prior=prior_gamma(self.shape_r0, self.rate_r0) if has_residual else None,
+                          order_prior=order.prior_of(self))
 
     def prior_tau(self):
         """The prior of the tie threshold τ (``tie_prior`` or the default)."""
@@ -390,6 +408,7 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
     u_t, s_t, u_v, s_v, u_w, s_w = global_sites(setup)
     tau = tie_thresholds(setup)
     r = residual(setup)
+    delta = order.sample(getattr(setup, "order_prior", None))
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size, dim=-1) as idx:
         dd, c = setup.items.pair_terms(a[idx], b[idx])  # (P, M), (P,)
         dv = (dd @ u_v.T) / s_v.sqrt()  # (P, C)
@@ -399,6 +418,8 @@ def crowdgppl_model(setup: CrowdSetup, a, b, j, y, subsample_size: int | None = 
         if r is not None:
             dt = dt + r[a[idx]] - r[b[idx]]
         zbar, var = z_moments(dt, dv, w, c, d, s_t, s_v, s_w)
+        if delta is not None:  # the first item's advantage
+            zbar = zbar + delta
         sd = torch.sqrt(1.0 + var)
         with label_scale(weights, idx):
             if tau is None:

@@ -31,6 +31,11 @@ changes by less than ``tol`` (relative) or after ``max_iter`` iterations.
 held fixed in the whitened basis u = L⁻¹ f (where the KL terms do not depend on the length-scales), a
 floor under ρ, and the exact likelihood by default.
 
+The order effect (``CrowdGPPL(order_effect=True)``, beyond the paper): q(δ) of the first item's advantage
+is one more factor of the sweep, after q(t) and the item residual's q(r): a one-dimensional Gaussian
+block with κ_p = e_p = 1 for every label and prior precision 1/σ_δ² (:mod:`crowdzoo.gp.order`), the same
+(λ, ν) as the consensus's, and its KL in the bound.
+
 Weights (``PairwiseData.weights``): a label of weight w counts as w copies of it: its (λ, ν) (the
 linearised likelihood's through its noise Q/w), its pull on q(s) and τ and its term of the bound are
 multiplied by w; τ starts at the weighted share of ties.
@@ -56,7 +61,7 @@ import torch
 from torch.special import ndtr
 
 from ...errors import DataError
-from ...gp import natural, residual
+from ...gp import natural, order, residual
 from ...gp.conjugate import kl_gamma, q_s, scale_rate
 from ...gp.learn import KernelSpace, learns_by_default, log_prior_of_theta
 from ...gp.linalg import DTYPE, sym
@@ -226,6 +231,8 @@ class Moments(NamedTuple):
     w_var: torch.Tensor
     dr: torch.Tensor | float = 0.0  # r_a − r_b of the item residual and its variance (0: none)
     dr_var: torch.Tensor | float = 0.0
+    do: torch.Tensor | float = 0.0  # the order effect δ's mean and variance (0: none)
+    do_var: torch.Tensor | float = 0.0
 
 
 class Raw(NamedTuple):
@@ -240,6 +247,8 @@ class Raw(NamedTuple):
     w_q: torch.Tensor
     dr: torch.Tensor | float = 0.0  # r_a − r_b of the item residual and its variance (0: none)
     dr_var: torch.Tensor | float = 0.0
+    do: torch.Tensor | float = 0.0  # the order effect δ's mean and variance (0: none)
+    do_var: torch.Tensor | float = 0.0
 
 
 def _row_moments(A, m, S):
@@ -268,18 +277,21 @@ def _raw(st, bt: Batch, batched: bool = False) -> Raw:
     else:
         wm, w_q = _per_component(bt.Aw, w, batched)
     dr, dr_var = residual.pair_moments(st.get("r"), bt.a, bt.b)
-    return Raw(dt, dt_q, dv, dv_q, wm, w_q, dr, dr_var)
+    do, do_var = order.moments(st.get("delta"))
+    return Raw(dt, dt_q, dv, dv_q, wm, w_q, dr, dr_var, do, do_var)
 
 
 def _moments(raw: Raw, bt: Batch, Es_t, Es_v, Es_w) -> Moments:
     dt_var = torch.zeros_like(raw.dt) if raw.dt_q is None else raw.dt_q + bt.c / Es_t
     return Moments(raw.dt, dt_var, raw.dv, raw.dv_q + bt.c[:, None] / Es_v, raw.w,
-                   raw.w_q + bt.d[:, None] / Es_w, raw.dr, raw.dr_var)
+                   raw.w_q + bt.d[:, None] / Es_w, raw.dr, raw.dr_var, raw.do, raw.do_var)
 
 
 def _total(mo: Moments):
     mean = mo.dt + mo.dr + (mo.dv * mo.w).sum(-1)
     var = mo.dt_var + mo.dr_var + (mo.dv_var * (mo.w * mo.w + mo.w_var) + mo.dv * mo.dv * mo.w_var).sum(-1)
+    if isinstance(mo.do, torch.Tensor):  # the order effect δ, the same for every label
+        mean, var = mean + mo.do, var + mo.do_var
     return mean, var
 
 
@@ -334,6 +346,12 @@ class Problem(NamedTuple):
         return None if self.w is None else self.w[idx]
 
     @property
+    def order_prior(self) -> tuple | None:
+        """(μ_δ, σ_δ²) of the order effect δ, from the setup's prior (None: no order effect)."""
+        prior = getattr(self.sides.setup, "order_prior", None)
+        return None if prior is None else order.moments_of(prior)
+
+    @property
     def reduce(self):
         """Sums over the ranks of a distributed fit (None in one process)."""
         return self.shard.sum if self.shard.world > 1 else None
@@ -353,6 +371,7 @@ class State(NamedTuple):
     carried: Carried | None = None
     tau: torch.Tensor | None = None  # the crowd's tie threshold, when the labels have ties
     r: residual.Residual | None = None  # q(r), q(s_r) of the item residual, when the model has one
+    delta: order.Order | None = None  # q(δ) of the order effect, when the model has one
 
 
 class Info(NamedTuple):
@@ -367,7 +386,7 @@ def _sides_of(state: State, p: Problem) -> Sides:
 
 
 def _blocks(state: State) -> dict:
-    return {"t": state.t, "v": state.v, "w": state.w, "r": state.r}
+    return {"t": state.t, "v": state.v, "w": state.w, "r": state.r, "delta": state.delta}
 
 
 def _labels(p: Problem, idx, sides: Sides):
@@ -376,7 +395,8 @@ def _labels(p: Problem, idx, sides: Sides):
     if p.every is not None and loop.is_every(idx, p.a.shape[0]):
         return p.every
     bt = _batch(*sides, p.a[idx], p.b[idx], p.j[idx], p.y[idx], p.weights(idx))
-    Q = beta_bernoulli_Q(torch.full_like(bt.y, p.prior_var_z), bt.y)
+    var_z = p.prior_var_z + (0.0 if p.order_prior is None else p.order_prior[1])  # σ_δ² with the order effect
+    Q = beta_bernoulli_Q(torch.full_like(bt.y, var_z), bt.y)
     return bt, Q if bt.w is None else Q / bt.w  # w copies of a Gaussian pseudo-observation: noise Q/w
 
 
@@ -416,7 +436,10 @@ def init(problem: Problem, gen: torch.Generator) -> State:
         if setup.tie_per_user:  # every user starts at the crowd's share of ties
             tau = tau.expand(setup.n_users).clone()
     r = None if p.residual is None else residual.init(setup.N, *p.residual, init_var)
-    return State(t, v, w, gam, None if p.space is None else adam_init(p.space.theta0), tau=tau, r=r)
+    prior_d = getattr(p, "order_prior", None)  # the choices' problem has none
+    delta = None if prior_d is None else order.init(prior_d)
+    return State(t, v, w, gam, None if p.space is None else adam_init(p.space.theta0), tau=tau, r=r,
+                 delta=delta)
 
 
 def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info]:
@@ -430,7 +453,7 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
     present = p.shard.union(bt.j) if p.reduce is not None and sides.users is None else None
     st, pull, raw = _sweep(_blocks(state), state.gam, bt, _raw_of(state, idx, bt), sides.items, sides.users,
                            p.likelihood, Q, batch.rho, batch.pi, p.n_gh, p.reduce, present, p.conditional,
-                           label_tau(state.tau, bt.j), p.residual)
+                           label_tau(state.tau, bt.j), p.residual, p.order_prior)
     gam = _update_scales(st, state.gam, p.pri, sides.items, sides.users, pull)
     tau = state.tau
     if tau is not None:  # ties: Newton steps on log τ at the new q (full ones on a full batch)
@@ -445,7 +468,7 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
             tau = threshold_step(tau, bt.y, mu, var, pi, p.tie_prior, p.tie_steps, p.n_gh, p.reduce,
                                  1.0 if full else batch.rho)
     new = State(st["t"], st["v"], st["w"], gam, state.hyper, state.sides,
-                Carried(idx, raw) if state.hyper is None else None, tau, st["r"])
+                Carried(idx, raw) if state.hyper is None else None, tau, st["r"], st["delta"])
     if state.hyper is not None:
         new = _kernel_step(new, idx, batch.pi, p)
     return new, Info(batch.rho, {k: s / r for k, (s, r) in gam.items()})
@@ -484,7 +507,7 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
     idx = p.shard.local(idx)
     bt, _ = _labels(p, idx, sides)
     return _bound(_blocks(state), state.gam, p.pri, bt, _raw_of(state, idx, bt), sides.items, sides.users,
-                  scale, p.n_gh, p.reduce, label_tau(state.tau, bt.j), p.residual)
+                  scale, p.n_gh, p.reduce, label_tau(state.tau, bt.j), p.residual, p.order_prior)
 
 
 def label_tau(tau, j):
@@ -513,8 +536,12 @@ def default_likelihood(learn_kernel: bool, batch_size: int, data, setup=None) ->
     4,000-user crowd with low-rank tastes (``benchmarks/bench_panel_fit.py``, 450 inducing items) the
     held-out personal log loss was .479 linearised and .439 exact (the items' win rates: .529). Users
     with features on a sparse user side (more users than inducing users) carry the conditional
-    variance d_p / s_w of theirs in the same way, so they, too, take the exact likelihood."""
+    variance d_p / s_w of theirs in the same way, so they, too, take the exact likelihood. So does a model
+    with the order effect, whose δ the linearisation shrinks (GPPL's
+    :func:`~crowdzoo.models.gppl.natgrad.default_likelihood`)."""
     if learn_kernel or data.has_ties:  # ties: only the exact likelihood has a third outcome
+        return "exact"
+    if setup is not None and getattr(setup, "order_prior", None) is not None:
         return "exact"
     if setup is not None and (not setup.items.exact or (setup.users is not None and not setup.users.exact)):
         return "exact"  # a sparse side's conditional variance, which only the exact likelihood feels
@@ -637,7 +664,9 @@ def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) 
         settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint,
         tau=None if st.tau is None else st.tau.reshape(1, -1) if st.tau.dim() else st.tau.reshape(1),
         **({} if st.r is None else dict(r_means=st.r.q.m[None], r_vars=st.r.q.S[None],
-                                        s_r=st.r.Es.reshape(1))))
+                                        s_r=st.r.Es.reshape(1))),
+        **({} if st.delta is None else dict(order_means=st.delta.q.m.clone(),
+                                            order_vars=st.delta.q.S.clone())))
 
 
 def _terms(dv, dv_var, w, w_var, Ew2=None):
@@ -647,7 +676,7 @@ def _terms(dv, dv_var, w, w_var, Ew2=None):
 
 
 def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_gh, reduce=None,
-           present=None, conditional: bool = True, tau=None, res_prior=None):
+           present=None, conditional: bool = True, tau=None, res_prior=None, order_prior=None):
     """Update q(t), then q(v_c) for each c, then q(w_c) for each c, on one batch (the factors in
     turn, as coordinate ascent does; the total moments of z are kept up to date in between).
     ``raw``: the batch's :class:`Raw` moments under the state ``st``; returned with the new state's.
@@ -656,7 +685,8 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
     whether a side is sparse, so that labels carry conditional variance (c or d ≠ 0) whose pull on
     q(s) the ``"exact"`` likelihood adds. ``tau``: the tie threshold, for labels with ties (the
     exact likelihood's ordinal probit). ``res_prior``: (α_r, β_r) of the item residual, whose q(r)
-    steps after q(t) (:mod:`crowdzoo.gp.residual`)."""
+    steps after q(t) (:mod:`crowdzoo.gp.residual`); ``order_prior``: (μ_δ, σ_δ²) of the order effect,
+    whose q(δ) steps next (:mod:`crowdzoo.gp.order`)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     mo = _moments(raw, bt, Es["t"], Es["v"], Es["w"])
     mu, var = _total(mo)
@@ -676,6 +706,14 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
         new_dr, new_var = residual.pair_moments(st["r"], bt.a, bt.b)
         mu, var = mu + new_dr - dr, var + new_var - dr_var
         dr, dr_var = new_dr, new_var
+    do, do_var = raw.do, raw.do_var
+    if st.get("delta") is not None:  # κ_p = e_p = 1: the consensus's weights at δ's own mean
+        one = torch.ones_like(mu)
+        lam, nu = _weights(lik, bt, mu, var, one, one, st["delta"].m, Q, n_gh, tau)
+        sums = (lam.sum(), nu.sum()) if reduce is None else reduce(lam.sum(), nu.sum())
+        st["delta"] = order.step(st["delta"], *sums, r_i, pi, order_prior)
+        mu, var = mu + st["delta"].m - do, var + st["delta"].S - do_var
+        do, do_var = st["delta"].m, st["delta"].S
     v, w = st["v"], st["w"]
     prior_v, c_v = Es["v"][:, None, None] * items.K_inv, bt.c[:, None] / Es["v"]
     Lam_v, eta_v, m_v, S_v = (x.clone() for x in v)
@@ -710,7 +748,7 @@ def _sweep(st, gam, bt: Batch, raw: Raw, items: Side, users, lik, Q, r_i, pi, n_
         new_mu, new_var = _terms(dv[:, c], dv_var[:, c], wm[:, c], w_var[:, c])
         mu, var = mu + (new_mu - old_mu), var + (new_var - old_var)
     st["w"] = Gaussian(Lam_w, eta_w, m_w, S_w)
-    raw = Raw(dt, dt_q, dv, dv_q, wm, w_q, dr, dr_var)
+    raw = Raw(dt, dt_q, dv, dv_q, wm, w_q, dr, dr_var, do, do_var)
     if lik != "exact" or not conditional:  # no conditional variance: Eq. 15 as is
         return st, None, raw
     # ∂ELL/∂var_p · (what each scale's conditional variance adds to var_p, times E[s]): the
@@ -756,19 +794,19 @@ def _update_scales(st, gam, pri, items, users, pull=None):
 
 
 def _bound(st, gam, pri, bt: Batch, raw: Raw, items, users, pi_ev, n_gh, reduce=None, tau=None,
-           res_prior=None) -> float:
+           res_prior=None, order_prior=None) -> float:
     """Eq. 31: expected log-likelihood (scaled to P) − KL of every Gaussian and Gamma factor
     (``reduce``: the likelihood term summed over the ranks of a distributed fit)."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     mu, var = _total(_moments(raw, bt, Es["t"], Es["v"], Es["w"]))
     ell = _weighted(_ell(bt.y, mu, var, n_gh, tau), bt)
     ell = ell.sum() if reduce is None else reduce(ell.sum())
-    return float(pi_ev * ell - kl_terms(st, gam, pri, items, users, res_prior))
+    return float(pi_ev * ell - kl_terms(st, gam, pri, items, users, res_prior, order_prior))
 
 
-def kl_terms(st, gam, pri, items, users, res_prior=None):
+def kl_terms(st, gam, pri, items, users, res_prior=None, order_prior=None):
     """Every KL term of Eq. 31: each Gaussian factor against its prior N(0, K/s) and each Gamma q(s)
-    against its prior, and the item residual's."""
+    against its prior, the item residual's and the order effect's."""
     Es = {k: s / r for k, (s, r) in gam.items()}
     Elog = {k: torch.digamma(s) - torch.log(r) for k, (s, r) in gam.items()}
     kl = (_kl_gauss(st["v"], items, Es["v"], Elog["v"]).sum()
@@ -781,4 +819,6 @@ def kl_terms(st, gam, pri, items, users, res_prior=None):
         kl = kl + kl_gamma(*gam[k], *pri[k]).sum()
     if st.get("r") is not None:
         kl = kl + residual.kl(st["r"], *res_prior)
+    if st.get("delta") is not None:
+        kl = kl + order.kl(st["delta"], order_prior)
     return kl

@@ -19,6 +19,11 @@ side: predictions run over chunks of draws, each chunk's projections built at on
 
 With the item residual (:mod:`crowdzoo.gp.residual`) the consensus of a training item is t_i + r_i
 (``r_means``, ``r_vars`` (G, N), ``s_r`` (G,)); a new item's residual is the prior's, N(0, 1/s_r).
+
+With the order effect (:mod:`crowdzoo.gp.order`) z of a pair as given (a first: the home side, the item
+shown first) gains δ, the crowd's advantage of the first item, with each component's mean and variance
+(``order_means``, ``order_vars`` (G,); natgrad's q(δ) is independent of the other factors, draws have no
+variance); ``predict_proba(..., order=False)`` leaves it out (a neutral venue).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import torch
 from ...core.ids import by_rows, check_features, distinct_pairs, feature_rows, positions, seen_users
 from ...core.posterior import Posterior, draw_chunks, uniform_weights
 from ...errors import DataError
+from ...gp import order as order_effect
 from ...gp import residual
 from ...gp.learn import learned_sides
 from ...gp.linalg import DTYPE, cholesky, gamma_draws
@@ -84,7 +90,8 @@ class CrowdGPPLPosterior(Posterior):
     :meth:`predict_outcomes` gives the three outcomes (the closed form of
     :func:`~crowdzoo.gp.ordinal.predictive_outcomes` per component, mixed); ``r_means``, ``r_vars``
     (G, N) and ``s_r`` (G,) the item residual's q per component (else None; ``r_vars`` None for draws),
-    part of the consensus.
+    part of the consensus; ``order_means``, ``order_vars`` (G,) the order effect δ per component (else
+    None; ``order_vars`` None for draws).
     """
 
     query_users = "personal"  # a query asks one user about her own utilities (active learning)
@@ -105,6 +112,8 @@ class CrowdGPPLPosterior(Posterior):
     r_means: torch.Tensor | None = None
     r_vars: torch.Tensor | None = None
     s_r: torch.Tensor | None = None
+    order_means: torch.Tensor | None = None
+    order_vars: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
@@ -122,6 +131,8 @@ class CrowdGPPLPosterior(Posterior):
             kw["tau"] = sites["tau"].reshape(G, -1) if setup.tie_per_user else sites["tau"].reshape(G)
         if "u_r" in sites:
             kw.update(s_r=sites["s_r"].reshape(G), r_means=sites["u_r"] / sites["s_r"].reshape(G, 1).sqrt())
+        if "order" in sites:
+            kw["order_means"] = sites["order"].reshape(G)
         ell = {k: sites[k].reshape(G, -1) for k in ("lengthscale", "user_lengthscale") if k in sites}
         iv = (_draw_inducing_values(model.lengthscale_space(setup, prior=True), sites, ell) if ell
               else inducing_values(setup, sites))
@@ -228,20 +239,30 @@ class CrowdGPPLPosterior(Posterior):
 
     # ------------------------------------------------------------------ predictions
     def predict_proba(self, a, b, users=None, item_features=None, user_features=None,
-                      new_users: str = "error") -> np.ndarray:
+                      new_users: str = "error", order: bool = True) -> np.ndarray:
         """P(a ≻ b) per pair: the consensus (``users=None``) or the personal preference of each
         pair's user (Eq. 25, 3). ``a``, ``b`` are item ids (or rows of ``item_features``);
         ``users`` user ids (or rows of ``user_features``). ``new_users``: what a user id not seen in
         training gets — "error" (refused, naming it), "consensus" (the consensus t alone) or "prior"
         (its w_c from the prior N(0, 1/s_w), Eq. 23: the consensus's mean with the personal part's
-        variance). A fit with ties gives P(a ≻ b | not a tie)."""
+        variance). A fit with ties gives P(a ≻ b | not a tie). ``order``: with the order effect, a listed
+        first (z + δ); False: a neutral venue, without δ."""
         if self.tau is not None:  # ties: the decided pairs' P(a ≻ b)
-            p = self.outcome_probs(a, b, users, item_features, user_features, new_users)
+            p = self.outcome_probs(a, b, users, item_features, user_features, new_users, order)
             return (p[:, 0] / (p[:, 0] + p[:, 2]).clamp_min(1e-300)).numpy()
-        return self._combined(a, b, users, item_features, user_features, new_users, None)
+        return self._combined(a, b, users, item_features, user_features, new_users,
+                              self._ordered(self._mixed, order))
+
+    def _ordered(self, combine, order: bool):
+        """``combine(mean, var)`` of each chunk's moments (G, P) of z, with δ's moments added first where
+        the fit has the order effect and ``order`` is True."""
+        if self.order_means is None or not order:
+            return combine
+        means, variances = self.order_means, self.order_vars
+        return lambda mean, var: combine(*order_effect.predictive(mean, var, means, variances))
 
     def outcome_probs(self, a, b, users=None, item_features=None, user_features=None,
-                      new_users: str = "error") -> torch.Tensor:
+                      new_users: str = "error", order: bool = True) -> torch.Tensor:
         """(P, 3) probabilities (p_a, p_tie, p_b) of a fit with ties, for the arguments of
         :meth:`predict_proba`, mixed over the components."""
         from ...gp.ordinal import predictive_outcomes
@@ -250,7 +271,7 @@ class CrowdGPPLPosterior(Posterior):
             def combine(mean, var):
                 p = predictive_outcomes(mean, var, tau[:, None])
                 return (self.weights[:, None, None] * p).sum(0)
-            return combine
+            return self._ordered(combine, order)
 
         if self.tau.dim() == 1:
             out = self._combined(a, b, users, item_features, user_features, new_users, combine_at(self.tau))
@@ -509,6 +530,11 @@ class CrowdGPPLPosterior(Posterior):
             out["user_lengthscale"] = self.user_lengthscales[comp]
         if self.tau is not None:
             out["tau"] = self.tau[comp]
+        if self.order_means is not None:  # δ, the first item's advantage
+            out["order"] = self.order_means[comp]
+            if self.order_vars is not None:
+                out["order"] = out["order"] + torch.randn(n, dtype=DTYPE, generator=g) * \
+                    self.order_vars[comp].sqrt()
         return out
 
     def utility_draws(self, n: int = 2000, seed: int = 0, user=None) -> torch.Tensor:

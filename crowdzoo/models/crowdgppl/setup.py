@@ -20,7 +20,8 @@ class CrowdSetup:
     """Fixed before inference: the item side (kernel, inducing items, projections; see
     :class:`~crowdzoo.gp.SparseGP`), the user side (the same, or None for independent
     users), C, whether there is a consensus, the Gamma priors, τ's prior for labels with ties
-    (None: no ties), and the prior of the item residual's s_r (None: no residual)."""
+    (None: no ties), the prior of the item residual's s_r (None: no residual) and the prior of the order
+    effect δ (None: none)."""
 
     items: SparseGP
     users: SparseGP | None
@@ -31,6 +32,7 @@ class CrowdSetup:
     tie_prior: object = None
     residual_prior: object = None
     tie_per_user: bool = False  # a τ per user (tie_threshold="per_user")
+    order_prior: object = None  # δ's prior with the order effect (crowdzoo.gp.order)
 
     @property
     def N(self) -> int:

@@ -223,6 +223,10 @@ class DPMCommunities:
                             f"{type(item_gp).__name__}", arg="item_gp")
         elif given:
             item_gp = dataclasses.replace(item_gp, **given)
+        if item_gp.order_effect:
+            raise DataError("item_gp: the communities' item GP has no order effect (order_effect=True is "
+                            "GPPL's, crowdGPPL's and Bradley–Terry's); pass a GPPL without it",
+                            arg="item_gp")
         self.concentration, self.concentration_prior = concentration, concentration_prior
         self.probit_scale, self.truncation, self.item_gp = probit_scale, truncation, item_gp
         self.tie_prior, self.tie_threshold = tie_prior, tie_threshold

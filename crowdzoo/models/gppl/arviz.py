@@ -1,5 +1,5 @@
 """GPPL's ArviZ converter: posterior f (item) and s (and, with length-scales under a prior, lengthscale
-(dim)); per-pair log-likelihood and replicated labels."""
+(dim); with the order effect, order: δ); per-pair log-likelihood and replicated labels."""
 from __future__ import annotations
 
 import functools
@@ -20,10 +20,13 @@ def to_arviz(post, n_draws: int = 1000, seed: int = 0):
         return _choices(post, f, s, chains, seed)
     a = torch.as_tensor(post.data.a)
     b = torch.as_tensor(post.data.b)
+    z = f[:, a] - f[:, b]
+    if "order" in draws:  # the first item's advantage δ in every label's z
+        z = z + draws["order"][:, None]
     if "tau" in draws:  # ties: three outcomes per pair
-        loglik, y_rep = outcome_labels(f[:, a] - f[:, b], post.data.y, draws["tau"], "probit", seed)
+        loglik, y_rep = outcome_labels(z, post.data.y, draws["tau"], "probit", seed)
     else:
-        loglik, y_rep = probit_labels(f[:, a] - f[:, b], post.data.y, seed)
+        loglik, y_rep = probit_labels(z, post.data.y, seed)
 
     shape = functools.partial(chain_shape, chains=chains)
 
@@ -38,6 +41,9 @@ def to_arviz(post, n_draws: int = 1000, seed: int = 0):
     if "s_r" in draws:  # the item residual's scale (f includes the residual)
         posterior["s_r"] = shape(draws["s_r"])
         identified += " s_r"
+    if "order" in draws:  # δ, the advantage of the item listed first
+        posterior["order"] = shape(draws["order"])
+        identified += " order"
     if "lengthscale" in draws:  # inferred under a prior: one ℓ per draw, checked like any variable
         posterior["lengthscale"] = shape(draws["lengthscale"])
         coords["dim"] = np.arange(draws["lengthscale"].shape[1])

@@ -28,6 +28,13 @@ GPPL's model on the scale of h_p. τ is a point estimate, as natgrad's: log τ j
 log Z_EP + log p(s) + log p(log τ) under ``tie_prior`` (the mode of log τ, started where a tie of equal
 items is as common as ties are in the data); the grid over s then runs at that τ.
 
+The order effect (``GPPL(order_effect=True)``, :mod:`crowdzoo.gp.order`): δ is one more latent beside
+f_m, x = (f_m, δ) with the prior N(0, blockdiag(K_mm / s, σ_δ²)), and each label's direction gains a 1
+for it, h_p = (A_a − A_b, 1) / √(1 + c_p / s): the sites and the evidence are those above on the
+longer x (the prior covariance of the pairs' differences gains σ_δ² 11ᵀ). Each component's posterior
+mean and variance of δ are read off its last coordinate. EP's prior has mean 0, so ``order_prior``
+must too (Normal(0, σ_δ)).
+
 Weights (``PairwiseData.weights``): a label of weight w is w copies of its factor, one site of w copies'
 natural parameters updated by power EP (:mod:`crowdzoo.inference.ep`); its terms of the evidence count w
 times, and the share of ties that starts τ is the weighted share.
@@ -42,7 +49,8 @@ import torch
 
 from ...core.seeds import isolated
 from ...data.tensors import label_tensors, weight_tensor
-from ...gp.conditional import probit_rows
+from ...errors import DataError
+from ...gp import order
 from ...gp.learn import at_learning_start, check_learnable, log_prior_of_theta
 from ...gp.linalg import DTYPE, cholesky
 from ...gp.ordinal import initial_tau
@@ -62,6 +70,7 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
     """
     if s_mode not in ("integrate", "max"):
         raise ValueError(f"s_mode: expected 'integrate' or 'max', got {s_mode!r}")
+    order_var = _order_variance(model)
     a, b, y = label_tensors(data)
     w = weight_tensor(data)
     sgn = 2.0 * y - 1.0  # 0: a tie
@@ -86,9 +95,9 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
     tau = nu = None
     c = setup.pair_rows(a, b)[1] if tie is not None else None
     for s in grid.flip(0):  # from large s (tight prior) to small: warm starts stay stable
-        H = probit_rows(setup, a, b, s)
+        K, H = prior_and_rows(setup, a, b, s, order_var)
         t_p = None if tie is None else tie_thresholds(tie, c, s)
-        mu, Sigma, tau, nu, log_Z, it = ep_fixed_s(setup.K_mm / s, H, sgn, tau, nu, damping, max_iter, tol,
+        mu, Sigma, tau, nu, log_Z, it = ep_fixed_s(K, H, sgn, tau, nu, damping, max_iter, tol,
                                                    threshold=t_p, weights=w)
         means.append(mu)
         covs.append(Sigma)
@@ -106,14 +115,47 @@ def fit_ep(model, data, seed: int = 0, s_mode: str = "integrate", n_grid: int = 
         w_all = torch.softmax(logw_t, 0)
         keep = torch.nonzero(w_all > min_weight).reshape(-1)
         w = w_all[keep] / w_all[keep].sum()
+    means, covs = torch.stack(means)[keep], torch.stack(covs)[keep]
+    delta = {}
+    if order_var is not None:  # x = (f_m, δ): δ is the last coordinate
+        M = setup.M
+        delta = dict(order_means=means[:, M].clone(), order_vars=covs[:, M, M].clone())
+        means, covs = means[:, :M].clone(), covs[:, :M, :M].clone()
     return GPPLPosterior(
-        model=model, setup=setup, data=data, method="ep", weights=w,
-        means=torch.stack(means)[keep], covs=torch.stack(covs)[keep], s=grid[keep],
+        model=model, setup=setup, data=data, method="ep", weights=w, **delta,
+        means=means, covs=covs, s=grid[keep],
         tau=None if tie is None else torch.full((len(keep),), tie, dtype=DTYPE),
         trace={"s_grid": grid.numpy(), "log_evidence": logZ_t.numpy(),
                "log_weight": logw_t.numpy(), "iterations": np.asarray(iters)},
         settings=dict(seed=seed, s_mode=s_mode, n_grid=n_grid, s_range=(lo, hi), damping=damping,
                       max_iter=max_iter, tol=tol, learn_kernel=learn_kernel, **learned))
+
+
+def _order_variance(model) -> float | None:
+    """σ_δ² of the model's order effect (None without one); a prior of nonzero mean is refused."""
+    prior = order.prior_of(model)
+    if prior is None:
+        return None
+    mu0, var0 = order.moments_of(prior)
+    if mu0 != 0.0:
+        raise DataError(f"order_prior: ep's prior has mean 0, but the order effect's has mean {mu0:g}; pass "
+                        "Normal(0, σ) or fit with {method='natgrad'}, 'svi' or 'nuts'", arg="order_prior",
+                        settings=("method",))
+    return var0
+
+
+def prior_and_rows(setup, a, b, s, order_var=None):
+    """EP's prior covariance and the labels' directions at inverse scale s: K_mm / s and
+    h_p = (A_a − A_b) / √(1 + c_p / s) (P, M); with the order effect (``order_var`` σ_δ²) those of
+    x = (f_m, δ): blockdiag(K_mm / s, σ_δ²) and h_p = (A_a − A_b, 1) / √(1 + c_p / s) (P, M + 1)."""
+    rows, c = setup.pair_rows(a, b)
+    scale = torch.sqrt(1.0 + c / s)
+    H = rows / scale[:, None]
+    K = setup.K_mm / s
+    if order_var is None:
+        return K, H
+    K = torch.block_diag(K, torch.full((1, 1), order_var, dtype=DTYPE))
+    return K, torch.cat([H, (1.0 / scale)[:, None]], 1)
 
 
 def tie_thresholds(tau, c, s):
@@ -147,6 +189,7 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
     log_prior_ell = (log_prior_of_theta(getattr(model, "lengthscale_prior", None), n_ell) if learn_kernel
                      else None)
     tie_prior = model.prior_tau() if ties else None
+    order_var = _order_variance(model)
 
     def neg_log_evidence():
         s = theta[n_ell].exp()
@@ -155,7 +198,7 @@ def learn_kernel_ep(model, data, a, b, sgn, seed, damping, tol, max_iter, kernel
                                                                                      inducing=inducing)
         else:
             setup = base
-        K, H = setup.K_mm / s, probit_rows(setup, a, b, s)
+        K, H = prior_and_rows(setup, a, b, s, order_var)
         L = cholesky(K, jitter=setup.jitter, what="K_mm / s (EP prior)")
         threshold = tie_thresholds(theta[-1].exp(), setup.pair_rows(a, b)[1], s) if ties else None
         with torch.no_grad():  # the sites at the EP fixed point; the same L for EP and the gradient

@@ -45,6 +45,15 @@ each item a utility of its own beside the GP's, which the sparse conditional can
     r_i          ~ N(0, 1/s_r),  i = 1..N               (site "u_r", r = u_r / √s_r)
     f_a − f_b    | f_m, r, s ~ N(d_pᵀ f_m + r_a − r_b, c_p / s)
 
+An order effect (``order_effect=True``; :mod:`crowdzoo.gp.order`): the item a label lists first (column
+``a``: the home side, the item shown first) gains an advantage δ shared by every label,
+
+    δ            ~ order_prior                          default N(0, 1)   (site "order")
+    f_a − f_b + δ | f_m, s, δ ~ N(d_pᵀ f_m + δ, c_p / s),   y_p ~ Bernoulli(Φ(f_a − f_b + δ))
+
+so that p(y_p = 1 | f_m, s, δ) = Φ((d_pᵀ f_m + δ) / √(1 + c_p / s)) (with ties, Δ = d_pᵀ f_m + δ in the
+ordinal probit above).
+
 Learned length-scales (the paper fixes them by the median heuristic, §6): with
 ``lengthscale_prior=`` the model also samples the ARD length-scales first,
 
@@ -67,6 +76,7 @@ from pyro.distributions import constraints
 
 from ...data.tensors import choice_tensors, label_scale, label_tensors, weight_tensor, weighted
 from ...errors import DataError
+from ...gp import order
 from ...gp.choice import observe_choices
 from ...gp.conditional import SparseGP, identity_gp
 from ...gp.inducing import kmeanspp_inducing, resolve_inducing
@@ -115,6 +125,11 @@ class GPPL:
         command line"). natgrad, svi and nuts fit it; ep fits without it.
     shape_r0, rate_r0 : α_r, β_r of the Gamma prior on s_r (default 2, ½: a residual sd of about 0.7
         probit units a priori, :func:`~crowdzoo.gp.residual.default_prior`).
+    order_effect : a learned advantage δ of the item each label lists first (column ``a``: the home side,
+        the item shown first; module docstring, :mod:`crowdzoo.gp.order`), which every route infers;
+        ``posterior.order_effect()`` reports it and ``predict_proba(..., order=False)`` predicts without
+        it. Data whose order is their outcome (winner-first) are refused.
+    order_prior : the Normal prior of δ on the probit scale (None: N(0, 1)); with ``order_effect`` only.
     """
 
     n_inducing: int | str | None = "auto"
@@ -130,9 +145,12 @@ class GPPL:
     item_residual: bool | str = "auto"
     shape_r0: float = 2.0
     rate_r0: float = 0.5
+    order_effect: bool = False
+    order_prior: object = None
 
     def __post_init__(self):
         resolve(self.item_residual, False)  # a bad setting fails here, by name
+        order.check_settings(self.order_effect, self.order_prior)
         check_priors(self, {"shape_s0": "a positive Gamma shape α₀ (of the prior on the inverse scale s)",
                             "rate_s0": "a positive Gamma rate β₀ (of the prior on the inverse scale s)",
                             "shape_r0": "a positive Gamma shape α_r (of the prior on the residual's s_r)",
@@ -152,8 +170,11 @@ class GPPL:
 
     def setup(self, data, seed: int = 0, inducing=None) -> GPPLSetup:
         """Fix the kernel, inducing inputs and the projections every route shares (and τ's prior, for
-        data with ties; the residual's prior where the model has one)."""
+        data with ties; the residual's prior where the model has one; δ's with the order effect)."""
+        if self.order_effect:
+            order.check_data(data)
         setup = self.setup_features(data.item_features, seed=seed, inducing=inducing)
+        setup.order_prior = order.prior_of(self)
         if data.has_ties:
             setup.tie_prior = self.prior_tau()
         if resolve(self.item_residual, not setup.exact):
@@ -218,7 +239,8 @@ class GPPL:
         ell0 = setup.kernel.lengthscale.detach().clone()
         if not prior:  # learned from the median heuristic: start where the median pair is at r = 1
             ell0 = learning_start_of(self, setup).detach().clone()
-        return LengthscaleSpace(ard, ell_prior, ell0, self.prior_s(), setup.tie_prior, setup.residual_prior)
+        return LengthscaleSpace(ard, ell_prior, ell0, self.prior_s(), setup.tie_prior, setup.residual_prior,
+                                setup.order_prior)
 
     def ard(self, setup: GPPLSetup) -> ARDGP:
         """The sparse-GP algebra of this model's kernel as a function of ℓ, on ``setup``'s items and
@@ -239,12 +261,13 @@ def learning_start_of(model, setup) -> torch.Tensor:
 class GPPLSetup(SparseGP):
     """What is fixed before inference: the sparse GP over items (kernel, items X (N, D), inducing
     inputs Z (M, D), K_mm, L_mm, B = L_mm⁻¹ K_mn; :class:`~crowdzoo.gp.SparseGP`), the prior of s and,
-    for labels with ties the prior of the tie threshold τ (None: no ties), and the prior of the item
-    residual's s_r (None: no residual)."""
+    for labels with ties the prior of the tie threshold τ (None: no ties), the prior of the item
+    residual's s_r (None: no residual) and the prior of the order effect δ (None: none)."""
 
     s_prior: object = None
     tie_prior: object = None
     residual_prior: object = None
+    order_prior: object = None
 
     @property
     def N(self) -> int:
@@ -269,12 +292,15 @@ def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tens
     pyro.deterministic("f_m", setup.L_mm @ u / s.sqrt())
     tau = None if setup.tie_prior is None else pyro.sample("tau", setup.tie_prior)
     r = residual(setup)
+    delta = order.sample(setup.order_prior)
     with pyro.plate("pairs", a.shape[0], subsample_size=subsample_size) as idx:
         d, c = setup.pair_terms(a[idx], b[idx])
         sd = torch.sqrt(s * (1.0 + c / s))  # √s · √(1 + c/s)
         z = (d @ u) / sd
         if r is not None:
             z = z + (r[a[idx]] - r[b[idx]]) * s.sqrt() / sd
+        if delta is not None:  # the first item's advantage, over the same √(1 + c/s)
+            z = z + delta * s.sqrt() / sd
         with label_scale(weights, idx):
             if tau is None:
                 pyro.sample("y", dist.Bernoulli(logits=probit_logits(z)), obs=None if y is None else y[idx])
@@ -287,7 +313,7 @@ def gppl_model(setup: GPPLSetup, a: torch.Tensor, b: torch.Tensor, y: torch.Tens
 class LengthscaleSpace:
     """What :func:`gppl_lengthscale_model` needs: the ARD algebra as a function of ℓ, the prior of ℓ
     (event shape (D,); None: ℓ is a ``pyro.param`` started at ``ell0``), the prior of s and τ's (None:
-    no ties)."""
+    no ties), the residual's and δ's (None: none)."""
 
     ard: ARDGP
     prior: object
@@ -295,11 +321,12 @@ class LengthscaleSpace:
     s_prior: object
     tie_prior: object = None
     residual_prior: object = None
+    order_prior: object = None
 
     def setup_at(self, ell) -> GPPLSetup:
         """The model's setup at length-scales ``ell`` (D,), differentiable in ℓ."""
         return self.ard.sparse_gp(ell, GPPLSetup, s_prior=self.s_prior, tie_prior=self.tie_prior,
-                                  residual_prior=self.residual_prior)
+                                  residual_prior=self.residual_prior, order_prior=self.order_prior)
 
 
 def gppl_lengthscale_model(space: LengthscaleSpace, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,

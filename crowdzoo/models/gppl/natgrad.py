@@ -43,6 +43,13 @@ and :func:`bound`, each on a :class:`Problem` that holds what the fit keeps fixe
 assembles the problem, hands the three to the loop of :mod:`crowdzoo.inference.natgrad` with one
 :class:`~crowdzoo.inference.natgrad.Settings`, and builds the posterior.
 
+The order effect (``GPPL(order_effect=True)``, beyond the paper): q(δ) of the first item's advantage is
+one more Gaussian factor, one-dimensional, whose row in z is 1 for every label
+(:mod:`crowdzoo.gp.order`): after q(f_m) and q(r) each iteration, a natural-gradient step of the same
+size ρ_i from the batch's label weights (λ, ν) of the same likelihood, with prior precision 1/σ_δ²;
+its mean and variance add to every label's marginal of z (mean field: q(f_m, r, δ) = q(f_m) q(r) q(δ)),
+and its KL to N(μ_δ, σ_δ²) enters the bound.
+
 Learned length-scales (beyond the paper, which fixes ℓ by the median heuristic and names learning it
 as future work, §6; the default wherever the model leaves ℓ to the median heuristic on items with
 features and each step takes every label, ``learn_kernel=False`` keeps the paper's kernel): after
@@ -66,7 +73,7 @@ from torch.special import ndtr
 
 from ...data.tensors import label_tensors, weight_tensor
 from ...errors import DataError, NumericalError
-from ...gp import natural, residual
+from ...gp import natural, order, residual
 from ...gp.conjugate import gamma_moments, kl_gamma, q_s, require_gamma, scale_rate
 from ...gp.learn import KernelSpace, at_learning_start, learns_by_default, log_prior_of_theta
 from ...gp.linalg import DTYPE, cho_solve, logdet_from_chol, sym
@@ -138,6 +145,7 @@ class Problem(NamedTuple):
     tie_steps: int = 3  # Newton steps on log τ per iteration
     residual: tuple | None = None  # the Gamma prior (α_r, β_r) of the item residual's s_r, or None
     w: torch.Tensor | None = None  # this rank's labels' weights, or None: every label 1
+    order_prior: tuple | None = None  # (μ_δ, σ_δ²) of the order effect δ, or None: no order effect
 
     def weights(self, idx):
         """The weights of this rank's labels ``idx``, or None where every label weighs 1."""
@@ -166,6 +174,7 @@ class State(NamedTuple):
     basis: Basis | None = None  # None: the problem's (θ fixed)
     tau: torch.Tensor | None = None  # the tie threshold, when the labels have ties
     r: residual.Residual | None = None  # q(r) and q(s_r) of the item residual, when the model has one
+    delta: order.Order | None = None  # q(δ) of the order effect, when the model has one
 
 
 class Info(NamedTuple):
@@ -179,12 +188,21 @@ def _basis(state: State, problem: Problem) -> Basis:
     return problem.basis if state.basis is None else state.basis
 
 
-def _marginals(rows, c, m, S, Es, r=None, ab=None):
-    """Mean and variance of f_a − f_b under q (Eq. 14 with the E[s] of Eq. 15); ``rows`` a
+def _marginals(rows, c, m, S, Es, r=None, ab=None, delta=None):
+    """Mean and variance of z_p = f_a − f_b (+ δ) under q (Eq. 14 with the E[s] of Eq. 15); ``rows`` a
     :class:`~crowdzoo.gp.conditional.PairRows`; with the item residual's q ``r`` the pairs ``ab``' r_a − r_b
-    added."""
-    dm, dv = residual.pair_moments(r, *ab) if r is not None else (0.0, 0.0)
+    added, with q(δ) ``delta`` the order effect's mean and variance."""
+    dm, dv = _offset(r, ab, delta)
     return rows.mean(m) + dm, c / Es + rows.quad(S) + dv
+
+
+def _offset(r, ab, delta):
+    """Mean and variance of the part of z_p beside the GP: r_a − r_b of the item residual and δ of the
+    order effect (each 0 where the model has none)."""
+    dm, dv = residual.pair_moments(r, *ab) if r is not None else (0.0, 0.0)
+    if delta is not None:
+        dm, dv = dm + delta.m, dv + delta.S
+    return dm, dv
 
 
 def _expected(p: Problem, tau, y, mu, v, w=None):
@@ -206,8 +224,10 @@ def init(problem: Problem, gen: torch.Generator) -> State:
     if problem.tie_prior is not None:
         tau = initial_tau(problem.shard.tie_share(problem.y, problem.w))
     r = None if problem.residual is None else residual.init(problem.basis.setup.N, *problem.residual)
+    delta = None if problem.order_prior is None else order.init(problem.order_prior)
     return State(q, torch.tensor(problem.alpha0, dtype=DTYPE), torch.tensor(problem.beta0, dtype=DTYPE),
-                 None if problem.space is None else adam_init(problem.space.theta0), tau=tau, r=r)
+                 None if problem.space is None else adam_init(problem.space.theta0), tau=tau, r=r,
+                 delta=delta)
 
 
 def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info]:
@@ -224,9 +244,11 @@ def step(state: State, batch: loop.Batch, problem: Problem) -> tuple[State, Info
 
 def _Q(p: Problem, y, w=None):
     """Q of Eq. 8 from the prior variance of z_p: 2/E₀[s] (f_a, f_b independent), plus 2/E₀[s_r] with
-    the item residual; divided by each label's weight ``w`` where given (w copies of a Gaussian
-    pseudo-observation are one with noise Q/w)."""
+    the item residual and σ_δ² with the order effect; divided by each label's weight ``w`` where given (w
+    copies of a Gaussian pseudo-observation are one with noise Q/w)."""
     var_z = 2.0 * p.beta0 / p.alpha0 + (0.0 if p.residual is None else 2.0 * p.residual[1] / p.residual[0])
+    if p.order_prior is not None:
+        var_z = var_z + p.order_prior[1]
     Q = beta_bernoulli_Q(torch.full_like(y, var_z), y)
     return Q if w is None else Q / w
 
@@ -237,8 +259,8 @@ def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem, tau_rate: floa
     yb, wb = p.y[idx], p.weights(idx)
     ab = p.pairs(idx)
     Es = state.shape / state.rate
-    q, r = state.q, state.r
-    offset, r_var = residual.pair_moments(r, *ab)
+    q, r, delta = state.q, state.r, state.delta
+    offset, r_var = _offset(r, ab, delta)
     if p.likelihood == "linearised":
         q = _linearised_step(q, A_d, yb, Es, _Q(p, yb, wb), K_inv, r_i, pi, p.inner_iter, p.shard.sum, offset)
     else:
@@ -247,17 +269,32 @@ def _q_step(state: State, basis: Basis, idx, r_i, pi, p: Problem, tau_rate: floa
         Lam_lik, eta_lik = p.shard.sum(-2.0 * pi * A_d.gram(g_v), pi * A_d.tmul(g_mu - 2.0 * g_v * mu_f))
         q = natural.step(q, Es * K_inv, Lam_lik, eta_lik, r_i, WHAT)
     if r is not None:  # q(r) given the new q(f_m): coordinate ascent, as crowdGPPL's factors
-        r = _residual_step(r, p, yb, ab, *_marginals(A_d, c, q.m, q.S, Es, r, ab), state.tau, r_i, pi, wb)
+        r = _residual_step(r, p, yb, ab, *_marginals(A_d, c, q.m, q.S, Es, r, ab, delta), state.tau, r_i, pi,
+                           wb)
+    if delta is not None:  # q(δ) given the new q(f_m) and q(r)
+        delta = _order_step(delta, p, yb, *_marginals(A_d, c, q.m, q.S, Es, r, ab, delta), state.tau, r_i, pi,
+                            wb)
     shape, rate = q_s(p.alpha0, p.beta0, basis.setup.M, natural.second(q, K_inv))  # Eq. 15
     if p.likelihood == "exact" and not basis.setup.exact:  # the likelihood's pull through c / E[s]
-        _, _, g_v = _expected(p, state.tau, yb, *_marginals(A_d, c, q.m, q.S, Es, r, ab), wb)
+        _, _, g_v = _expected(p, state.tau, yb, *_marginals(A_d, c, q.m, q.S, Es, r, ab, delta), wb)
         rate = scale_rate(rate, shape, p.shard.sum(-pi * (g_v * c).sum()))
     tau = state.tau
     if tau is not None:
-        mu, v = _marginals(A_d, c, q.m, q.S, shape / rate, r, ab)
+        mu, v = _marginals(A_d, c, q.m, q.S, shape / rate, r, ab, delta)
         tau = threshold_step(tau, yb, mu, v, pi if wb is None else pi * wb, p.tie_prior, p.tie_steps, p.n_gh,
                              p.shard.sum if p.shard.world > 1 else None, tau_rate)
-    return state._replace(q=q, shape=shape, rate=rate, tau=tau, r=r)
+    return state._replace(q=q, shape=shape, rate=rate, tau=tau, r=r, delta=delta)
+
+
+def _order_step(delta: order.Order, p: Problem, y, mu, v, tau, r_i, pi, w=None) -> order.Order:
+    """One natural-gradient step of q(δ) (:mod:`crowdzoo.gp.order`) at the labels' marginals (μ, v) of z
+    under the current q (``w``: the labels' weights, or None)."""
+    if p.likelihood == "linearised":
+        lam, nu = order.linearised_weights(mu, _Q(p, y, w), y, delta)
+    else:
+        _, g_mu, g_v = _expected(p, tau, y, mu, v, w)
+        lam, nu = order.exact_weights(g_mu, g_v, delta)
+    return order.step(delta, *p.shard.sum(lam.sum(), nu.sum()), r_i, pi, p.order_prior)
 
 
 #: the step size of the full-batch steps that end a mini-batch fit (:func:`full_batch_steps`)
@@ -280,18 +317,19 @@ def full_batch_steps(state: State, p: Problem, steps: int, chunk: int, rho: floa
     basis = _basis(state, p)
     n = p.a.shape[0]
     for _ in range(steps):
-        q, r = state.q, state.r
+        q, r, delta = state.q, state.r, state.delta
         Es = state.shape / state.rate
         Lam_lik = torch.zeros_like(q.Lam)
         eta_lik = torch.zeros_like(q.eta)
         lam_r = nu_r = None if r is None else torch.zeros_like(r.q.m)
         gvc = torch.zeros((), dtype=DTYPE)
+        lam_d = nu_d = torch.zeros((), dtype=DTYPE)
         for lo in range(0, n, chunk):
             idx = torch.arange(lo, min(lo + chunk, n))
             A_d, c = p.rows(basis, idx)
             ab = p.pairs(idx)
             mu_f = A_d.mean(q.m)
-            mu, v = _marginals(A_d, c, q.m, q.S, Es, r, ab)
+            mu, v = _marginals(A_d, c, q.m, q.S, Es, r, ab, delta)
             _, g_mu, g_v = _expected(p, None, p.y[idx], mu, v, p.weights(idx))
             Lam_lik = Lam_lik - 2.0 * A_d.gram(g_v)
             eta_lik = eta_lik + A_d.tmul(g_mu - 2.0 * g_v * mu_f)
@@ -300,16 +338,21 @@ def full_batch_steps(state: State, p: Problem, steps: int, chunk: int, rho: floa
                 lam, nu_a, nu_b = residual.exact_weights(g_mu, g_v, r, *ab)
                 la, nu = residual.item_sums(r, *ab, lam, nu_a, nu_b)
                 lam_r, nu_r = lam_r + la, nu_r + nu
+            if delta is not None:
+                lam, nu = order.exact_weights(g_mu, g_v, delta)
+                lam_d, nu_d = lam_d + lam.sum(), nu_d + nu.sum()
         Lam_lik, eta_lik, gvc = p.shard.sum(Lam_lik, eta_lik, gvc)
         q = natural.step(q, Es * basis.K_inv, Lam_lik, eta_lik, rho, WHAT)
         if r is not None:
             if p.shard.world > 1:
                 lam_r, nu_r = p.shard.sum(lam_r, nu_r)
             r = residual.step_from_sums(r, lam_r, nu_r, rho, 1.0, *p.residual)
+        if delta is not None:
+            delta = order.step(delta, *p.shard.sum(lam_d, nu_d), rho, 1.0, p.order_prior)
         shape, rate = q_s(p.alpha0, p.beta0, basis.setup.M, natural.second(q, basis.K_inv))  # Eq. 15
         if not basis.setup.exact:
             rate = scale_rate(rate, shape, gvc)
-        state = state._replace(q=q, shape=shape, rate=rate, r=r)
+        state = state._replace(q=q, shape=shape, rate=rate, r=r, delta=delta)
     return state
 
 
@@ -349,6 +392,8 @@ def sweep_residual(state: State, p: Problem, chunk: int, sweeps: int = 30,
     Returns the state and the sweeps taken."""
     r = state.r
     mu_f, v_f = _f_marginals(state, p, chunk)
+    if state.delta is not None:  # q(δ) held too: the order effect is part of each label's fixed marginal
+        mu_f, v_f = mu_f + state.delta.m, v_f + state.delta.S
     sgn = 2.0 * p.y - 1.0
     n, N = p.a.shape[0], r.q.m.shape[0]
     rho, last, done = 1.0, math.inf, 0
@@ -459,7 +504,7 @@ def _kernel_step(state: State, idx, pi, p: Problem) -> State:
 
     def likelihood_term(theta):
         d, c = p.space.build(theta).pair_factors(p.a[idx], p.b[idx])
-        marg = _marginals(d, c, m_u, S_u, Es, state.r, p.pairs(idx))
+        marg = _marginals(d, c, m_u, S_u, Es, state.r, p.pairs(idx), state.delta)
         ell = pi * _expected(p, state.tau, p.y[idx], *marg, p.weights(idx))[0].sum()
         return ell if p.log_prior is None else ell + p.log_prior(theta)  # type-II MAP under a prior
 
@@ -477,11 +522,11 @@ def bound(state: State, idx, scale: float, problem: Problem) -> float:
     idx = p.shard.local(idx)
     A_d, c = p.rows(basis, idx)
     Es, Elog_s = gamma_moments(state.shape, state.rate)
-    ell, _, _ = _expected(p, state.tau, p.y[idx], *_marginals(A_d, c, q.m, q.S, Es, state.r, p.pairs(idx)),
-                          p.weights(idx))
+    ell, _, _ = _expected(p, state.tau, p.y[idx], *_marginals(A_d, c, q.m, q.S, Es, state.r, p.pairs(idx),
+                                                              state.delta), p.weights(idx))
     kl_f = natural.kl(q, basis.K_inv, basis.logdet_K, Es, Elog_s, WHAT)
     kl_r = 0.0 if state.r is None else residual.kl(state.r, *p.residual)
-    return float(scale * p.shard.sum(ell.sum()) - kl_f - kl_r
+    return float(scale * p.shard.sum(ell.sum()) - kl_f - kl_r - order.kl(state.delta, p.order_prior)
                  - kl_gamma(state.shape, state.rate, p.alpha0, p.beta0))
 
 
@@ -582,7 +627,8 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                       n_gh, space, log_prior, kernel_lr,
                       tie_prior=model.prior_tau() if ties else None,
                       residual=None if setup.residual_prior is None
-                      else require_gamma(setup.residual_prior, "shape_r0, rate_r0"), w=w)
+                      else require_gamma(setup.residual_prior, "shape_r0, rate_r0"), w=w,
+                      order_prior=None if setup.order_prior is None else order.moments_of(setup.order_prior))
     if not learning and max(batch_size, eval_size) >= P:  # the steps or evaluations take every label
         problem = problem._replace(every=problem.basis.rows(a, b))
     settings = loop.Settings(batch_size=batch_size, delay=delay, forgetting_rate=forgetting_rate,
@@ -612,7 +658,11 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
 def default_likelihood(learning: bool, ties: bool, setup) -> str:
     """The likelihood ``fit_natgrad`` uses unless told: ``"exact"`` when the kernel learns (the
     length-scales climb the bound of Eq. 30, which only the exact q maximises), for ties (the ordinal
-    probit) and where the GP is sparse; else the paper's ``"linearised"``.
+    probit), where the GP is sparse and with the order effect; else the paper's ``"linearised"``.
+
+    The linearisation about the mean shrinks the order effect δ towards 0 on simulated leagues
+    (:func:`~crowdzoo.data.simulate_league`; docs/gppl.md, "An order effect"), where the exact
+    likelihood agrees with EP.
 
     A sparse GP's pairs carry the conditional variance c_p / s of Eq. 19, which the linearisation about
     the mean (Eq. 9–11) leaves out while every prediction (Eq. 3) includes it: fitted as if there were
@@ -620,7 +670,7 @@ def default_likelihood(learning: bool, ties: bool, setup) -> str:
     over 3,000 items (M = 500, the item residual on; ``benchmarks/bench_scale.py --held-out``) the
     linearised route's held-out log loss was .621 (a 578 s command), the exact one's .456 (152 s), the
     items' win rates' .532."""
-    if learning or ties or not setup.exact:
+    if learning or ties or not setup.exact or getattr(setup, "order_prior", None) is not None:
         return "exact"
     return "linearised"
 
@@ -657,6 +707,8 @@ def _posterior(model, data, res: loop.Result, problem: Problem, settings: dict) 
         s_rate=float(state.rate), tau=None if state.tau is None else state.tau.reshape(1),
         **({} if state.r is None else dict(r_means=state.r.q.m[None], r_vars=state.r.q.S[None],
                                            s_r=state.r.Es.reshape(1))),
+        **({} if state.delta is None else dict(order_means=state.delta.q.m.clone(),
+                                               order_vars=state.delta.q.S.clone())),
         trace={"bound": np.asarray(res.stop.bounds), "bound_iteration": np.asarray(res.stop.iterations)},
         settings=dict(**settings, **learned, **res.settings), checkpoint=res.checkpoint)
 

@@ -24,6 +24,12 @@ tie), the probability that the pair's decided label, if it has one, is a ≻ b.
 A model with the item residual (:mod:`crowdzoo.gp.residual`) holds each component's q(r) over the
 training items (``r_means``, ``r_vars`` (G, N); draws have no variance) and s_r: a training item's
 utility is the GP's plus r_i, a new item's residual is the prior's N(0, 1/s_r).
+
+A model with the order effect (:mod:`crowdzoo.gp.order`) holds each component's mean and variance of δ,
+the advantage of the item listed first (``order_means``, ``order_vars`` (G,); draws have no variance):
+a pair (a, b) is predicted as given, f_a − f_b + δ, or with ``order=False`` at a neutral venue. The
+Gaussian routes' q(δ) is added as independent of q(f_m) (natgrad's mean field; ep's covariance of δ with
+f_m is left out of the predictions).
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ import torch
 from ...core.ids import distinct_pairs, feature_rows, positions
 from ...core.posterior import Posterior, uniform_weights
 from ...errors import DataError
+from ...gp import order as order_effect
 from ...gp import residual
 from ...gp.linalg import DTYPE, cholesky, gamma_draws
 from ...gp.probit import mixture_moments, mixture_prob
@@ -52,7 +59,8 @@ class GPPLPosterior(Posterior):
     (G, D) per component when the length-scales were inferred under a prior (else None: the setup's),
     ``tau`` (G,) the tie threshold per component of a fit to labels with ties (else None); ``r_means``,
     ``r_vars`` (G, N) and ``s_r`` (G,) the item residual's q per component (else None; ``r_vars`` None
-    for draws).
+    for draws); ``order_means``, ``order_vars`` (G,) δ's mean and variance per component with the order
+    effect (else None; ``order_vars`` None for draws).
     """
 
     means: torch.Tensor
@@ -65,6 +73,8 @@ class GPPLPosterior(Posterior):
     r_means: torch.Tensor | None = None
     r_vars: torch.Tensor | None = None
     s_r: torch.Tensor | None = None
+    order_means: torch.Tensor | None = None
+    order_vars: torch.Tensor | None = None
 
     @classmethod
     def from_draws(cls, model, setup, data, sites, method, params=None, **kw):
@@ -78,6 +88,8 @@ class GPPLPosterior(Posterior):
         if "u_r" in sites:
             s_r = sites["s_r"].to(DTYPE).reshape(-1)
             kw.update(s_r=s_r, r_means=sites["u_r"].to(DTYPE) / s_r.sqrt()[:, None])
+        if "order" in sites:
+            kw["order_means"] = sites["order"].to(DTYPE).reshape(-1)
         if params and "lengthscale" in params:
             import dataclasses
 
@@ -86,7 +98,8 @@ class GPPLPosterior(Posterior):
 
             start = learning_start_of(model, setup)
             setup = model.ard(setup).sparse_gp(ell, type(setup), s_prior=setup.s_prior,
-                                               tie_prior=setup.tie_prior, residual_prior=setup.residual_prior)
+                                               tie_prior=setup.tie_prior, residual_prior=setup.residual_prior,
+                                               order_prior=setup.order_prior)
             model = dataclasses.replace(model, lengthscale=ell)
             kw["settings"] = {**kw.get("settings", {}), "learned_lengthscale": ell.tolist(),
                               "start_lengthscale": start.tolist()}
@@ -186,17 +199,18 @@ class GPPLPosterior(Posterior):
         return (pd.Series(mean.numpy(), index=index, name="mean"),
                 pd.Series(variance.numpy(), index=index, name="variance"))
 
-    def predict_proba(self, a, b, item_features=None) -> np.ndarray:
+    def predict_proba(self, a, b, item_features=None, order: bool = True) -> np.ndarray:
         """P(a ≻ b) for each pair (Eq. 3, mixed over the posterior components).
 
         ``a``, ``b`` name items of the table predicted for: the training items by id or, with
         ``item_features=`` (new items), that table's rows — by its index when it is a DataFrame,
         by position when it is an array. A pair of an item with itself is refused. A fit with ties gives
-        P(a ≻ b | not a tie) (module docstring)."""
+        P(a ≻ b | not a tie) (module docstring). ``order``: with the order effect, a listed first (the
+        home side, shown first: f_a − f_b + δ); False: a neutral venue, without δ."""
         if self.tau is not None:
-            return self.decided_proba(a, b, item_features=item_features)
+            return self.decided_proba(a, b, item_features=item_features, order=order)
         out = torch.empty(len(a), dtype=DTYPE)
-        for sl, mu, var in self._pair_chunks(a, b, item_features):
+        for sl, mu, var in self._pair_chunks(a, b, item_features, order):
             out[sl] = mixture_prob(self.weights, mu, var)
         return out.numpy()
 
@@ -243,25 +257,26 @@ class GPPLPosterior(Posterior):
             p += self.weights[g] * pg
         return np.where(mask.numpy(), p.numpy(), 0.0)
 
-    def pair_moments(self, a, b, item_features=None):
-        """Mean and variance (G, P) of f_a − f_b per component (Eq. 19), for pairs named as in
-        :meth:`predict_proba`."""
-        parts = list(self._pair_chunks(a, b, item_features))
+    def pair_moments(self, a, b, item_features=None, order: bool = True):
+        """Mean and variance (G, P) of f_a − f_b (+ δ with the order effect, unless ``order=False``) per
+        component (Eq. 19), for pairs named as in :meth:`predict_proba`."""
+        parts = list(self._pair_chunks(a, b, item_features, order))
         return torch.cat([p[1] for p in parts], -1), torch.cat([p[2] for p in parts], -1)
 
-    def outcome_probs(self, a, b, item_features=None) -> torch.Tensor:
+    def outcome_probs(self, a, b, item_features=None, order: bool = True) -> torch.Tensor:
         """(P, 3) probabilities (p_a, p_tie, p_b) of a fit with ties, mixed over the components chunk by
-        chunk of pairs."""
+        chunk of pairs (``order`` as for :meth:`predict_proba`)."""
         from ...gp.ordinal import predictive_outcomes
 
         out = torch.empty(len(a), 3, dtype=DTYPE)
-        for sl, mu, var in self._pair_chunks(a, b, item_features):
+        for sl, mu, var in self._pair_chunks(a, b, item_features, order):
             p = predictive_outcomes(mu, var, self.tau[:, None])
             out[sl] = (self.weights[:, None, None] * p).sum(0)
         return out
 
-    def _pair_chunks(self, a, b, item_features):
-        """(slice, mean (G, p), variance (G, p)) of f_a − f_b per component, for chunks of the pairs."""
+    def _pair_chunks(self, a, b, item_features, order: bool = True):
+        """(slice, mean (G, p), variance (G, p)) of f_a − f_b per component, for chunks of the pairs (δ
+        added with the order effect and ``order``)."""
         X, Xs = self._items(item_features)
         ids_a = a
         a = self._positions("a", a, X, Xs.shape[0])
@@ -274,7 +289,8 @@ class GPPLPosterior(Posterior):
             items = self.setup.item_moments(self.means, self.covs, self.s, X)
         for lo in range(0, a.shape[0], chunk):  # chunks bound memory; vectorised within
             sl = slice(lo, lo + chunk)
-            yield (sl, *self._residual_pairs(*self._gp_pairs(items, a[sl], b[sl], X), a[sl], b[sl], X))
+            mu, var = self._residual_pairs(*self._gp_pairs(items, a[sl], b[sl], X), a[sl], b[sl], X)
+            yield (sl, *order_effect.predictive(mu, var, self.order_means, self.order_vars, order))
 
     def _gp_pairs(self, items, a, b, X):
         """Mean and variance (G, P) of the GP part of f_a − f_b per component (``items``: the items' rows,
@@ -310,8 +326,8 @@ class GPPLPosterior(Posterior):
     # ------------------------------------------------------------------ draws
     def sample(self, n: int = 1000, seed: int = 0) -> dict:
         """Posterior draws: {"f": (n, N) utilities of the training items, "s": (n,)}, "lengthscale"
-        (n, D) when the length-scales were inferred under a prior, "tau" (n,) for a fit with ties, and
-        "s_r" (n,) with the item residual (which f includes).
+        (n, D) when the length-scales were inferred under a prior, "tau" (n,) for a fit with ties,
+        "s_r" (n,) with the item residual (which f includes) and "order" (n,) δ with the order effect.
 
         For approximate routes these are draws from the approximation. For a sparse model the
         conditional variance of f given f_m is added independently per item (FITC-style)."""
@@ -332,6 +348,11 @@ class GPPLPosterior(Posterior):
         extra = {} if self.tau is None else {"tau": self.tau[comp]}
         if self.r_means is not None:
             extra["s_r"] = self.s_r[comp]
+        if self.order_means is not None:
+            extra["order"] = self.order_means[comp]
+            if self.order_vars is not None:
+                extra["order"] = extra["order"] + torch.randn(n, dtype=DTYPE, generator=g) * \
+                    self.order_vars[comp].sqrt()
         if self.lengthscales is not None:  # each draw its own ℓ (the draws' f_m as above)
             mu, var = self._draw_items(None)
             f = mu[comp]
