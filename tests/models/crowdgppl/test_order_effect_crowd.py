@@ -48,7 +48,7 @@ def test_without_position_bias_the_interval_covers_zero():
 def test_the_linearised_route_on_mini_batches_finds_it_too(biased):
     data, exact = biased
     oe = _fit(MODEL, data, select_scales=False, likelihood="linearised", batch_size=200,
-              learn_kernel=False, max_iter=150).order_effect()
+              learn_kernel=False, max_iter=100).order_effect()
     print(oe, exact.order_effect())
     assert abs(oe["mean"] - 0.25) < 1.96 * oe["sd"] and oe["p_positive"] > 0.95, oe
 
