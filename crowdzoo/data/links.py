@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import DataError, DataWarning, _show
-from .pairwise import flag_numbers
+from .pairwise import _check_columns, flag_numbers
 from .shard import rank_world, read_links_shard
 
 __all__ = ["LinkData", "same_cluster_counts"]
@@ -369,15 +369,10 @@ class LinkData:
         """
         if not isinstance(df, pd.DataFrame):
             raise DataError(f"df: expected a pandas DataFrame, got {type(df).__name__}", arg="df")
-        for arg, col in (("i", i), ("j", j), ("same", same), ("worker", worker)):
-            if col is None and arg == "worker":
-                continue
-            if col not in df.columns:
-                raise DataError(f"{arg}: column {col!r} not found in df (columns: {list(df.columns)})",
-                                arg=arg, problem=f"column {col!r} not found (columns: {list(df.columns)})")
-            if (df.columns == col).sum() > 1:
-                raise DataError(f"{arg}: column {col!r} appears more than once in df", arg=arg,
-                                problem=f"column {col!r} appears more than once")
+        for arg, col in (("i", i), ("j", j), ("same", same)):
+            if col is None:  # only the worker column is optional
+                raise DataError(f"{arg}: a column name is required (columns: {list(df.columns)})", arg=arg)
+        _check_columns(df, {"i": i, "j": j, "same": same, "worker": worker})
         if item_ids is None and isinstance(O, pd.DataFrame):
             item_ids = O.index.to_numpy()
         if len(df) == 0:

@@ -94,6 +94,9 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
             learn_kernel=learn_kernel, rho_min=rho_min, distributed=distributed, progress_bar=progress_bar,
             setup=setup, resume=resume, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
             callback=callback, n_points=n_points)
+    if select_scales not in (None, True, False, "held"):
+        raise DataError(f"select_scales: expected None, True, False or 'held', got {select_scales!r}",
+                        arg="select_scales")
     if select_scales is not False and resume is None and setup is None and not distributed:
         def candidate(m, train):
             return fit_natgrad(m, train, seed=seed, likelihood=likelihood, batch_size=batch_size, delay=delay,
@@ -103,11 +106,7 @@ def fit_natgrad(model, data, seed: int = 0, likelihood: str | None = None,
                                learn_kernel=learn_kernel, kernel_lr=kernel_lr, kernel_batch=kernel_batch,
                                rho_min=rho_min, progress_bar=False, select_scales=False)
 
-        if select_scales not in (None, True, "held"):
-            raise DataError(f"select_scales: expected None, True, False or 'held', got {select_scales!r}",
-                            arg="select_scales")
-        model, chosen = scales.select(model, data, model.setup(data, seed=seed), candidate, seed,
-                                      select_scales)
+        model, chosen = scales.select(model, data, candidate, seed, select_scales)
     else:
         chosen = {"choice": "prior", "skipped": "select_scales=False" if select_scales is False else
                   "a caller's setup, a resumed or a distributed fit"}

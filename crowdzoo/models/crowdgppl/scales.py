@@ -57,10 +57,8 @@ def held(model, side: str):
     return dataclasses.replace(model, **{f"shape_{side}0": HELD_SHAPE, f"rate_{side}0": HELD_RATE})
 
 
-def applies(model, data, setup) -> str | None:
+def applies(data) -> str | None:
     """Why :func:`select` does not run on ``data`` (None: it does)."""
-    if not leaves_scales_to_data(model):
-        return "component priors given"
     if getattr(data, "label_range", None) is not None:
         return "a shard of a distributed fit"
     if data.n_pairs > MAX_LABELS:
@@ -81,21 +79,20 @@ def _log_loss(post, test) -> np.ndarray:
     return -(y * np.log(p) + (1 - y) * np.log1p(-p)) * w / w.mean()
 
 
-def select(model, data, setup, fit, seed: int = 0, mode: bool | str | None = None):
+def select(model, data, fit, seed: int = 0, mode: bool | str | None = None):
     """``(model, record)``: ``model`` or :func:`held` of it, chosen by held-out log loss (module
     docstring). ``fit(model, train)`` fits a candidate; ``record`` says what was compared. ``mode``
     "held": the held scale without a choice (where the component priors are left at their defaults)."""
     from ...data.split import split_pairs
 
-    side = held_side(setup)
-    if mode == "held":
-        if not leaves_scales_to_data(model):
-            return model, {"choice": "prior", "skipped": "component priors given"}
-        return held(model, side), {"choice": "held", "held_side": "items" if side == "v" else "users",
-                                   "skipped": "select_scales='held'"}
-    why = applies(model, data, setup)
+    why = "component priors given" if not leaves_scales_to_data(model) else (
+        None if mode == "held" else applies(data))
     if why is not None:
         return model, {"choice": "prior", "skipped": why}
+    side = held_side(model.setup(data, seed=seed))
+    if mode == "held":
+        return held(model, side), {"choice": "held", "held_side": "items" if side == "v" else "users",
+                                   "skipped": "select_scales='held'"}
     train, test = split_pairs(data, HOLD_OUT, seed=seed + 7919)
     loss = {"prior": _log_loss(fit(model, train), test)}
     try:
